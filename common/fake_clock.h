@@ -1,0 +1,30 @@
+#pragma once
+// A clock that only moves when a test calls Advance(); due callbacks run inside Advance(),
+// in deadline order, on the caller's thread.
+
+#include <map>
+#include <memory>
+
+#include "common/clock.h"
+
+namespace gangrun::common {
+
+class FakeClock : public Clock {
+ public:
+  FakeClock();
+  ~FakeClock() override;
+  TimePoint Now() const override { return now_; }
+  std::unique_ptr<Timer> After(Duration delay, std::function<void()> callback) override;
+
+  // Moves time forward by `delta`, running every timer that falls due on the way.
+  void Advance(Duration delta);
+  size_t pending_timers() const { return timers_->size(); }
+
+ private:
+  using TimerMap = std::multimap<std::pair<TimePoint, uint64_t>, std::function<void()>>;
+  TimePoint now_;
+  uint64_t next_id_ = 0;
+  std::shared_ptr<TimerMap> timers_;
+};
+
+}  // namespace gangrun::common

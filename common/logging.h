@@ -1,0 +1,18 @@
+#pragma once
+// spdlog set-up: one named logger per component, all writing to stderr.
+
+#include <memory>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+namespace gangrun::common {
+
+// Returns the logger for `component` ("launcher", "node", "scheduler", "process"),
+// creating it on first use. Lines look like "[gangrun node] info: ...".
+std::shared_ptr<spdlog::logger> Logger(const std::string& component);
+
+// Sets the level of every logger (GANGRUN_LOG_LEVEL: trace, debug, info, warn, error, off).
+void SetLogLevel(const std::string& level);
+
+}  // namespace gangrun::common

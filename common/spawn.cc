@@ -1,0 +1,187 @@
+#include "common/spawn.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+
+#include "common/status.h"
+
+extern char** environ;
+
+namespace gangrun::common {
+namespace {
+
+constexpr size_t kChildStackSize = 64 * 1024;
+
+// Everything the child needs, prepared before clone(): the child only reads it, and
+// writes `failed_step`/`error` (shared memory, CLONE_VM) if a step fails.
+struct ChildContext {
+  const char* exec_path;
+  char* const* argv;
+  char* const* envp;
+  const char* cwd;
+  std::vector<std::pair<int, int>> fds;  // (child fd, parent fd)
+  int max_child_fd;
+  bool new_process_group;
+  bool new_session;
+  int parent_death_signal;
+  pid_t parent_pid;
+  cpu_set_t cpus;
+  bool set_cpus;
+  sigset_t original_mask;
+  const char* failed_step = nullptr;
+  int error = 0;
+};
+
+int Fail(ChildContext* c, const char* step) {
+  c->failed_step = step;
+  c->error = errno;
+  _exit(127);
+}
+
+// Runs in the child, on its own stack, sharing the parent's memory until exec.
+int ChildMain(void* arg) {
+  auto* c = static_cast<ChildContext*>(arg);
+  // Handlers do not survive exec, but ignored signals do: give the program defaults.
+  struct sigaction dfl = {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    sigaction(sig, &dfl, nullptr);
+  }
+  if (c->new_session) {
+    if (setsid() < 0) return Fail(c, "setsid");
+  } else if (c->new_process_group && setpgid(0, 0) < 0) {
+    return Fail(c, "setpgid");
+  }
+  if (c->parent_death_signal != 0) {
+    if (prctl(PR_SET_PDEATHSIG, c->parent_death_signal) < 0) return Fail(c, "prctl");
+    // The parent may have died before prctl: then nobody will send the signal.
+    if (getppid() != c->parent_pid) _exit(127);
+  }
+  if (c->set_cpus && sched_setaffinity(0, sizeof(c->cpus), &c->cpus) < 0) {
+    return Fail(c, "sched_setaffinity");
+  }
+  // Move the source descriptors above every target first, so a dup2 never clobbers a
+  // source that a later dup2 still needs.
+  int high = c->max_child_fd + 1;
+  for (auto& [child_fd, parent_fd] : c->fds) {
+    int moved = fcntl(parent_fd, F_DUPFD, high);
+    if (moved < 0) return Fail(c, "fcntl(F_DUPFD)");
+    parent_fd = moved;
+    high = moved + 1;
+  }
+  for (const auto& [child_fd, parent_fd] : c->fds) {
+    if (dup2(parent_fd, child_fd) < 0) return Fail(c, "dup2");
+  }
+  // Everything above the mapped descriptors goes (they were all close-on-exec anyway).
+  syscall(SYS_close_range, c->max_child_fd + 1, ~0U, 0);
+  if (c->cwd != nullptr && chdir(c->cwd) < 0) return Fail(c, "chdir");
+  sigset_t empty;
+  sigemptyset(&empty);
+  sigprocmask(SIG_SETMASK, &empty, nullptr);
+  execve(c->exec_path, c->argv, c->envp);
+  return Fail(c, "execve");
+}
+
+std::vector<char*> ToCharPointers(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (const auto& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<pid_t> Spawn(const SpawnOptions& options) {
+  if (options.argv.empty()) return absl::InvalidArgumentError("spawn: empty argv");
+  std::vector<char*> argv = ToCharPointers(options.argv);
+  std::vector<char*> envp = ToCharPointers(options.env);
+
+  ChildContext context;
+  context.exec_path = options.exec_path.c_str();
+  context.argv = argv.data();
+  context.envp = envp.data();
+  context.cwd = options.cwd.empty() ? nullptr : options.cwd.c_str();
+  context.max_child_fd = 2;
+  for (const auto& [child_fd, parent_fd] : options.fds) {
+    context.fds.emplace_back(child_fd, parent_fd);
+    if (child_fd > context.max_child_fd) context.max_child_fd = child_fd;
+  }
+  context.new_process_group = options.new_process_group;
+  context.new_session = options.new_session;
+  context.parent_death_signal = options.parent_death_signal;
+  context.parent_pid = getpid();
+  CPU_ZERO(&context.cpus);
+  context.set_cpus = !options.cpus.empty();
+  for (int cpu : options.cpus) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE) {
+      return absl::InvalidArgumentError("spawn: cpu " + std::to_string(cpu) + " out of range");
+    }
+    CPU_SET(cpu, &context.cpus);
+  }
+
+  void* stack = mmap(nullptr, kChildStackSize, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) return ErrnoToStatus(errno, "spawn: mmap");
+
+  // No signal handler may run in the child while it shares our memory.
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &context.original_mask);
+  pid_t pid = clone(ChildMain, static_cast<char*>(stack) + kChildStackSize,
+                    CLONE_VM | CLONE_VFORK | SIGCHLD, &context);
+  int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &context.original_mask, nullptr);
+  munmap(stack, kChildStackSize);
+
+  if (pid < 0) return ErrnoToStatus(clone_errno, "spawn: clone");
+  if (context.failed_step != nullptr) {
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return ErrnoToStatus(context.error, "cannot start " + options.exec_path + " (" +
+                                            context.failed_step + ")");
+  }
+  if (options.new_process_group && !options.new_session) {
+    setpgid(pid, pid);  // also from the parent; fails harmlessly once the child has exec'd
+  }
+  return pid;
+}
+
+absl::StatusOr<std::string> FindExecutable(const std::string& program,
+                                           const std::string& path_env) {
+  if (program.empty()) return absl::InvalidArgumentError("empty program name");
+  if (program.find('/') != std::string::npos) {
+    if (access(program.c_str(), X_OK) == 0) return program;
+    return ErrnoToStatus(errno, program);
+  }
+  size_t start = 0;
+  while (start <= path_env.size()) {
+    size_t end = path_env.find(':', start);
+    if (end == std::string::npos) end = path_env.size();
+    std::string dir = path_env.substr(start, end - start);
+    if (dir.empty()) dir = ".";
+    std::string candidate = dir + "/" + program;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return absl::NotFoundError(program + ": command not found in PATH");
+}
+
+std::vector<std::string> CurrentEnvironment() {
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
+  return env;
+}
+
+}  // namespace gangrun::common

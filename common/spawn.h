@@ -1,0 +1,40 @@
+#pragma once
+// Process creation without fork(): clone(CLONE_VM | CLONE_VFORK), as posix_spawn does, so
+// the cost does not grow with the caller's memory. Between clone and exec the child makes
+// only async-signal-safe system calls: process group, parent-death signal, CPU affinity,
+// descriptors, working directory, signal mask.
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace gangrun::common {
+
+struct SpawnOptions {
+  std::string exec_path;            // absolute or relative path of the program
+  std::vector<std::string> argv;    // argv[0] included
+  std::vector<std::string> env;     // KEY=VALUE; the complete environment
+  std::string cwd;                  // "" = inherit
+  std::map<int, int> fds;           // child fd -> parent fd; every other fd >= 3 is closed
+  bool new_process_group = true;    // the child leads its own process group
+  bool new_session = false;         // setsid() instead (implies its own group)
+  int parent_death_signal = 0;      // PR_SET_PDEATHSIG, 0 = none
+  std::vector<int> cpus;            // sched_setaffinity; empty = inherit
+};
+
+// Starts the program; returns its pid once it has exec'd, or why it could not.
+absl::StatusOr<pid_t> Spawn(const SpawnOptions& options);
+
+// Finds `program` the way execvp would, using `path_env` (a PATH value). A name that
+// contains '/' is returned as is if it exists.
+absl::StatusOr<std::string> FindExecutable(const std::string& program,
+                                           const std::string& path_env);
+
+// The calling process's environment as KEY=VALUE strings.
+std::vector<std::string> CurrentEnvironment();
+
+}  // namespace gangrun::common

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs everything gangrun needs to build and test on Debian 12, as root.
+#   deploy/install-deps.sh          build + test dependencies
+#   deploy/install-deps.sh --bench  also Open MPI, for bench/launch_overhead.sh
+set -euo pipefail
+
+packages=(
+  g++ cmake make pkg-config
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libboost1.81-dev libspdlog-dev libgtest-dev libgmock-dev
+  nlohmann-json3-dev libcli11-dev
+  python3 procps iproute2
+)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(openmpi-bin libopenmpi-dev time)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "install-deps: run as root to install: ${missing[*]}" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update
+  apt-get install -y --no-install-recommends "${missing[@]}"
+fi

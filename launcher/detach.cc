@@ -1,0 +1,72 @@
+// --join False: the command returns once the workers run, and a detached copy of the
+// launcher (its own session, same arguments) keeps supervising them with the same
+// guarantees. The copy reports "running" or an early exit code over a pipe.
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+
+#include "common/spawn.h"
+#include "common/status.h"
+#include "launcher/launcher.h"
+
+namespace gangrun::launcher {
+
+absl::StatusOr<int> RunDetached(const std::vector<std::string>& argv, const Options& options,
+                                const HostFacts& facts, const std::string& self_exe) {
+  const std::string dir = facts.log_dir.empty() ? "." : facts.log_dir;
+  if (!facts.log_dir.empty() && mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return common::ErrnoToStatus(errno, "cannot create --log_dir " + dir);
+  }
+  const std::string log_path = dir + "/gangrun.log";
+  int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (log_fd < 0) return common::ErrnoToStatus(errno, "cannot open " + log_path);
+  int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return common::ErrnoToStatus(errno, "pipe");
+
+  common::SpawnOptions spawn;
+  spawn.exec_path = self_exe;
+  spawn.argv = argv;  // argv[0] keeps the personality
+  spawn.env = common::CurrentEnvironment();
+  spawn.env.push_back(std::string(kReadyFdEnv) + "=3");
+  spawn.fds = {{0, null_fd}, {1, log_fd}, {2, log_fd}, {3, pipe_fds[1]}};
+  spawn.new_session = true;
+  auto pid = common::Spawn(spawn);
+  close(pipe_fds[1]);
+  close(log_fd);
+  close(null_fd);
+  if (!pid.ok()) {
+    close(pipe_fds[0]);
+    return pid.status();
+  }
+  unsigned char code = 0;
+  ssize_t n;
+  while ((n = read(pipe_fds[0], &code, 1)) < 0 && errno == EINTR) {
+  }
+  close(pipe_fds[0]);
+  if (n == 1 && code == 0) {
+    std::printf("gangrun: %d worker(s) running, supervised by pid %d (its log: %s)\n",
+                options.local_worker_num, *pid, log_path.c_str());
+    std::fflush(stdout);
+    return 0;
+  }
+  if (n != 1) {
+    int status = 0;
+    waitpid(*pid, &status, 0);
+    std::fprintf(stderr, "gangrun: the detached supervisor ended before its workers ran; see %s\n",
+                 log_path.c_str());
+    return 1;
+  }
+  int status = 0;
+  waitpid(*pid, &status, 0);  // it is finishing: reap it
+  std::fprintf(stderr, "gangrun: the job ended before all workers ran (see %s)\n",
+               log_path.c_str());
+  return static_cast<int>(code);
+}
+
+}  // namespace gangrun::launcher

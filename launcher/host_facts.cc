@@ -1,0 +1,136 @@
+// Gathering what the launcher needs to know about this host before it starts anything, and
+// printing the plan for --dry_run.
+
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
+#include "common/net.h"
+#include "common/spawn.h"
+#include "launcher/bind_core.h"
+#include "launcher/launcher.h"
+
+namespace gangrun::launcher {
+namespace {
+
+std::string RandomRunId() {
+  std::random_device random;
+  std::ostringstream out;
+  out << std::hex << random() << random();
+  return out.str().substr(0, 12);
+}
+
+std::string ShellQuote(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789_-+=/.,:@%") == std::string::npos) {
+    return s;
+  }
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+absl::StatusOr<HostFacts> GatherHostFacts(const Options& options) {
+  HostFacts facts;
+  facts.hostname = common::Hostname();
+  auto addresses = common::ResolveHost(options.master_addr);
+  if (!addresses.ok()) {
+    return absl::InvalidArgumentError("--master_addr: " + std::string(addresses.status().message()));
+  }
+  facts.master_ip = addresses->front();
+  facts.is_master = false;
+  for (const auto& address : *addresses) {
+    if (common::IsLocalAddress(address)) {
+      facts.master_ip = address;
+      facts.is_master = true;
+      break;
+    }
+  }
+  if (!facts.is_master && !Simulating(options) && !options.dry_run) {
+    return absl::InvalidArgumentError(
+        "--master_addr " + options.master_addr + " (" + facts.master_ip +
+        ") is not an address of this host: joining a scheduler on another host needs "
+        "multi-host coordination, which this build does not have yet");
+  }
+  if (options.local_worker_num < options.worker_num && !Simulating(options) &&
+      !options.dry_run) {
+    return absl::InvalidArgumentError(
+        "--local_worker_num (" + std::to_string(options.local_worker_num) +
+        ") is less than --worker_num (" + std::to_string(options.worker_num) +
+        "): multi-host jobs need multi-host coordination, which this build does not have yet");
+  }
+  auto local_ip = common::LocalAddressToward(facts.master_ip);
+  facts.local_ip = local_ip.ok() ? *local_ip : facts.master_ip;
+  facts.scheduler_port =
+      options.personality == Personality::kMsrun ? options.master_port + 1 : options.master_port;
+  facts.run_id = options.run_id.empty() ? RandomRunId() : options.run_id;
+  facts.log_dir = options.log_dir;
+  facts.token = options.token;
+  if (facts.token.empty() && !options.token_file.empty()) {
+    std::ifstream in(options.token_file);
+    std::stringstream content;
+    content << in.rdbuf();
+    facts.token = std::string(absl::StripAsciiWhitespace(content.str()));
+    if (facts.token.empty()) {
+      return absl::InvalidArgumentError("--token_file '" + options.token_file + "' is empty");
+    }
+  }
+  std::string path_env = "/usr/local/bin:/usr/bin:/bin";
+  for (auto& entry : common::CurrentEnvironment()) {
+    if (absl::StartsWith(entry, "GANGRUN_INTERNAL_")) continue;
+    if (absl::StartsWith(entry, "PATH=")) path_env = entry.substr(5);
+    if (absl::StartsWith(entry, "ASCEND_RT_VISIBLE_DEVICES=")) {
+      facts.visible_devices = entry.substr(sizeof("ASCEND_RT_VISIBLE_DEVICES=") - 1);
+    }
+    facts.base_env.push_back(std::move(entry));
+  }
+  auto task = ResolveTaskCommand(options.task_script, options.task_args, path_env);
+  if (!task.ok()) return task.status();
+  facts.task = std::move(*task);
+  facts.cpu_count = CpuCount();
+  return facts;
+}
+
+std::string FormatPlan(const Options& options, const HostFacts& facts) {
+  v1::RankAssignment assignment;
+  int node_rank = options.node_rank >= 0 ? options.node_rank : 0;
+  assignment.set_node_rank(node_rank);
+  assignment.set_node_count((options.worker_num + options.local_worker_num - 1) /
+                            options.local_worker_num);
+  assignment.set_first_rank(node_rank * options.local_worker_num);
+  assignment.set_local_worker_num(options.local_worker_num);
+  assignment.set_world_size(options.worker_num);
+  assignment.set_master_addr(facts.local_ip);
+  HostFacts only_ours = facts;
+  only_ours.base_env.clear();  // show the variables gangrun sets, not the inherited ones
+  auto plan = PlanProcesses(options, only_ours, assignment, 1, 0);
+  std::ostringstream out;
+  out << "gangrun plan: " << options.worker_num << " worker(s), " << options.local_worker_num
+      << " on this host (" << facts.hostname << "), run id " << facts.run_id << "\n";
+  for (const auto& spec : *plan) {
+    out << (spec.rank >= 0 ? "rank " + std::to_string(spec.rank) + " (local " +
+                                 std::to_string(spec.local_rank) + ")"
+                           : std::string("MindSpore scheduler process"))
+        << "\n  log: " << spec.log_path << "\n  cpus: "
+        << (spec.cpus.empty() ? std::string("not bound") : PythonList(spec.cpus))
+        << "\n  command:";
+    for (const auto& arg : spec.argv) out << " " << ShellQuote(arg);
+    out << "\n  environment:\n";
+    for (const auto& entry : spec.env) {
+      if (absl::StartsWith(entry, "MASTER_PORT=")) {
+        out << "    MASTER_PORT=<a free port, chosen at start>\n";
+      } else if (absl::StartsWith(entry, "GANGRUN_TOKEN=")) {
+        out << "    GANGRUN_TOKEN=<hidden>\n";
+      } else {
+        out << "    " << entry << "\n";
+      }
+    }
+  }
+  return out.str();
+}
+
+}  // namespace gangrun::launcher

@@ -1,0 +1,219 @@
+// RunJob: one host's part of a job, from the process keeper to the final report.
+// Shutdown order: the scheduler ends the job (JobFinished) -> the keeper kills whatever is
+// left below it and exits -> the console follower drains -> the io_context stops.
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <csignal>
+#include <cstdio>
+#include <set>
+
+#include "absl/strings/str_replace.h"
+#include "common/clock.h"
+#include "common/descendants.h"
+#include "common/logging.h"
+#include "common/net.h"
+#include "common/status.h"
+#include "launcher/exit_codes.h"
+#include "launcher/launcher.h"
+#include "launcher/local_link.h"
+#include "scheduler/scheduler.h"
+#include "worker/keeper_client.h"
+#include "worker/log_files.h"
+#include "worker/node.h"
+
+namespace gangrun::launcher {
+namespace {
+
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+common::Duration Seconds(double s) {
+  return duration_cast<common::Duration>(std::chrono::duration<double>(s));
+}
+
+// mkdir -p; directories we create get mode 0700, as msrun's do.
+absl::Status MakeLogDir(const std::string& dir) {
+  if (dir.empty()) return absl::OkStatus();
+  std::string path;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = dir.find('/', pos + 1);
+    path = dir.substr(0, pos);
+    if (path.empty()) continue;
+    if (mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+      return common::ErrnoToStatus(errno, "cannot create --log_dir " + path);
+    }
+  }
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError("--log_dir " + dir + " is not a directory");
+  }
+  return absl::OkStatus();
+}
+
+void WriteAll(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+bool Tailed(const Options& options, int rank) {
+  for (int selected : options.tail_worker_log) {
+    if (selected == -1 || selected == rank) return true;
+  }
+  return false;
+}
+
+// Reports "running" (0) or an early exit code to the foreground launcher, once.
+class ReadyNotifier {
+ public:
+  explicit ReadyNotifier(int fd) : fd_(fd) {}
+  ~ReadyNotifier() { Notify(1); }
+  void Notify(int code) {
+    if (fd_ < 0) return;
+    unsigned char byte = static_cast<unsigned char>(code);
+    while (write(fd_, &byte, 1) < 0 && errno == EINTR) {
+    }
+    close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& facts,
+                                      const RunContext& context) {
+  auto log = common::Logger("launcher");
+  ReadyNotifier ready(context.ready_fd);
+  RETURN_IF_ERROR(MakeLogDir(facts.log_dir));
+  RETURN_IF_ERROR(common::BecomeChildSubreaper());
+
+  boost::asio::io_context io;
+  common::AsioClock clock(io.get_executor());
+  ASSIGN_OR_RETURN(auto keeper,
+                   worker::KeeperClient::Start(io, {context.self_exe, "__keeper"}));
+
+  const bool simulating = Simulating(options);
+  scheduler::Scheduler::Options scheduler_options;
+  scheduler_options.world_size = simulating ? options.local_worker_num : options.worker_num;
+  scheduler_options.cluster_timeout = options.cluster_time_out < 0
+                                          ? common::Duration(-1)
+                                          : Seconds(options.cluster_time_out);
+  scheduler::Scheduler scheduler(clock, scheduler_options);
+  LocalLink link(io, scheduler);
+
+  worker::Node::Options node_options;
+  node_options.node_name = facts.hostname;
+  node_options.host_address = facts.local_ip;
+  node_options.node_rank = simulating ? -1 : options.node_rank;
+  node_options.local_worker_num = options.local_worker_num;
+  node_options.grace = Seconds(options.grace_period);
+  auto port = common::PickFreePort(facts.local_ip, {options.master_port, facts.scheduler_port});
+  if (!port.ok()) return port.status();
+  node_options.free_port = *port;
+
+  worker::LogFollower follower(io, [](const std::string& lines) { WriteAll(1, lines); });
+  std::optional<v1::JobOutcome> outcome;
+  const bool msrun = options.personality == Personality::kMsrun;
+
+  worker::Node::Callbacks callbacks;
+  callbacks.on_process_started = [&](const worker::ProcessSpec& spec, pid_t pid) {
+    if (spec.rank < 0) {
+      log->info("MindSpore scheduler process started (pid {}), log {}", pid, spec.log_path);
+      return;
+    }
+    if (msrun) {
+      WriteAll(1, "Start worker process with rank id:" + std::to_string(spec.rank) +
+                      ", log file:" + spec.log_path + ". Environment variable [RANK_ID=" +
+                      std::to_string(spec.rank) + "] is exported.\n");
+    }
+    log->info("rank {} started (pid {}), log {}", spec.rank, pid, spec.log_path);
+    if (options.join && Tailed(options, spec.rank)) {
+      std::string prefix = absl::StrReplaceAll(
+          options.log_prefix, {{"{host}", facts.hostname},
+                               {"{rank}", std::to_string(spec.rank)},
+                               {"{local_rank}", std::to_string(spec.local_rank)}});
+      follower.Follow(spec.log_path, prefix);
+    }
+  };
+  callbacks.on_generation_running = [&](uint64_t generation) {
+    log->info("generation {}: all {} local process(es) running", generation,
+              options.local_worker_num);
+    ready.Notify(0);
+  };
+  callbacks.on_finished = [&](const v1::JobOutcome& result) {
+    outcome = result;
+    keeper->Shutdown(Seconds(options.grace_period), [&] {
+      follower.DrainAll();
+      io.stop();
+    });
+  };
+  worker::Node node(
+      *keeper, clock, link, node_options,
+      [&](const v1::RankAssignment& assignment, uint64_t generation, int restart_count) {
+        return PlanProcesses(options, facts, assignment, generation, restart_count);
+      },
+      std::move(callbacks));
+  link.Connect(&node);
+
+  keeper->SetLostHandler([&] {
+    v1::JobOutcome lost;
+    lost.set_kind(v1::JobOutcome::KIND_NODE_LOST);
+    lost.set_message("the process keeper of " + facts.hostname + " died; its workers died with it");
+    outcome = lost;
+    // Its orphans were re-parented to us (we are a subreaper): finish them off.
+    common::KillAndReapAllChildren(SIGKILL, std::chrono::steady_clock::now() +
+                                                std::chrono::seconds(10));
+    follower.DrainAll();
+    io.stop();
+  });
+
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM, SIGHUP);
+  signals.add(SIGUSR1);
+  signals.add(SIGUSR2);
+  std::function<void(const boost::system::error_code&, int)> on_signal =
+      [&](const boost::system::error_code& ec, int sig) {
+        if (ec) return;
+        if (sig == SIGUSR1 || sig == SIGUSR2) {
+          log->info("forwarding {} to the workers", common::SignalName(sig));
+          node.ForwardSignal(sig);
+        } else {
+          log->info("received {}: stopping the job", common::SignalName(sig));
+          node.RequestStop(sig);
+        }
+        signals.async_wait(on_signal);
+      };
+  signals.async_wait(on_signal);
+
+  scheduler.Start();
+  node.Start();
+  io.run();
+
+  if (!outcome) return absl::InternalError("the job ended without an outcome");
+  if (outcome->kind() == v1::JobOutcome::KIND_SUCCEEDED) {
+    log->info("job succeeded: all {} local worker(s) exited 0", options.local_worker_num);
+    if (msrun) WriteAll(1, "All workers successfully exit!\n");
+  } else {
+    std::string report = FormatOutcome(*outcome);
+    if (msrun && !options.log_dir.empty()) {
+      report += "Distributed job exited with exception. Please check logs in directory: " +
+                options.log_dir + ".\n";
+    }
+    WriteAll(2, report);
+    ready.Notify(ExitCode(*outcome));
+  }
+  return *outcome;
+}
+
+}  // namespace gangrun::launcher

@@ -1,0 +1,43 @@
+#pragma once
+// The launcher: decides this host's roles, builds the scheduler (when this host owns the
+// master address), the node and the process keeper, runs them on one io_context and
+// returns the job's outcome. main() maps that outcome to the exit code.
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "gangrun/v1/session.pb.h"
+#include "launcher/options.h"
+#include "launcher/worker_plan.h"
+
+namespace gangrun::launcher {
+
+// Resolves addresses, the task command, the token and the run id. Errors are
+// InvalidArgument (bad configuration) and carry one line for the user.
+absl::StatusOr<HostFacts> GatherHostFacts(const Options& options);
+
+// The --dry_run plan: one block per local process with its rank, log, CPUs, command and the
+// variables gangrun sets.
+std::string FormatPlan(const Options& options, const HostFacts& facts);
+
+struct RunContext {
+  std::string self_exe;  // this binary, for the process keeper
+  int ready_fd = -1;     // --join False: where the detached supervisor reports "running"
+};
+
+// Runs the job to its end (SIGINT/SIGTERM/SIGHUP end it early).
+absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& facts,
+                                      const RunContext& context);
+
+// The one-paragraph root-cause report for a failed job ("" for success).
+std::string FormatOutcome(const v1::JobOutcome& outcome);
+
+// --join False: starts a detached copy of this launcher (same arguments, its own session,
+// output to <log_dir>/gangrun.log) and returns once its workers run. Returns the exit code.
+absl::StatusOr<int> RunDetached(const std::vector<std::string>& argv, const Options& options,
+                                const HostFacts& facts, const std::string& self_exe);
+
+// The environment variable that marks the detached supervisor and names its ready pipe.
+inline constexpr char kReadyFdEnv[] = "GANGRUN_INTERNAL_READY_FD";
+
+}  // namespace gangrun::launcher

@@ -1,0 +1,38 @@
+#pragma once
+// The in-process link between this host's node and the scheduler it hosts: the same
+// NodeEvent / NodeCommand messages a gRPC stream carries, delivered by posting onto the
+// io_context so neither side is ever re-entered from the other's call stack.
+// Owned by the launcher; outlives neither the scheduler nor the node.
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+
+#include "scheduler/scheduler.h"
+#include "worker/node.h"
+
+namespace gangrun::launcher {
+
+class LocalLink : public worker::SchedulerLink, public scheduler::NodeLink {
+ public:
+  LocalLink(boost::asio::io_context& io, scheduler::Scheduler& scheduler)
+      : io_(io), scheduler_(scheduler), node_id_(scheduler.AddNode(this)) {}
+
+  void Connect(worker::Node* node) { node_ = node; }
+
+  void Send(const v1::NodeEvent& event) override {
+    boost::asio::post(io_, [this, event] { scheduler_.OnNodeEvent(node_id_, event); });
+  }
+  void Send(const v1::NodeCommand& command) override {
+    boost::asio::post(io_, [this, command] {
+      if (node_ != nullptr) node_->OnCommand(command);
+    });
+  }
+
+ private:
+  boost::asio::io_context& io_;
+  scheduler::Scheduler& scheduler_;
+  int node_id_;
+  worker::Node* node_ = nullptr;
+};
+
+}  // namespace gangrun::launcher

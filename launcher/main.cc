@@ -1,0 +1,70 @@
+// gangrun / msrun: parse, validate, build, run, map the result to an exit code.
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "common/logging.h"
+#include "launcher/exit_codes.h"
+#include "launcher/launcher.h"
+#include "launcher/options.h"
+#include "worker/keeper.h"
+
+namespace {
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "gangrun: error: %s\n", std::string(status.message()).c_str());
+  return gangrun::launcher::ExitCode(status);
+}
+
+std::string SelfExe() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("/proc/self/exe");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace gl = gangrun::launcher;
+  if (argc == 3 && std::string(argv[1]) == "__keeper") {
+    return gangrun::worker::RunKeeper(std::atoi(argv[2]));
+  }
+  const char* level = std::getenv("GANGRUN_LOG_LEVEL");
+  gangrun::common::SetLogLevel(level != nullptr ? level : "info");
+
+  std::vector<std::string> args(argv, argv + argc);
+  const auto personality = gl::PersonalityFromArgv0(args[0]);
+  auto parsed = gl::ParseCommandLine(personality, {args.begin() + 1, args.end()}, gl::ProcessEnv());
+  if (!parsed.ok()) return Fail(parsed.status());
+  if (!parsed->help.empty()) {
+    std::fputs(parsed->help.c_str(), stdout);
+    return 0;
+  }
+  gl::Options& options = parsed->options;
+  for (const auto& warning : gl::ApplySimulationRules(options, gl::ProcessEnv())) {
+    gangrun::common::Logger("launcher")->warn("{}", warning);
+  }
+  if (absl::Status status = gl::Validate(options); !status.ok()) return Fail(status);
+  auto facts = gl::GatherHostFacts(options);
+  if (!facts.ok()) return Fail(facts.status());
+  if (options.dry_run) {
+    std::fputs(gl::FormatPlan(options, *facts).c_str(), stdout);
+    return 0;
+  }
+
+  gl::RunContext context{SelfExe(), -1};
+  if (const char* ready = std::getenv(gl::kReadyFdEnv)) {
+    context.ready_fd = std::atoi(ready);  // we are the detached supervisor of --join False
+    unsetenv(gl::kReadyFdEnv);
+  } else if (!options.join) {
+    auto code = gl::RunDetached(args, options, *facts, context.self_exe);
+    return code.ok() ? *code : Fail(code.status());
+  }
+  auto outcome = gl::RunJob(options, *facts, context);
+  if (!outcome.ok()) return Fail(outcome.status());
+  return gl::ExitCode(*outcome);
+}

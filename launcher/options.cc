@@ -1,0 +1,273 @@
+#include "launcher/options.h"
+
+#include <CLI/CLI.hpp>
+#include <cctype>
+#include <cstdlib>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "common/status.h"
+
+namespace gangrun::launcher {
+namespace {
+
+using Setter = std::function<absl::Status(Options&, const std::string&)>;
+
+struct OptionDef {
+  const char* name;  // without the leading "--"
+  const char* help;
+  Setter set;
+};
+
+Setter Int(int Options::*field) {
+  return [field](Options& o, const std::string& v) -> absl::Status {
+    int parsed;
+    if (!absl::SimpleAtoi(v, &parsed)) return absl::InvalidArgumentError("integer");
+    o.*field = parsed;
+    return absl::OkStatus();
+  };
+}
+
+Setter Seconds(double Options::*field) {
+  return [field](Options& o, const std::string& v) -> absl::Status {
+    double parsed;
+    if (!absl::SimpleAtod(v, &parsed) || !std::isfinite(parsed) || parsed < 0) {
+      return absl::InvalidArgumentError("a number of seconds >= 0");
+    }
+    o.*field = parsed;
+    return absl::OkStatus();
+  };
+}
+
+Setter String(std::string Options::*field) {
+  return [field](Options& o, const std::string& v) {
+    o.*field = v;
+    return absl::OkStatus();
+  };
+}
+
+// msrun's literals True/False, and also true/false/1/0.
+std::optional<bool> ParseBool(const std::string& v) {
+  if (v == "True" || v == "true" || v == "1") return true;
+  if (v == "False" || v == "false" || v == "0") return false;
+  return std::nullopt;
+}
+
+Setter Bool(bool Options::*field) {
+  return [field](Options& o, const std::string& v) -> absl::Status {
+    auto parsed = ParseBool(v);
+    if (!parsed) return absl::InvalidArgumentError("True or False");
+    o.*field = *parsed;
+    return absl::OkStatus();
+  };
+}
+
+absl::Status SetBindCore(Options& o, const std::string& v) {
+  std::string lower = v;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "true" || lower == "1") {
+    o.bind_core = {BindCore::Mode::kAuto, {}};
+    return absl::OkStatus();
+  }
+  if (lower == "false" || lower == "0") {
+    o.bind_core = {BindCore::Mode::kOff, {}};
+    return absl::OkStatus();
+  }
+  auto json = nlohmann::json::parse(v, nullptr, /*allow_exceptions=*/false);
+  const char* expected =
+      "True, False or a JSON dict such as '{\"device0\":[\"0-9\"],\"device1\":[\"10-19\"]}'";
+  if (!json.is_object()) return absl::InvalidArgumentError(expected);
+  static const std::regex kKey("device[0-9]+|scheduler");
+  static const std::regex kRange("([0-9]+)(-([0-9]+))?");
+  BindCore bind{BindCore::Mode::kDict, {}};
+  for (const auto& [key, value] : json.items()) {
+    if (!std::regex_match(key, kKey)) {
+      return absl::InvalidArgumentError(std::string(expected) + " (bad key '" + key + "')");
+    }
+    if (!value.is_array()) {
+      return absl::InvalidArgumentError(std::string(expected) + " (the value of '" + key +
+                                        "' is not a list)");
+    }
+    std::vector<std::string> ranges;
+    for (const auto& item : value) {
+      std::smatch m;
+      std::string text = item.is_string() ? item.get<std::string>() : std::string();
+      if (!std::regex_match(text, m, kRange) ||
+          (m[3].matched && std::stol(m[3].str()) < std::stol(m[1].str()))) {
+        return absl::InvalidArgumentError(std::string(expected) + " (bad CPU range " +
+                                          item.dump() + " for '" + key + "')");
+      }
+      ranges.push_back(text);
+    }
+    bind.dict.emplace_back(key, std::move(ranges));
+  }
+  o.bind_core = std::move(bind);
+  return absl::OkStatus();
+}
+
+absl::Status SetTail(Options& o, const std::string& v) {
+  std::vector<int> ranks;
+  for (absl::string_view part : absl::StrSplit(v, ',')) {
+    int rank;
+    if (!absl::SimpleAtoi(part, &rank) || rank < -1) {
+      return absl::InvalidArgumentError("a comma-separated list of ranks, or -1 for all");
+    }
+    ranks.push_back(rank);
+  }
+  o.tail_worker_log = std::move(ranks);
+  return absl::OkStatus();
+}
+
+absl::Status SetBackoff(Options& o, const std::string& v) {
+  std::vector<std::string> parts = absl::StrSplit(v, ',');
+  double initial, cap;
+  if (parts.size() > 2 || !absl::SimpleAtod(parts[0], &initial) || initial < 0 ||
+      !std::isfinite(initial)) {
+    return absl::InvalidArgumentError("INITIAL[,CAP] in seconds, e.g. 1,30");
+  }
+  cap = initial;
+  if (parts.size() == 2 && (!absl::SimpleAtod(parts[1], &cap) || cap < initial)) {
+    return absl::InvalidArgumentError("INITIAL[,CAP] in seconds with CAP >= INITIAL");
+  }
+  o.restart_backoff_initial = initial;
+  o.restart_backoff_cap = cap;
+  return absl::OkStatus();
+}
+
+const std::vector<OptionDef>& Definitions() {
+  static const std::vector<OptionDef> defs = {
+      {"worker_num", "total number of workers in the job (default 8)", Int(&Options::worker_num)},
+      {"local_worker_num", "workers on this host (default 8)", Int(&Options::local_worker_num)},
+      {"master_addr", "scheduler address: IPv4, IPv6 or host name (default 127.0.0.1)",
+       String(&Options::master_addr)},
+      {"master_port", "scheduler port (default 8118)", Int(&Options::master_port)},
+      {"node_rank", "rank of this node, -1 = assigned at rendezvous (default -1)",
+       Int(&Options::node_rank)},
+      {"log_dir", "directory for worker logs (default: current directory)",
+       String(&Options::log_dir)},
+      {"join", "wait for the job and return its outcome (gangrun: True, msrun: False)",
+       Bool(&Options::join)},
+      {"cluster_time_out", "seconds to wait for the cluster to form, <0 = forever (default 600)",
+       Int(&Options::cluster_time_out)},
+      {"bind_core", "pin workers to CPUs: False, True or a JSON dict (default False)",
+       SetBindCore},
+      {"sim_level", "simulated compilation level, exported as MS_SIMULATION_LEVEL (default -1)",
+       Int(&Options::sim_level)},
+      {"sim_rank_id", "rank of the single simulated process (default -1)",
+       Int(&Options::sim_rank_id)},
+      {"rank_table_file", "rank table file, exported as RANK_TABLE_FILE",
+       String(&Options::rank_table_file)},
+      {"worker_log_name", "worker log name prefix; {ip} and {hostname} are substituted",
+       String(&Options::worker_log_name)},
+      {"tail_worker_log", "ranks whose logs are shown on the console, -1 = all (default -1)",
+       SetTail},
+      {"max_restarts", "restarts allowed after failures (default 0)", Int(&Options::max_restarts)},
+      {"restart_backoff", "restart backoff INITIAL[,CAP] in seconds (default 1,30)", SetBackoff},
+      {"heartbeat_interval", "seconds between node heartbeats (default 1)",
+       Seconds(&Options::heartbeat_interval)},
+      {"node_timeout", "heartbeat silence before a node is lost, seconds (default 5)",
+       Seconds(&Options::node_timeout)},
+      {"grace_period", "seconds between SIGTERM and SIGKILL when stopping (default 30)",
+       Seconds(&Options::grace_period)},
+      {"token", "shared secret of the job", String(&Options::token)},
+      {"token_file", "file holding the shared secret", String(&Options::token_file)},
+      {"tls_cert", "TLS certificate (PEM)", String(&Options::tls_cert)},
+      {"tls_key", "TLS private key (PEM)", String(&Options::tls_key)},
+      {"tls_ca", "TLS CA bundle (PEM); enables mutual TLS", String(&Options::tls_ca)},
+      {"run_id", "job id, exported as TORCHELASTIC_RUN_ID/GANGRUN_RUN_ID",
+       String(&Options::run_id)},
+      {"dry_run", "print the rank/command/environment plan and exit", Bool(&Options::dry_run)},
+      {"log_prefix", "console prefix of worker lines; {host} {rank} {local_rank} (default "
+                     "'[{host}:{rank}] ')",
+       String(&Options::log_prefix)},
+  };
+  return defs;
+}
+
+std::string EnvName(const std::string& option) {
+  std::string name = "GANGRUN_";
+  for (char c : option) name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
+}  // namespace
+
+Personality PersonalityFromArgv0(const std::string& argv0) {
+  size_t slash = argv0.rfind('/');
+  std::string base = slash == std::string::npos ? argv0 : argv0.substr(slash + 1);
+  return base == "msrun" ? Personality::kMsrun : Personality::kGangrun;
+}
+
+EnvLookup ProcessEnv() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* value = std::getenv(name.c_str());
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+}
+
+absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
+                                             const std::vector<std::string>& args,
+                                             const EnvLookup& env) {
+  const char* program = personality == Personality::kMsrun ? "msrun" : "gangrun";
+  CLI::App app{std::string(program) + ": launch ranked worker processes across hosts", program};
+  app.prefix_command();  // everything from the task script on belongs to the task
+  app.set_help_flag("-h,--help", "print this help and exit");
+  std::map<std::string, std::string> values;
+  for (const auto& def : Definitions()) {
+    app.add_option(std::string("--") + def.name, values[def.name], def.help)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
+  app.footer(std::string("Usage: ") + program +
+             " [options] <task_script> [task_script_args...]\n"
+             "Every option can also be set as GANGRUN_<OPTION> (e.g. GANGRUN_WORKER_NUM=4).");
+
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    return ParseResult{Options{}, app.help()};
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+
+  ParseResult result;
+  Options& options = result.options;
+  options.personality = personality;
+  options.join = personality == Personality::kGangrun;
+  for (const auto& def : Definitions()) {
+    std::string value;
+    std::string source = std::string("--") + def.name;
+    if (app.count(std::string("--") + def.name) > 0) {
+      value = values[def.name];
+    } else if (auto from_env = env(EnvName(def.name))) {
+      value = *from_env;
+      source = EnvName(def.name);
+    } else {
+      continue;
+    }
+    absl::Status status = def.set(options, value);
+    if (!status.ok()) {
+      return absl::InvalidArgumentError("invalid value '" + value + "' for " + source +
+                                        ": expected " + std::string(status.message()));
+    }
+  }
+
+  std::vector<std::string> rest = app.remaining();
+  if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+  if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
+    std::string name = rest.front().substr(0, rest.front().find('='));
+    return absl::InvalidArgumentError("unknown option " + name + " (see " + program +
+                                      " --help)");
+  }
+  if (!rest.empty()) {
+    options.task_script = rest.front();
+    options.task_args.assign(rest.begin() + 1, rest.end());
+  }
+  return result;
+}
+
+}  // namespace gangrun::launcher

@@ -1,0 +1,85 @@
+#pragma once
+// The command line: msrun's options with msrun's names, defaults and spelling rules, and
+// gangrun's own (PRODUCT.md section 3). Every option can also come from the environment
+// as GANGRUN_<OPTION_UPPERCASE>; a flag wins over the variable.
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace gangrun::launcher {
+
+enum class Personality { kGangrun, kMsrun };
+
+// --bind_core: off, msrun's equal split (True), or an explicit device -> CPU ranges dict.
+struct BindCore {
+  enum class Mode { kOff, kAuto, kDict } mode = Mode::kOff;
+  // kDict: "device<N>" / "scheduler" -> CPU ranges such as "0-9"; in the order given.
+  std::vector<std::pair<std::string, std::vector<std::string>>> dict;
+};
+
+struct Options {
+  Personality personality = Personality::kGangrun;
+  // msrun's options.
+  int worker_num = 8;
+  int local_worker_num = 8;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 8118;
+  int node_rank = -1;
+  std::string log_dir;
+  bool join = true;  // msrun: False
+  int cluster_time_out = 600;
+  BindCore bind_core;
+  int sim_level = -1;
+  int sim_rank_id = -1;
+  std::string rank_table_file;
+  std::string worker_log_name;
+  std::vector<int> tail_worker_log = {-1};  // -1 = every local rank
+  // gangrun's own.
+  int max_restarts = 0;
+  double restart_backoff_initial = 1.0;
+  double restart_backoff_cap = 30.0;
+  double heartbeat_interval = 1.0;
+  double node_timeout = 5.0;
+  double grace_period = 30.0;
+  std::string token;
+  std::string token_file;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
+  std::string run_id;
+  bool dry_run = false;
+  std::string log_prefix = "[{host}:{rank}] ";
+  // The task.
+  std::string task_script;
+  std::vector<std::string> task_args;
+};
+
+// Looks up an environment variable; nullopt when unset.
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+
+struct ParseResult {
+  Options options;
+  std::string help;  // non-empty when --help was asked for: print it and exit 0
+};
+
+// Parses argv[1..] (argv[0] is not read). Errors are InvalidArgument with one line that
+// names the option, e.g. "invalid value 'x' for --worker_num: expected an integer".
+absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
+                                             const std::vector<std::string>& args,
+                                             const EnvLookup& env);
+
+// Checks what parsing cannot: ranges, files, the task. One line, InvalidArgument.
+absl::Status Validate(const Options& options);
+
+// The personality from argv[0]: "msrun" (any directory) or gangrun.
+Personality PersonalityFromArgv0(const std::string& argv0);
+
+// The environment of this process, as an EnvLookup.
+EnvLookup ProcessEnv();
+
+}  // namespace gangrun::launcher

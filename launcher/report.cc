@@ -1,0 +1,59 @@
+// The job's outcome as the user reads it: one root-cause report for a failure.
+
+#include <sstream>
+
+#include "common/exit_status.h"
+#include "launcher/launcher.h"
+
+namespace gangrun::launcher {
+
+std::string FormatOutcome(const v1::JobOutcome& outcome) {
+  std::ostringstream out;
+  switch (outcome.kind()) {
+    case v1::JobOutcome::KIND_SUCCEEDED:
+      return "";
+    case v1::JobOutcome::KIND_WORKER_FAILED: {
+      const auto& cause = outcome.root_cause();
+      common::ExitStatus exit = cause.exit().signal() > 0
+                                    ? common::ExitStatus::Signaled(cause.exit().signal())
+                                    : common::ExitStatus::Exited(cause.exit().exit_code());
+      out << "gangrun: job failed. Root cause: "
+          << (cause.rank() >= 0 ? "rank " + std::to_string(cause.rank())
+                                : std::string("the MindSpore scheduler process"))
+          << " on host " << cause.host();
+      if (cause.pid() > 0) out << " (pid " << cause.pid() << ")";
+      out << " " << (cause.pid() > 0 ? exit.ToString() : std::string("could not start"))
+          << ".\n";
+      if (cause.log_tail_size() > 0) {
+        out << "  last lines of " << (cause.log_path().empty() ? "its log" : cause.log_path())
+            << ":\n";
+        for (const auto& line : cause.log_tail()) out << "    | " << line << "\n";
+      }
+      break;
+    }
+    case v1::JobOutcome::KIND_STOPPED_BY_SIGNAL:
+      out << "gangrun: job stopped: the launcher received "
+          << common::SignalName(outcome.signal()) << ".\n";
+      break;
+    case v1::JobOutcome::KIND_FORMATION_FAILED:
+      out << "gangrun: the cluster did not form: " << outcome.message() << "\n";
+      return out.str();
+    case v1::JobOutcome::KIND_NODE_LOST:
+      out << "gangrun: a node was lost: " << outcome.message() << "\n";
+      return out.str();
+    default:
+      out << "gangrun: the job ended without an outcome\n";
+      return out.str();
+  }
+  if (outcome.stopped_ranks_size() > 0) {
+    out << "  stopped because of it: rank";
+    out << (outcome.stopped_ranks_size() > 1 ? "s " : " ");
+    for (int i = 0; i < outcome.stopped_ranks_size(); ++i) {
+      out << (i ? ", " : "") << outcome.stopped_ranks(i);
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace gangrun::launcher

@@ -1,0 +1,160 @@
+#include "launcher/worker_plan.h"
+
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_replace.h"
+#include "launcher/bind_core.h"
+
+namespace gangrun::launcher {
+namespace {
+
+// Applies `overrides` to `base` (KEY=VALUE strings): replaced in place, new ones appended.
+std::vector<std::string> MergeEnv(const std::vector<std::string>& base,
+                                  const std::vector<std::pair<std::string, std::string>>& overrides) {
+  std::map<std::string, std::string> pending(overrides.begin(), overrides.end());
+  std::vector<std::string> out;
+  out.reserve(base.size() + overrides.size());
+  for (const auto& entry : base) {
+    std::string key = entry.substr(0, entry.find('='));
+    auto it = pending.find(key);
+    if (it == pending.end()) {
+      out.push_back(entry);
+    } else {
+      out.push_back(key + "=" + it->second);
+      pending.erase(it);
+    }
+  }
+  for (const auto& [key, value] : overrides) {
+    if (pending.count(key)) out.push_back(key + "=" + value);
+  }
+  return out;
+}
+
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+// The variables every process of the job gets (workers and the MindSpore scheduler).
+EnvList CommonEnv(const Options& options, const HostFacts& facts, uint64_t generation) {
+  EnvList env;
+  std::string rank_size = std::to_string(options.worker_num);
+  if (Simulating(options)) {
+    for (const auto& entry : facts.base_env) {
+      if (entry.rfind("RANK_SIZE=", 0) == 0) rank_size = entry.substr(10);
+    }
+  }
+  env.emplace_back("RANK_SIZE", rank_size);
+  if (!options.rank_table_file.empty()) env.emplace_back("RANK_TABLE_FILE", options.rank_table_file);
+  if (Simulating(options)) {
+    env.emplace_back("MS_SIMULATION_LEVEL", std::to_string(options.sim_level));
+  }
+  env.emplace_back("MS_WORKER_NUM", std::to_string(options.worker_num));
+  if (!Simulating(options)) {
+    env.emplace_back("MS_SCHED_HOST", facts.master_ip);
+    env.emplace_back("MS_SCHED_PORT", std::to_string(options.master_port));
+    env.emplace_back("MS_TOPO_TIMEOUT", std::to_string(options.cluster_time_out));
+  }
+  env.emplace_back("GANGRUN_SCHEDULER", JoinHostPort(facts.master_ip, facts.scheduler_port));
+  env.emplace_back("GANGRUN_RUN_ID", facts.run_id);
+  env.emplace_back("GANGRUN_GENERATION", std::to_string(generation));
+  if (!facts.token.empty()) env.emplace_back("GANGRUN_TOKEN", facts.token);
+  return env;
+}
+
+worker::ProcessSpec BaseSpec(const HostFacts& facts) {
+  worker::ProcessSpec spec;
+  spec.exec_path = facts.task.exec_path;
+  spec.argv = facts.task.argv;
+  return spec;
+}
+
+}  // namespace
+
+std::string JoinHostPort(const std::string& host, int port) {
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
+  return host + ":" + std::to_string(port);
+}
+
+std::string WorkerLogPath(const Options& options, const HostFacts& facts, int rank) {
+  std::string name = "worker";
+  if (!options.worker_log_name.empty()) {
+    name = absl::StrReplaceAll(options.worker_log_name,
+                               {{"{ip}", facts.local_ip}, {"{hostname}", facts.hostname}});
+  }
+  std::string file = name + "_" + std::to_string(rank) + ".log";
+  return facts.log_dir.empty() ? file : facts.log_dir + "/" + file;
+}
+
+absl::StatusOr<std::vector<worker::ProcessSpec>> PlanProcesses(
+    const Options& options, const HostFacts& facts, const v1::RankAssignment& assignment,
+    uint64_t generation, int restart_count) {
+  std::vector<worker::ProcessSpec> specs;
+  const EnvList common = CommonEnv(options, facts, generation);
+  const bool simulating = Simulating(options);
+
+  if (options.personality == Personality::kMsrun && facts.is_master && !simulating) {
+    worker::ProcessSpec sched = BaseSpec(facts);
+    sched.rank = -1;
+    sched.local_rank = -1;
+    EnvList env = common;
+    env.emplace_back("MS_ROLE", "MS_SCHED");
+    env.emplace_back("RANK_ID", "0");
+    sched.env = MergeEnv(facts.base_env, env);
+    sched.log_path = facts.log_dir.empty() ? "scheduler.log" : facts.log_dir + "/scheduler.log";
+    sched.cpus = SchedulerCpus(options.bind_core).cpus;
+    specs.push_back(std::move(sched));
+  }
+
+  for (int i = 0; i < assignment.local_worker_num(); ++i) {
+    const int rank = assignment.first_rank() + i;
+    const int rank_id = simulating && options.sim_rank_id != -1 ? options.sim_rank_id : rank;
+    worker::ProcessSpec spec = BaseSpec(facts);
+    spec.rank = rank_id;
+    spec.local_rank = i;
+    EnvList env = common;
+    if (!simulating) env.emplace_back("MS_ROLE", "MS_WORKER");
+    env.emplace_back("RANK_ID", std::to_string(rank_id));
+    if (!simulating) env.emplace_back("MS_NODE_ID", std::to_string(rank_id));
+    env.emplace_back("DEVICE_ID", std::to_string(i));
+    CpuBinding binding = WorkerCpus(options.bind_core, i, assignment.local_worker_num(),
+                                    facts.cpu_count, facts.visible_devices);
+    if (!binding.cpus.empty()) env.emplace_back("MSRUN_CPU_LIST", PythonList(binding.cpus));
+    spec.cpus = std::move(binding.cpus);
+    env.emplace_back("RANK", std::to_string(rank_id));
+    env.emplace_back("LOCAL_RANK", std::to_string(i));
+    env.emplace_back("WORLD_SIZE", std::to_string(assignment.world_size()));
+    env.emplace_back("LOCAL_WORLD_SIZE", std::to_string(assignment.local_worker_num()));
+    env.emplace_back("GROUP_RANK", std::to_string(assignment.node_rank()));
+    env.emplace_back("GROUP_WORLD_SIZE", std::to_string(assignment.node_count()));
+    env.emplace_back("MASTER_ADDR", assignment.master_addr());
+    env.emplace_back("MASTER_PORT", std::to_string(assignment.master_port()));
+    env.emplace_back("TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count));
+    env.emplace_back("TORCHELASTIC_MAX_RESTARTS", std::to_string(options.max_restarts));
+    env.emplace_back("TORCHELASTIC_RUN_ID", facts.run_id);
+    spec.env = MergeEnv(facts.base_env, env);
+    spec.log_path = WorkerLogPath(options, facts, rank_id);
+    spec.log_append = generation > 1;
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+std::vector<std::string> ApplySimulationRules(Options& options, const EnvLookup& env) {
+  std::vector<std::string> warnings;
+  if (!Simulating(options)) return warnings;
+  if (options.sim_rank_id == -1) {
+    int rank;
+    if (auto rank_id = env("RANK_ID"); rank_id && absl::SimpleAtoi(*rank_id, &rank)) {
+      options.sim_rank_id = rank;
+    }
+  }
+  if (options.sim_rank_id != -1) options.local_worker_num = 1;
+  if (options.local_worker_num > 128) {
+    warnings.push_back("simulation: local_worker_num " + std::to_string(options.local_worker_num) +
+                       " is above 128; simulating rank 0 only");
+    options.local_worker_num = 1;
+    options.sim_rank_id = 0;
+  }
+  return warnings;
+}
+
+}  // namespace gangrun::launcher

@@ -1,0 +1,54 @@
+#pragma once
+// Per-rank generation of what each local process runs: command, environment (PRODUCT.md
+// 4.1: msrun's, torchrun's and gangrun's variables), log file and CPU binding.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gangrun/v1/session.pb.h"
+#include "launcher/options.h"
+#include "launcher/task_command.h"
+#include "worker/process_backend.h"
+
+namespace gangrun::launcher {
+
+// Facts about this host and job, gathered once before anything is spawned.
+struct HostFacts {
+  std::string hostname;
+  std::string local_ip;      // this host's address towards the master ({ip})
+  std::string master_ip;     // --master_addr resolved (MS_SCHED_HOST)
+  int scheduler_port = 0;    // gangrun's scheduler port (GANGRUN_SCHEDULER)
+  bool is_master = true;     // this host owns master_addr
+  std::string run_id;
+  std::string log_dir;       // "" = current directory
+  std::string token;         // resolved from --token / --token_file / GANGRUN_TOKEN
+  std::vector<std::string> base_env;  // the launcher's environment, internal variables removed
+  TaskCommand task;
+  int cpu_count = 1;
+  std::optional<std::string> visible_devices;  // ASCEND_RT_VISIBLE_DEVICES
+};
+
+// The processes this node runs in a generation: the MindSpore scheduler process first (msrun
+// personality, master host, not simulating), then one worker per local rank.
+absl::StatusOr<std::vector<worker::ProcessSpec>> PlanProcesses(
+    const Options& options, const HostFacts& facts, const v1::RankAssignment& assignment,
+    uint64_t generation, int restart_count);
+
+// <log_dir>/worker_<rank>.log, or <log_dir>/<worker_log_name>_<rank>.log with {ip} and
+// {hostname} substituted.
+std::string WorkerLogPath(const Options& options, const HostFacts& facts, int rank);
+
+// "host:port", with brackets around an IPv6 host.
+std::string JoinHostPort(const std::string& host, int port);
+
+// True when `options` ask for simulation (--sim_level != -1): no cluster, no networking
+// variables.
+inline bool Simulating(const Options& options) { return options.sim_level != -1; }
+
+// msrun's simulation rules: --sim_rank_id falls back to RANK_ID; a simulated rank means one
+// local process; more than 128 local processes are capped to 1 (with a warning).
+std::vector<std::string> ApplySimulationRules(Options& options, const EnvLookup& env);
+
+}  // namespace gangrun::launcher

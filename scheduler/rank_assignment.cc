@@ -1,0 +1,90 @@
+#include "scheduler/rank_assignment.h"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+namespace gangrun::scheduler {
+namespace {
+
+std::string Describe(const NodeJoin& node) {
+  return "node '" + node.node_name + "' (" + node.host_address + ")";
+}
+
+}  // namespace
+
+absl::Status CheckJoin(const std::vector<NodeJoin>& joined, const NodeJoin& candidate,
+                       int world_size) {
+  int workers = 0;
+  for (const auto& node : joined) {
+    workers += node.local_worker_num;
+    if (candidate.requested_rank >= 0 && node.requested_rank == candidate.requested_rank) {
+      return absl::AlreadyExistsError(
+          "duplicate node rank " + std::to_string(candidate.requested_rank) + ": " +
+          Describe(candidate) + " asks for the rank that " + Describe(node) + " already holds");
+    }
+  }
+  if (candidate.local_worker_num <= 0) {
+    return absl::InvalidArgumentError(Describe(candidate) + " offers no workers");
+  }
+  if (workers + candidate.local_worker_num > world_size) {
+    return absl::OutOfRangeError(
+        "extra node: " + Describe(candidate) + " brings " +
+        std::to_string(candidate.local_worker_num) + " worker(s) but only " +
+        std::to_string(world_size - workers) + " of " + std::to_string(world_size) +
+        " are still wanted");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<NodeSlot>> AssignRanks(const std::vector<NodeJoin>& nodes,
+                                                  int world_size) {
+  const int count = static_cast<int>(nodes.size());
+  int workers = 0;
+  std::set<int> taken;
+  for (const auto& node : nodes) {
+    workers += node.local_worker_num;
+    if (node.requested_rank < 0) continue;
+    if (node.requested_rank >= count) {
+      return absl::OutOfRangeError("node rank " + std::to_string(node.requested_rank) + " of " +
+                                   Describe(node) + " is out of range: the job has " +
+                                   std::to_string(count) + " node(s)");
+    }
+    if (!taken.insert(node.requested_rank).second) {
+      return absl::AlreadyExistsError("duplicate node rank " +
+                                      std::to_string(node.requested_rank) + " (" +
+                                      Describe(node) + ")");
+    }
+  }
+  if (workers != world_size) {
+    return absl::FailedPreconditionError("the nodes bring " + std::to_string(workers) +
+                                         " workers, the job wants " +
+                                         std::to_string(world_size));
+  }
+  // Automatic nodes, by (address, name), fill the node ranks nobody asked for.
+  std::vector<int> automatic;
+  for (int i = 0; i < count; ++i) {
+    if (nodes[i].requested_rank < 0) automatic.push_back(i);
+  }
+  std::sort(automatic.begin(), automatic.end(), [&](int a, int b) {
+    return std::tie(nodes[a].host_address, nodes[a].node_name) <
+           std::tie(nodes[b].host_address, nodes[b].node_name);
+  });
+  std::vector<int> by_rank(count, -1);  // node rank -> input index
+  for (int i = 0; i < count; ++i) {
+    if (nodes[i].requested_rank >= 0) by_rank[nodes[i].requested_rank] = i;
+  }
+  auto next = automatic.begin();
+  for (int& index : by_rank) {
+    if (index < 0) index = *next++;
+  }
+  std::vector<NodeSlot> slots(count);
+  int first = 0;
+  for (int rank = 0; rank < count; ++rank) {
+    slots[by_rank[rank]] = {rank, first};
+    first += nodes[by_rank[rank]].local_worker_num;
+  }
+  return slots;
+}
+
+}  // namespace gangrun::scheduler

@@ -1,0 +1,225 @@
+#include "scheduler/scheduler.h"
+
+#include "common/logging.h"
+
+namespace gangrun::scheduler {
+
+Scheduler::Scheduler(common::Clock& clock, Options options)
+    : clock_(clock), options_(std::move(options)) {}
+
+Scheduler::~Scheduler() = default;
+
+void Scheduler::Start() {
+  if (options_.cluster_timeout >= common::Duration::zero()) {
+    formation_timer_ = clock_.After(options_.cluster_timeout, [this] { OnFormationTimeout(); });
+  }
+}
+
+int Scheduler::AddNode(NodeLink* link) {
+  int id = next_node_id_++;
+  nodes_[id].link = link;
+  return id;
+}
+
+void Scheduler::OnNodeDisconnected(int node_id) { nodes_.erase(node_id); }
+
+void Scheduler::OnNodeEvent(int node_id, const v1::NodeEvent& event) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || phase_ == Phase::kFinished) return;
+  NodeState& node = it->second;
+  if (event.has_join()) {
+    OnJoin(node_id, node, event.join());
+    return;
+  }
+  if (event.has_stop_request()) {
+    OnStopRequest(event.stop_request());
+    return;
+  }
+  if (!node.joined || event.generation() != generation_) {
+    common::Logger("scheduler")
+        ->warn("ignoring an event of generation {} from node {} (generation is {})",
+               event.generation(), node_id, generation_);
+    return;
+  }
+  if (event.has_worker_exited()) {
+    OnWorkerExited(node, event.worker_exited());
+  } else if (event.has_generation_ended()) {
+    OnGenerationEnded(node);
+  }
+}
+
+void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join) {
+  NodeJoin candidate{join.node_name(), join.host_address(), join.node_rank(),
+                     join.local_worker_num()};
+  absl::Status status = absl::OkStatus();
+  if (phase_ != Phase::kForming || node.joined) {
+    status = absl::FailedPreconditionError("node '" + join.node_name() +
+                                           "' cannot join: the job has already formed");
+  } else {
+    std::vector<NodeJoin> joined;
+    for (const auto& [id, other] : nodes_) {
+      if (other.joined) joined.push_back(other.join);
+    }
+    status = CheckJoin(joined, candidate, options_.world_size);
+  }
+  if (!status.ok()) {
+    common::Logger("scheduler")->error("rejected: {}", std::string(status.message()));
+    v1::NodeCommand command;
+    command.mutable_rejected()->set_reason(std::string(status.message()));
+    SendTo(node, std::move(command));
+    return;
+  }
+  node.joined = true;
+  node.join = candidate;
+  node.free_port = join.free_port();
+  int workers = 0;
+  for (const auto& [id, other] : nodes_) workers += other.joined ? other.join.local_worker_num : 0;
+  common::Logger("scheduler")
+      ->debug("node {} '{}' joined with {} worker(s); {} of {} workers present", node_id,
+              join.node_name(), join.local_worker_num(), workers, options_.world_size);
+  if (workers == options_.world_size) Form();
+}
+
+void Scheduler::Form() {
+  std::vector<NodeJoin> joins;
+  std::vector<NodeState*> states;
+  for (auto& [id, node] : nodes_) {
+    if (!node.joined) continue;
+    joins.push_back(node.join);
+    states.push_back(&node);
+  }
+  auto slots = AssignRanks(joins, options_.world_size);
+  if (!slots.ok()) {
+    v1::JobOutcome outcome;
+    outcome.set_kind(v1::JobOutcome::KIND_FORMATION_FAILED);
+    outcome.set_message(std::string(slots.status().message()));
+    Finish(std::move(outcome));
+    return;
+  }
+  formation_timer_.reset();
+  NodeState* rank0 = nullptr;
+  for (size_t i = 0; i < states.size(); ++i) {
+    states[i]->slot = (*slots)[i];
+    if ((*slots)[i].node_rank == 0) rank0 = states[i];
+  }
+  phase_ = Phase::kRunning;
+  ++generation_;
+  common::Logger("scheduler")
+      ->info("generation {}: {} node(s), {} worker(s)", generation_, states.size(),
+             options_.world_size);
+  for (NodeState* node : states) {
+    v1::NodeCommand command;
+    auto* assignment = command.mutable_start()->mutable_assignment();
+    assignment->set_node_rank(node->slot.node_rank);
+    assignment->set_node_count(static_cast<int>(states.size()));
+    assignment->set_first_rank(node->slot.first_rank);
+    assignment->set_local_worker_num(node->join.local_worker_num);
+    assignment->set_world_size(options_.world_size);
+    assignment->set_master_addr(rank0->join.host_address);
+    assignment->set_master_port(rank0->free_port);
+    command.mutable_start()->set_restart_count(0);
+    SendTo(*node, std::move(command));
+  }
+}
+
+void Scheduler::OnWorkerExited(NodeState& node, const v1::WorkerExited& exited) {
+  const bool failed = exited.exit().exit_code() != 0 || exited.exit().signal() != 0;
+  if (phase_ == Phase::kRunning && failed && !exited.stopped_by_us()) {
+    v1::RootCause cause;
+    cause.set_host(node.join.node_name);
+    cause.set_rank(exited.rank());
+    cause.set_pid(exited.pid());
+    *cause.mutable_exit() = exited.exit();
+    cause.set_log_path(exited.log_path());
+    *cause.mutable_log_tail() = exited.log_tail();
+    root_cause_ = std::move(cause);
+    phase_ = Phase::kStopping;
+    std::string who = exited.rank() >= 0 ? "rank " + std::to_string(exited.rank())
+                                         : std::string("the MindSpore scheduler process");
+    AbortAll(who + " on " + node.join.node_name + " failed");
+    return;
+  }
+  if (phase_ == Phase::kStopping && exited.rank() >= 0) stopped_ranks_.push_back(exited.rank());
+}
+
+void Scheduler::OnGenerationEnded(NodeState& node) {
+  node.ended = true;
+  for (const auto& [id, other] : nodes_) {
+    if (other.joined && !other.ended) return;
+  }
+  Finish(CurrentOutcome());
+}
+
+void Scheduler::OnStopRequest(const v1::StopRequest& request) {
+  common::Logger("scheduler")->info("stop requested: {}", request.reason());
+  if (stop_signal_ == 0) stop_signal_ = request.signal();
+  if (phase_ == Phase::kForming) {
+    Finish(CurrentOutcome());
+  } else if (phase_ == Phase::kRunning) {
+    phase_ = Phase::kStopping;
+    AbortAll(request.reason());
+  }
+}
+
+void Scheduler::OnFormationTimeout() {
+  if (phase_ != Phase::kForming) return;
+  int workers = 0;
+  std::string present;
+  for (const auto& [id, node] : nodes_) {
+    if (!node.joined) continue;
+    workers += node.join.local_worker_num;
+    present += (present.empty() ? "" : ", ") + node.join.node_name;
+  }
+  v1::JobOutcome outcome;
+  outcome.set_kind(v1::JobOutcome::KIND_FORMATION_FAILED);
+  outcome.set_message("the cluster did not form within the cluster timeout: " +
+                      std::to_string(workers) + " of " + std::to_string(options_.world_size) +
+                      " workers joined (present: " + (present.empty() ? "none" : present) +
+                      "); " + std::to_string(options_.world_size - workers) +
+                      " worker(s) never came");
+  Finish(std::move(outcome));
+}
+
+void Scheduler::AbortAll(const std::string& reason) {
+  common::Logger("scheduler")->info("aborting generation {}: {}", generation_, reason);
+  for (auto& [id, node] : nodes_) {
+    if (!node.joined) continue;
+    v1::NodeCommand command;
+    command.mutable_abort()->set_reason(reason);
+    SendTo(node, std::move(command));
+  }
+}
+
+v1::JobOutcome Scheduler::CurrentOutcome() const {
+  v1::JobOutcome outcome;
+  if (root_cause_) {
+    outcome.set_kind(v1::JobOutcome::KIND_WORKER_FAILED);
+    *outcome.mutable_root_cause() = *root_cause_;
+    for (int rank : stopped_ranks_) outcome.add_stopped_ranks(rank);
+  } else if (stop_signal_ != 0) {
+    outcome.set_kind(v1::JobOutcome::KIND_STOPPED_BY_SIGNAL);
+    outcome.set_signal(stop_signal_);
+    for (int rank : stopped_ranks_) outcome.add_stopped_ranks(rank);
+  } else {
+    outcome.set_kind(v1::JobOutcome::KIND_SUCCEEDED);
+  }
+  return outcome;
+}
+
+void Scheduler::Finish(v1::JobOutcome outcome) {
+  phase_ = Phase::kFinished;
+  formation_timer_.reset();
+  for (auto& [id, node] : nodes_) {
+    v1::NodeCommand command;
+    *command.mutable_finished()->mutable_outcome() = outcome;
+    SendTo(node, std::move(command));
+  }
+  if (on_finished_) on_finished_(outcome);
+}
+
+void Scheduler::SendTo(NodeState& node, v1::NodeCommand command) {
+  command.set_generation(generation_);
+  node.link->Send(command);
+}
+
+}  // namespace gangrun::scheduler

@@ -1,0 +1,86 @@
+#pragma once
+// The scheduler (meta-server): membership, rendezvous and rank assignment, generations,
+// abort fan-out and the job's outcome. Transports (in-process today, gRPC streams across
+// hosts) call AddNode / OnNodeEvent / OnNodeDisconnected and deliver the NodeCommands it
+// sends through each node's NodeLink.
+//
+// All of its state is touched only on the io_context's single thread (its strand): it is
+// an actor, not a shared blob behind a lock. Links must outlive the scheduler or be
+// removed with OnNodeDisconnected first.
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "gangrun/v1/session.pb.h"
+#include "scheduler/rank_assignment.h"
+
+namespace gangrun::scheduler {
+
+// The scheduler's way to one node.
+class NodeLink {
+ public:
+  virtual ~NodeLink() = default;
+  virtual void Send(const v1::NodeCommand& command) = 0;
+};
+
+class Scheduler {
+ public:
+  struct Options {
+    int world_size = 1;
+    // How long formation may take; a negative value waits forever.
+    common::Duration cluster_timeout = std::chrono::seconds(600);
+  };
+
+  Scheduler(common::Clock& clock, Options options);
+  ~Scheduler();
+
+  void Start();  // arms the formation timeout
+  int AddNode(NodeLink* link);
+  void OnNodeEvent(int node_id, const v1::NodeEvent& event);
+  void OnNodeDisconnected(int node_id);
+  void SetOnFinished(std::function<void(const v1::JobOutcome&)> on_finished) {
+    on_finished_ = std::move(on_finished);
+  }
+  uint64_t generation() const { return generation_; }
+
+ private:
+  enum class Phase { kForming, kRunning, kStopping, kFinished };
+  struct NodeState {
+    NodeLink* link = nullptr;
+    bool joined = false;
+    NodeJoin join;
+    int free_port = 0;
+    NodeSlot slot;
+    bool ended = false;
+  };
+
+  void OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join);
+  void Form();
+  void OnWorkerExited(NodeState& node, const v1::WorkerExited& exited);
+  void OnGenerationEnded(NodeState& node);
+  void OnStopRequest(const v1::StopRequest& request);
+  void OnFormationTimeout();
+  void AbortAll(const std::string& reason);
+  void Finish(v1::JobOutcome outcome);
+  v1::JobOutcome CurrentOutcome() const;
+  void SendTo(NodeState& node, v1::NodeCommand command);
+
+  common::Clock& clock_;
+  Options options_;
+  Phase phase_ = Phase::kForming;
+  uint64_t generation_ = 0;
+  int next_node_id_ = 1;
+  std::map<int, NodeState> nodes_;
+  std::unique_ptr<common::Timer> formation_timer_;
+  std::optional<v1::RootCause> root_cause_;
+  int stop_signal_ = 0;
+  std::vector<int> stopped_ranks_;
+  std::function<void(const v1::JobOutcome&)> on_finished_;
+};
+
+}  // namespace gangrun::scheduler

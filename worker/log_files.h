@@ -1,0 +1,52 @@
+#pragma once
+// Worker log files, read back: the last lines of a log (for the root-cause report) and a
+// follower that streams new lines of selected logs to the console (--tail_worker_log).
+//
+// Workers write their logs directly (the file is their stdout and stderr), so a log is
+// complete even if the worker or the launcher crashes. The follower is driven by inotify
+// on the launcher's io_context; it never polls. Runs on the io_context's single thread.
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+
+namespace gangrun::worker {
+
+// The last `count` lines of the file at `path` (fewer if it is shorter; empty if unreadable).
+std::vector<std::string> ReadLastLines(const std::string& path, size_t count);
+
+class LogFollower {
+ public:
+  // `write` gets whole lines, each already prefixed and ending in '\n'.
+  LogFollower(boost::asio::io_context& io, std::function<void(const std::string&)> write);
+  ~LogFollower();
+
+  // Starts streaming `path` from `offset` with `prefix` before every line.
+  void Follow(const std::string& path, const std::string& prefix, off_t offset = 0);
+  // Reads every followed file to its end and flushes unfinished lines (call at the end).
+  void DrainAll();
+
+ private:
+  struct File {
+    std::string path;
+    std::string prefix;
+    int fd = -1;
+    off_t offset = 0;
+    std::string partial;
+  };
+  void ReadEvents();
+  void Drain(File& file, bool final);
+
+  std::function<void(const std::string&)> write_;
+  int inotify_fd_ = -1;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> events_;
+  std::vector<char> event_buffer_;
+  std::map<int, File> files_;  // by inotify watch descriptor
+};
+
+}  // namespace gangrun::worker
