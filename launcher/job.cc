@@ -2,6 +2,7 @@
 // Shutdown order: the scheduler ends the job (JobFinished) -> the keeper kills whatever is
 // left below it and exits -> the console follower drains -> the io_context stops.
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -200,6 +201,10 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& f
   node.Start();
   io.run();
 
+  rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) == 0) {
+    log->debug("peak resident memory {} KiB", usage.ru_maxrss);
+  }
   if (!outcome) return absl::InternalError("the job ended without an outcome");
   if (outcome->kind() == v1::JobOutcome::KIND_SUCCEEDED) {
     log->info("job succeeded: all {} local worker(s) exited 0", options.local_worker_num);

@@ -3,10 +3,11 @@
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <cstdlib>
-#include <regex>
+#include <algorithm>
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "common/status.h"
@@ -65,6 +66,24 @@ Setter Bool(bool Options::*field) {
   };
 }
 
+bool IsDigits(absl::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// "device<N>" or "scheduler", as msrun's dict form allows.
+bool IsBindCoreKey(const std::string& key) {
+  return key == "scheduler" || (absl::StartsWith(key, "device") && IsDigits(key.substr(6)));
+}
+
+// "A" or "A-B" with A <= B.
+bool IsCpuRange(const std::string& text) {
+  std::vector<absl::string_view> ends = absl::StrSplit(text, '-');
+  if (ends.size() == 1) return IsDigits(ends[0]);
+  int first, last;
+  return ends.size() == 2 && IsDigits(ends[0]) && IsDigits(ends[1]) &&
+         absl::SimpleAtoi(ends[0], &first) && absl::SimpleAtoi(ends[1], &last) && first <= last;
+}
+
 absl::Status SetBindCore(Options& o, const std::string& v) {
   std::string lower = v;
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -76,15 +95,13 @@ absl::Status SetBindCore(Options& o, const std::string& v) {
     o.bind_core = {BindCore::Mode::kOff, {}};
     return absl::OkStatus();
   }
-  auto json = nlohmann::json::parse(v, nullptr, /*allow_exceptions=*/false);
+  auto json = nlohmann::ordered_json::parse(v, nullptr, /*allow_exceptions=*/false);
   const char* expected =
       "True, False or a JSON dict such as '{\"device0\":[\"0-9\"],\"device1\":[\"10-19\"]}'";
   if (!json.is_object()) return absl::InvalidArgumentError(expected);
-  static const std::regex kKey("device[0-9]+|scheduler");
-  static const std::regex kRange("([0-9]+)(-([0-9]+))?");
   BindCore bind{BindCore::Mode::kDict, {}};
   for (const auto& [key, value] : json.items()) {
-    if (!std::regex_match(key, kKey)) {
+    if (!IsBindCoreKey(key)) {
       return absl::InvalidArgumentError(std::string(expected) + " (bad key '" + key + "')");
     }
     if (!value.is_array()) {
@@ -93,10 +110,8 @@ absl::Status SetBindCore(Options& o, const std::string& v) {
     }
     std::vector<std::string> ranges;
     for (const auto& item : value) {
-      std::smatch m;
       std::string text = item.is_string() ? item.get<std::string>() : std::string();
-      if (!std::regex_match(text, m, kRange) ||
-          (m[3].matched && std::stol(m[3].str()) < std::stol(m[1].str()))) {
+      if (!IsCpuRange(text)) {
         return absl::InvalidArgumentError(std::string(expected) + " (bad CPU range " +
                                           item.dump() + " for '" + key + "')");
       }

@@ -1,5 +1,7 @@
 #include "scheduler/scheduler.h"
 
+#include <algorithm>
+
 #include "common/logging.h"
 
 namespace gangrun::scheduler {
@@ -192,14 +194,16 @@ void Scheduler::AbortAll(const std::string& reason) {
 
 v1::JobOutcome Scheduler::CurrentOutcome() const {
   v1::JobOutcome outcome;
+  std::vector<int> stopped = stopped_ranks_;
+  std::sort(stopped.begin(), stopped.end());
   if (root_cause_) {
     outcome.set_kind(v1::JobOutcome::KIND_WORKER_FAILED);
     *outcome.mutable_root_cause() = *root_cause_;
-    for (int rank : stopped_ranks_) outcome.add_stopped_ranks(rank);
+    for (int rank : stopped) outcome.add_stopped_ranks(rank);
   } else if (stop_signal_ != 0) {
     outcome.set_kind(v1::JobOutcome::KIND_STOPPED_BY_SIGNAL);
     outcome.set_signal(stop_signal_);
-    for (int rank : stopped_ranks_) outcome.add_stopped_ranks(rank);
+    for (int rank : stopped) outcome.add_stopped_ranks(rank);
   } else {
     outcome.set_kind(v1::JobOutcome::KIND_SUCCEEDED);
   }

@@ -1,0 +1,130 @@
+// A worker for the integration tests. Behaviour comes from flags; "rank-specific" flags act
+// only when $RANK matches. Reports to the FIFO named by $GANGRUN_TEST_READY (if set) one
+// line "ready <rank> <pid> <grandchild pid or 0>", so tests wait for events, not time.
+//
+//   --lines N          print N numbered lines (alternating stdout and stderr) first
+//   --env FILE         write the environment to FILE.<rank>
+//   --affinity         print "cpus <Cpus_allowed_list>"
+//   --grandchild       fork a grandchild that calls setsid() and ignores SIGTERM, then hangs
+//   --ignore-term      ignore SIGTERM
+//   --usr1             on SIGUSR1 write "usr1 <rank>" to the FIFO
+//   --fail-rank R      rank R fails (see --exit/--signal/--abort); other ranks hang
+//   --exit N           exit with N (all ranks unless --fail-rank)
+//   --signal S         kill itself with signal S
+//   --abort            call abort()
+//   --hang             never exit on its own
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+extern char** environ;
+
+namespace {
+
+int rank = -1;
+
+void Report(const std::string& line) {
+  const char* fifo = std::getenv("GANGRUN_TEST_READY");
+  if (fifo == nullptr) return;
+  int fd = open(fifo, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  std::string text = line + "\n";
+  (void)!write(fd, text.data(), text.size());
+  close(fd);
+}
+
+void OnUsr1(int) {
+  char text[64];
+  int n = std::snprintf(text, sizeof(text), "usr1 %d\n", rank);
+  const char* fifo = std::getenv("GANGRUN_TEST_READY");
+  if (fifo == nullptr) return;
+  int fd = open(fifo, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)!write(fd, text, static_cast<size_t>(n));
+  close(fd);
+}
+
+void HangForever() {
+  while (true) pause();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* rank_env = std::getenv("RANK");
+  rank = rank_env ? std::atoi(rank_env) : -1;
+  int lines = 0, fail_rank = -1, exit_code = -1, sig = 0;
+  bool grandchild = false, ignore_term = false, usr1 = false, do_abort = false, hang = false;
+  bool affinity = false;
+  std::string env_file;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (a == "--lines") lines = std::atoi(next().c_str());
+    else if (a == "--env") env_file = next();
+    else if (a == "--affinity") affinity = true;
+    else if (a == "--grandchild") grandchild = true;
+    else if (a == "--ignore-term") ignore_term = true;
+    else if (a == "--usr1") usr1 = true;
+    else if (a == "--fail-rank") fail_rank = std::atoi(next().c_str());
+    else if (a == "--exit") exit_code = std::atoi(next().c_str());
+    else if (a == "--signal") sig = std::atoi(next().c_str());
+    else if (a == "--abort") do_abort = true;
+    else if (a == "--hang") hang = true;
+  }
+  if (ignore_term) signal(SIGTERM, SIG_IGN);
+  if (usr1) signal(SIGUSR1, OnUsr1);
+  for (int i = 0; i < lines; ++i) {
+    std::fprintf(i % 2 ? stderr : stdout, "line %d of rank %d\n", i, rank);
+  }
+  std::fflush(stdout);
+  if (!env_file.empty()) {
+    std::ofstream out(env_file + "." + std::to_string(rank));
+    for (char** e = environ; *e != nullptr; ++e) out << *e << "\n";
+  }
+  if (affinity) {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) {
+        std::printf("cpus %s\n", line.substr(line.find_first_not_of(" \t", 18)).c_str());
+      }
+    }
+    std::fflush(stdout);
+  }
+  pid_t grandchild_pid = 0;
+  if (grandchild) {
+    int pipe_fds[2];
+    if (pipe(pipe_fds) != 0) return 99;
+    grandchild_pid = fork();
+    if (grandchild_pid == 0) {
+      setsid();
+      signal(SIGTERM, SIG_IGN);
+      close(pipe_fds[0]);
+      close(pipe_fds[1]);  // tells the parent we are in our own session
+      HangForever();
+    }
+    close(pipe_fds[1]);
+    char c;
+    (void)!read(pipe_fds[0], &c, 1);
+    close(pipe_fds[0]);
+  }
+  Report("ready " + std::to_string(rank) + " " + std::to_string(getpid()) + " " +
+         std::to_string(grandchild_pid));
+  const bool acts = fail_rank < 0 || fail_rank == rank;
+  if (acts && do_abort) abort();
+  if (acts && sig > 0) {
+    signal(sig, SIG_DFL);
+    kill(getpid(), sig);
+  }
+  if (acts && exit_code >= 0) return exit_code;
+  if (hang || fail_rank >= 0) HangForever();
+  return 0;
+}

@@ -1,0 +1,58 @@
+#pragma once
+// Runs the real gangrun binary with the test worker, in a temporary directory.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/process_test.h"
+
+namespace gangrun::testing {
+
+class LauncherTest : public ProcessTest {
+ protected:
+  LauncherTest() : fifo_(dir_.File("reports")) {}
+
+  // gangrun <launcher_args> test_worker <worker_args>
+  Launched Start(const std::vector<std::string>& launcher_args,
+                 const std::vector<std::string>& worker_args,
+                 const std::string& binary = GangrunBinary()) {
+    std::vector<std::string> argv = {binary};
+    argv.insert(argv.end(), launcher_args.begin(), launcher_args.end());
+    argv.push_back(TestWorkerBinary());
+    argv.insert(argv.end(), worker_args.begin(), worker_args.end());
+    return Launch(argv, {"GANGRUN_TEST_READY=" + fifo_.path()}, dir_.path(), dir_.path());
+  }
+
+  // Starts, waits for the exit (60 s at most) and returns it.
+  common::ExitStatus RunToEnd(const Launched& launched) {
+    auto status = WaitExit(launched.pid, std::chrono::seconds(60));
+    EXPECT_TRUE(status.has_value()) << "the launcher did not exit";
+    return status.value_or(common::ExitStatus::Exited(-1));
+  }
+
+  struct Ready {
+    int rank;
+    pid_t pid;
+    pid_t grandchild;
+  };
+  // Waits for `count` workers to report "ready".
+  std::vector<Ready> WaitReady(size_t count) {
+    std::vector<Ready> ready;
+    for (const auto& line : fifo_.ReadLines(count, std::chrono::seconds(20))) {
+      auto f = Split(line, ' ');
+      if (f.size() == 4 && f[0] == "ready") {
+        ready.push_back({std::stoi(f[1]), std::stoi(f[2]), std::stoi(f[3])});
+      }
+    }
+    EXPECT_EQ(ready.size(), count) << "workers did not report ready";
+    return ready;
+  }
+
+  TempDir dir_;
+  ReportFifo fifo_;
+};
+
+}  // namespace gangrun::testing

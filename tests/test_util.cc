@@ -1,0 +1,183 @@
+#include "tests/test_util.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/descendants.h"
+#include "common/spawn.h"
+
+namespace gangrun::testing {
+namespace {
+
+int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
+// Waits for `fd` to become readable; true if it did within `timeout`.
+bool WaitReadable(int fd, milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline -
+                                                         std::chrono::steady_clock::now());
+    if (left.count() < 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    int rc = poll(&p, 1, static_cast<int>(left.count()));
+    if (rc > 0) return true;
+    if (rc == 0) return false;
+    if (errno != EINTR) return false;
+  }
+}
+
+}  // namespace
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/gangrun-test-XXXXXX";
+  char* dir = mkdtemp(tmpl);
+  path_ = dir != nullptr ? dir : "/tmp";
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+ReportFifo::ReportFifo(const std::string& path) : path_(path) {
+  mkfifo(path.c_str(), 0600);
+  // Non-blocking read end: writers can open at once, and it never reports EOF-wait hangs.
+  fd_ = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  // Our own write end keeps the FIFO from reading EOF between writers.
+  keep_open_ = open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+}
+
+ReportFifo::~ReportFifo() {
+  close(fd_);
+  close(keep_open_);
+  unlink(path_.c_str());
+}
+
+std::optional<std::string> ReportFifo::ReadLine(milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    size_t nl = buffer_.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = buffer_.substr(0, nl);
+      buffer_.erase(0, nl + 1);
+      return line;
+    }
+    auto left = std::chrono::duration_cast<milliseconds>(deadline -
+                                                         std::chrono::steady_clock::now());
+    if (left.count() <= 0 || !WaitReadable(fd_, left)) return std::nullopt;
+    char chunk[4096];
+    ssize_t n = read(fd_, chunk, sizeof(chunk));
+    if (n > 0) buffer_.append(chunk, static_cast<size_t>(n));
+  }
+}
+
+std::vector<std::string> ReportFifo::ReadLines(size_t count, milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<std::string> lines;
+  while (lines.size() < count) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline -
+                                                         std::chrono::steady_clock::now());
+    auto line = ReadLine(std::max(left, milliseconds(0)));
+    if (!line) break;
+    lines.push_back(*line);
+  }
+  return lines;
+}
+
+std::string Launched::Stdout() const { return ReadFile(stdout_path); }
+std::string Launched::Stderr() const { return ReadFile(stderr_path); }
+
+Launched Launch(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
+                const std::string& cwd, const std::string& output_dir) {
+  static int counter = 0;
+  Launched launched;
+  std::string stem = output_dir + "/launch" + std::to_string(counter++);
+  launched.stdout_path = stem + ".stdout";
+  launched.stderr_path = stem + ".stderr";
+  int out = open(launched.stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  int err = open(launched.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  common::SpawnOptions options;
+  options.exec_path = argv.at(0);
+  options.argv = argv;
+  options.env = common::CurrentEnvironment();
+  options.env.insert(options.env.end(), extra_env.begin(), extra_env.end());
+  options.cwd = cwd;
+  options.fds = {{0, in}, {1, out}, {2, err}};
+  options.new_process_group = true;
+  auto pid = common::Spawn(options);
+  close(out);
+  close(err);
+  close(in);
+  launched.pid = pid.ok() ? *pid : -1;
+  return launched;
+}
+
+std::optional<common::ExitStatus> WaitExit(pid_t pid, milliseconds timeout) {
+  int fd = PidfdOpen(pid);
+  if (fd >= 0) {
+    bool exited = WaitReadable(fd, timeout);
+    close(fd);
+    if (!exited) return std::nullopt;
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return std::nullopt;
+  }
+  return common::ExitStatus::FromWaitStatus(status);
+}
+
+bool WaitGone(pid_t pid, milliseconds timeout) {
+  int fd = PidfdOpen(pid);
+  if (fd < 0) return errno == ESRCH;
+  bool gone = WaitReadable(fd, timeout);
+  close(fd);
+  return gone;
+}
+
+bool IsAlive(pid_t pid) { return !WaitGone(pid, milliseconds(0)); }
+
+std::vector<pid_t> ReapChildren(milliseconds timeout) {
+  std::vector<pid_t> alive;
+  for (pid_t child : common::ListChildren()) {
+    if (!WaitGone(child, timeout)) alive.push_back(child);
+  }
+  for (pid_t child : alive) {
+    kill(-child, SIGKILL);
+    kill(child, SIGKILL);
+  }
+  common::KillAndReapAllChildren(SIGKILL, std::chrono::steady_clock::now() + timeout);
+  return alive;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+std::vector<std::string> Split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::string part;
+  std::istringstream in(text);
+  while (std::getline(in, part, separator)) parts.push_back(part);
+  return parts;
+}
+
+std::string GangrunBinary() { return GANGRUN_BIN_DIR "/gangrun"; }
+std::string MsrunBinary() { return GANGRUN_BIN_DIR "/msrun"; }
+std::string TestWorkerBinary() { return GANGRUN_BIN_DIR "/test_worker"; }
+
+}  // namespace gangrun::testing

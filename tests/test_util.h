@@ -1,0 +1,81 @@
+#pragma once
+// Helpers for tests that run real processes. Everything waits for an event (a pidfd, a
+// FIFO) with a deadline; nothing sleeps to synchronise.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/exit_status.h"
+
+namespace gangrun::testing {
+
+using std::chrono::milliseconds;
+
+// A fresh directory, removed with its contents at the end of the scope.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// A FIFO that workers write one-line reports to (see helpers/test_worker.cc).
+class ReportFifo {
+ public:
+  explicit ReportFifo(const std::string& path);
+  ~ReportFifo();
+  const std::string& path() const { return path_; }
+  // The next line, or nullopt if none arrives within `timeout`.
+  std::optional<std::string> ReadLine(milliseconds timeout);
+  // `count` lines, or fewer if the timeout passes first.
+  std::vector<std::string> ReadLines(size_t count, milliseconds timeout);
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  int keep_open_ = -1;
+  std::string buffer_;
+};
+
+// A process started by a test (the gangrun binary, usually), with its output in files.
+struct Launched {
+  pid_t pid = -1;
+  std::string stdout_path;
+  std::string stderr_path;
+  std::string Stdout() const;
+  std::string Stderr() const;
+};
+
+// Starts `argv` (argv[0] is the program path) in `cwd` with the test's environment plus
+// `extra_env`. Its output goes to files in `output_dir`.
+Launched Launch(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
+                const std::string& cwd, const std::string& output_dir);
+
+// Waits for our child `pid` to exit and reaps it; nullopt on timeout (it is left running).
+std::optional<common::ExitStatus> WaitExit(pid_t pid, milliseconds timeout);
+
+// Waits until `pid` (any process) has ended; true if it ended within `timeout`.
+bool WaitGone(pid_t pid, milliseconds timeout);
+bool IsAlive(pid_t pid);
+
+// Reaps zombies among our children; kills and reaps live ones after `timeout`. Returns the
+// pids that were still alive (a test failure: something outlived the launcher).
+std::vector<pid_t> ReapChildren(milliseconds timeout);
+
+std::string ReadFile(const std::string& path);
+std::vector<std::string> Split(const std::string& text, char separator);
+
+// Paths of the binaries under test (set by CMake).
+std::string GangrunBinary();
+std::string MsrunBinary();
+std::string TestWorkerBinary();
+
+}  // namespace gangrun::testing

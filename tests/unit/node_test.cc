@@ -1,0 +1,127 @@
+#include "worker/node.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+#include "common/fake_clock.h"
+#include "tests/unit/fake_backend.h"
+
+namespace gangrun::worker {
+namespace {
+
+using std::chrono::seconds;
+
+class RecordingSchedulerLink : public SchedulerLink {
+ public:
+  void Send(const v1::NodeEvent& event) override { events.push_back(event); }
+  std::vector<v1::NodeEvent> events;
+};
+
+class NodeTest : public ::testing::Test {
+ protected:
+  NodeTest() {
+    Node::Options options;
+    options.node_name = "h";
+    options.local_worker_num = 2;
+    options.grace = seconds(10);
+    Node::Callbacks callbacks;
+    callbacks.on_finished = [this](const v1::JobOutcome& o) { outcome = o; };
+    node = std::make_unique<Node>(
+        backend, clock, link, options,
+        [](const v1::RankAssignment& a, uint64_t, int) -> absl::StatusOr<std::vector<ProcessSpec>> {
+          std::vector<ProcessSpec> specs;
+          for (int i = 0; i < a.local_worker_num(); ++i) {
+            ProcessSpec spec;
+            spec.rank = a.first_rank() + i;
+            spec.local_rank = i;
+            specs.push_back(spec);
+          }
+          return specs;
+        },
+        std::move(callbacks));
+  }
+  v1::NodeCommand Start(uint64_t generation) {
+    v1::NodeCommand command;
+    command.set_generation(generation);
+    command.mutable_start()->mutable_assignment()->set_local_worker_num(2);
+    command.mutable_start()->mutable_assignment()->set_first_rank(4);
+    return command;
+  }
+
+  FakeBackend backend;
+  common::FakeClock clock;
+  RecordingSchedulerLink link;
+  std::unique_ptr<Node> node;
+  std::optional<v1::JobOutcome> outcome;
+};
+
+TEST_F(NodeTest, JoinsWithItsSize) {
+  node->Start();
+  ASSERT_EQ(link.events.size(), 1u);
+  EXPECT_EQ(link.events[0].join().local_worker_num(), 2);
+}
+
+TEST_F(NodeTest, StartSpawnsTheAssignedRanksAndReportsThem) {
+  node->OnCommand(Start(1));
+  ASSERT_EQ(backend.spawned.size(), 2u);
+  EXPECT_EQ(backend.spawned[1].rank, 5);
+  backend.Start(10);
+  backend.Start(11);
+  ASSERT_EQ(link.events.size(), 2u);
+  EXPECT_EQ(link.events[1].worker_started().rank(), 5);
+  EXPECT_EQ(link.events[1].generation(), 1u);
+}
+
+TEST_F(NodeTest, RefusesAStaleStart) {
+  node->OnCommand(Start(2));
+  node->OnCommand(Start(1));
+  node->OnCommand(Start(2));
+  EXPECT_EQ(backend.spawned.size(), 2u);
+}
+
+TEST_F(NodeTest, RefusesAnAbortForAnotherGeneration) {
+  node->OnCommand(Start(2));
+  backend.Start(10);
+  backend.Start(11);
+  v1::NodeCommand abort;
+  abort.set_generation(1);
+  abort.mutable_abort()->set_reason("old");
+  node->OnCommand(abort);
+  EXPECT_EQ(backend.CountSignals(SIGTERM), 0);
+  abort.set_generation(2);
+  node->OnCommand(abort);
+  EXPECT_EQ(backend.CountSignals(SIGTERM), 2);
+}
+
+TEST_F(NodeTest, ReportsGenerationEndedAfterTheLastExit) {
+  node->OnCommand(Start(1));
+  backend.Start(10);
+  backend.Start(11);
+  backend.Exit(10, common::ExitStatus::Exited(0));
+  EXPECT_FALSE(link.events.back().has_generation_ended());
+  backend.Exit(11, common::ExitStatus::Exited(0));
+  EXPECT_TRUE(link.events.back().has_generation_ended());
+}
+
+TEST_F(NodeTest, SecondStopRequestKillsLocallyAtOnce) {
+  node->OnCommand(Start(1));
+  backend.Start(10);
+  backend.Start(11);
+  node->RequestStop(SIGINT);
+  EXPECT_TRUE(link.events.back().has_stop_request());
+  EXPECT_EQ(backend.CountSignals(SIGKILL), 0);
+  node->RequestStop(SIGINT);
+  EXPECT_EQ(backend.CountSignals(SIGKILL), 2);
+}
+
+TEST_F(NodeTest, FinishedCommandEndsTheNode) {
+  v1::NodeCommand finished;
+  finished.mutable_finished()->mutable_outcome()->set_kind(v1::JobOutcome::KIND_SUCCEEDED);
+  node->OnCommand(finished);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_SUCCEEDED);
+}
+
+}  // namespace
+}  // namespace gangrun::worker

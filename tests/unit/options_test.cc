@@ -1,0 +1,209 @@
+#include "launcher/options.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace gangrun::launcher {
+namespace {
+
+EnvLookup Env(std::map<std::string, std::string> vars = {}) {
+  return [vars](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+Options Parse(std::vector<std::string> args, Personality p = Personality::kGangrun,
+              std::map<std::string, std::string> env = {}) {
+  auto result = ParseCommandLine(p, args, Env(env));
+  EXPECT_TRUE(result.ok()) << result.status();
+  return result.ok() ? result->options : Options{};
+}
+
+std::string Error(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+  auto result = ParseCommandLine(Personality::kGangrun, args, Env(env));
+  EXPECT_FALSE(result.ok());
+  return result.ok() ? "" : std::string(result.status().message());
+}
+
+TEST(OptionsTest, DefaultsFollowMsrun) {
+  Options o = Parse({"train.py"});
+  EXPECT_EQ(o.worker_num, 8);
+  EXPECT_EQ(o.local_worker_num, 8);
+  EXPECT_EQ(o.master_addr, "127.0.0.1");
+  EXPECT_EQ(o.master_port, 8118);
+  EXPECT_EQ(o.node_rank, -1);
+  EXPECT_EQ(o.log_dir, "");
+  EXPECT_EQ(o.cluster_time_out, 600);
+  EXPECT_EQ(o.bind_core.mode, BindCore::Mode::kOff);
+  EXPECT_EQ(o.sim_level, -1);
+  EXPECT_EQ(o.sim_rank_id, -1);
+  EXPECT_EQ(o.tail_worker_log, std::vector<int>{-1});
+  EXPECT_DOUBLE_EQ(o.grace_period, 30.0);
+  EXPECT_EQ(o.task_script, "train.py");
+}
+
+TEST(OptionsTest, JoinDefaultsDifferByPersonality) {
+  EXPECT_TRUE(Parse({"t.py"}, Personality::kGangrun).join);
+  EXPECT_FALSE(Parse({"t.py"}, Personality::kMsrun).join);
+}
+
+TEST(OptionsTest, AcceptsBothSpellingsOfValues) {
+  Options o = Parse({"--worker_num=4", "--local_worker_num", "2", "--node_rank", "-1",
+                     "--master_addr=::1", "t.py"});
+  EXPECT_EQ(o.worker_num, 4);
+  EXPECT_EQ(o.local_worker_num, 2);
+  EXPECT_EQ(o.node_rank, -1);
+  EXPECT_EQ(o.master_addr, "::1");
+}
+
+TEST(OptionsTest, EverythingAfterTheScriptBelongsToIt) {
+  Options o = Parse({"--worker_num", "2", "train.py", "--worker_num", "5", "-x", "--", "y"});
+  EXPECT_EQ(o.worker_num, 2);
+  EXPECT_EQ(o.task_script, "train.py");
+  EXPECT_EQ(o.task_args, (std::vector<std::string>{"--worker_num", "5", "-x", "--", "y"}));
+}
+
+TEST(OptionsTest, DoubleDashEndsOptions) {
+  Options o = Parse({"--worker_num", "2", "--", "train.py", "a"});
+  EXPECT_EQ(o.task_script, "train.py");
+  EXPECT_EQ(o.task_args, std::vector<std::string>{"a"});
+}
+
+TEST(OptionsTest, BooleansTakeMsrunLiteralsAndCommonSpellings) {
+  for (const char* v : {"True", "true", "1"}) EXPECT_TRUE(Parse({"--join", v, "t.py"}).join);
+  for (const char* v : {"False", "false", "0"}) EXPECT_FALSE(Parse({"--join", v, "t.py"}).join);
+  EXPECT_EQ(Error({"--join", "yes", "t.py"}),
+            "invalid value 'yes' for --join: expected True or False");
+}
+
+TEST(OptionsTest, MalformedNumbersAreNamed) {
+  EXPECT_EQ(Error({"--worker_num", "abc", "t.py"}),
+            "invalid value 'abc' for --worker_num: expected integer");
+  EXPECT_EQ(Error({"--worker_num", "1.5", "t.py"}),
+            "invalid value '1.5' for --worker_num: expected integer");
+  EXPECT_EQ(Error({"--grace_period", "-1", "t.py"}),
+            "invalid value '-1' for --grace_period: expected a number of seconds >= 0");
+}
+
+TEST(OptionsTest, UnknownOptionIsRejected) {
+  EXPECT_EQ(Error({"--wroker_num", "2", "t.py"}), "unknown option --wroker_num (see gangrun --help)");
+  EXPECT_EQ(Error({"--bogus=1", "t.py"}), "unknown option --bogus (see gangrun --help)");
+}
+
+TEST(OptionsTest, MissingValueIsAnError) {
+  auto result = ParseCommandLine(Personality::kGangrun, {"--worker_num"}, Env());
+  EXPECT_FALSE(result.ok());
+}
+
+TEST(OptionsTest, EnvironmentOverridesDefaultsAndFlagsWin) {
+  Options o = Parse({"t.py"}, Personality::kGangrun,
+                    {{"GANGRUN_WORKER_NUM", "3"}, {"GANGRUN_JOIN", "False"}});
+  EXPECT_EQ(o.worker_num, 3);
+  EXPECT_FALSE(o.join);
+  Options flag = Parse({"--worker_num", "5", "t.py"}, Personality::kGangrun,
+                       {{"GANGRUN_WORKER_NUM", "3"}});
+  EXPECT_EQ(flag.worker_num, 5);
+}
+
+TEST(OptionsTest, BadEnvironmentValueNamesTheVariable) {
+  EXPECT_EQ(Error({"t.py"}, {{"GANGRUN_MASTER_PORT", "x"}}),
+            "invalid value 'x' for GANGRUN_MASTER_PORT: expected integer");
+}
+
+TEST(OptionsTest, BindCoreTakesBooleansAndDicts) {
+  EXPECT_EQ(Parse({"--bind_core", "True", "t.py"}).bind_core.mode, BindCore::Mode::kAuto);
+  EXPECT_EQ(Parse({"--bind_core", "FALSE", "t.py"}).bind_core.mode, BindCore::Mode::kOff);
+  Options o = Parse({"--bind_core", R"({"scheduler":["0"],"device0":["1-3","5"]})", "t.py"});
+  ASSERT_EQ(o.bind_core.mode, BindCore::Mode::kDict);
+  ASSERT_EQ(o.bind_core.dict.size(), 2u);
+  EXPECT_EQ(o.bind_core.dict[1].first, "device0");
+  EXPECT_EQ(o.bind_core.dict[1].second, (std::vector<std::string>{"1-3", "5"}));
+}
+
+TEST(OptionsTest, MalformedBindCoreDictIsRejected) {
+  for (const char* bad : {R"({"gpu0":["1"]})", R"({"device0":"1-3"})", R"({"device0":["3-1"]})",
+                          R"({"device0":[1]})", "[1,2]", "{oops"}) {
+    std::string message = Error({"--bind_core", bad, "t.py"});
+    EXPECT_NE(message.find("--bind_core"), std::string::npos) << bad;
+  }
+}
+
+TEST(OptionsTest, TailWorkerLogIsAListOfRanks) {
+  EXPECT_EQ(Parse({"--tail_worker_log", "0,3", "t.py"}).tail_worker_log,
+            (std::vector<int>{0, 3}));
+  EXPECT_FALSE(ParseCommandLine(Personality::kGangrun, {"--tail_worker_log", "a", "t.py"}, Env())
+                   .ok());
+}
+
+TEST(OptionsTest, HelpIsReturnedNotAnError) {
+  auto result = ParseCommandLine(Personality::kMsrun, {"--help"}, Env());
+  ASSERT_TRUE(result.ok());
+  EXPECT_NE(result->help.find("--worker_num"), std::string::npos);
+  EXPECT_NE(result->help.find("msrun"), std::string::npos);
+}
+
+TEST(OptionsTest, PersonalityFollowsArgv0) {
+  EXPECT_EQ(PersonalityFromArgv0("/usr/bin/msrun"), Personality::kMsrun);
+  EXPECT_EQ(PersonalityFromArgv0("msrun"), Personality::kMsrun);
+  EXPECT_EQ(PersonalityFromArgv0("./build/bin/gangrun"), Personality::kGangrun);
+}
+
+Options Valid() {
+  Options o;
+  o.worker_num = 2;
+  o.local_worker_num = 2;
+  o.task_script = "t.py";
+  return o;
+}
+
+std::string Invalid(Options o) {
+  absl::Status status = Validate(o);
+  EXPECT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  return std::string(status.message());
+}
+
+TEST(ValidateTest, AcceptsAValidConfiguration) { EXPECT_TRUE(Validate(Valid()).ok()); }
+
+TEST(ValidateTest, RejectsBadCountsWithOneClearLine) {
+  Options o = Valid();
+  o.worker_num = 0;
+  EXPECT_EQ(Invalid(o), "--worker_num must be greater than 0 (got 0)");
+  o = Valid();
+  o.local_worker_num = 3;
+  EXPECT_EQ(Invalid(o), "--local_worker_num (3) is greater than --worker_num (2)");
+  o = Valid();
+  o.local_worker_num = -1;
+  EXPECT_EQ(Invalid(o), "--local_worker_num must be greater than 0 (got -1)");
+}
+
+TEST(ValidateTest, RejectsPortsOutsideTheRange) {
+  Options o = Valid();
+  o.master_port = 0;
+  EXPECT_EQ(Invalid(o), "--master_port must be in 1..65535 (got 0)");
+  o.master_port = 65536;
+  EXPECT_EQ(Invalid(o), "--master_port must be in 1..65535 (got 65536)");
+}
+
+TEST(ValidateTest, RejectsMissingTaskAndUnreadableFiles) {
+  Options o = Valid();
+  o.task_script.clear();
+  EXPECT_NE(Invalid(o).find("missing task script"), std::string::npos);
+  o = Valid();
+  o.rank_table_file = "/nonexistent/rank_table.json";
+  EXPECT_EQ(Invalid(o),
+            "cannot read --rank_table_file '/nonexistent/rank_table.json': No such file or "
+            "directory");
+}
+
+TEST(ValidateTest, RejectsOutOfRangeSimulationLevels) {
+  Options o = Valid();
+  o.sim_level = 7;
+  EXPECT_EQ(Invalid(o), "--sim_level must be one of -1, 0, 1, 2, 3 (got 7)");
+}
+
+}  // namespace
+}  // namespace gangrun::launcher

@@ -1,0 +1,186 @@
+#include "scheduler/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+#include "common/fake_clock.h"
+
+namespace gangrun::scheduler {
+namespace {
+
+using std::chrono::seconds;
+
+class RecordingLink : public NodeLink {
+ public:
+  void Send(const v1::NodeCommand& command) override { commands.push_back(command); }
+  std::vector<v1::NodeCommand> commands;
+};
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void Make(int world_size, common::Duration timeout = seconds(60)) {
+    scheduler = std::make_unique<Scheduler>(clock, Scheduler::Options{world_size, timeout});
+    scheduler->SetOnFinished([this](const v1::JobOutcome& o) { outcome = o; });
+    scheduler->Start();
+  }
+  int Join(RecordingLink& link, const std::string& name, const std::string& address,
+           int node_rank, int workers, int free_port = 1000) {
+    int id = scheduler->AddNode(&link);
+    v1::NodeEvent event;
+    auto* join = event.mutable_join();
+    join->set_node_name(name);
+    join->set_host_address(address);
+    join->set_node_rank(node_rank);
+    join->set_local_worker_num(workers);
+    join->set_free_port(free_port);
+    scheduler->OnNodeEvent(id, event);
+    return id;
+  }
+  void Exited(int id, int rank, int code, bool stopped = false, int signal = 0) {
+    v1::NodeEvent event;
+    event.set_generation(scheduler->generation());
+    event.mutable_worker_exited()->set_rank(rank);
+    event.mutable_worker_exited()->set_pid(500 + rank);
+    event.mutable_worker_exited()->mutable_exit()->set_exit_code(code);
+    event.mutable_worker_exited()->mutable_exit()->set_signal(signal);
+    event.mutable_worker_exited()->set_stopped_by_us(stopped);
+    event.mutable_worker_exited()->add_log_tail("boom");
+    scheduler->OnNodeEvent(id, event);
+  }
+  void Ended(int id) {
+    v1::NodeEvent event;
+    event.set_generation(scheduler->generation());
+    event.mutable_generation_ended();
+    scheduler->OnNodeEvent(id, event);
+  }
+
+  common::FakeClock clock;
+  std::unique_ptr<Scheduler> scheduler;
+  std::optional<v1::JobOutcome> outcome;
+};
+
+TEST_F(SchedulerTest, StartsGenerationOneWhenAllWorkersJoined) {
+  Make(4);
+  RecordingLink a, b;
+  Join(a, "hostb", "10.0.0.2", -1, 2, 2222);
+  EXPECT_TRUE(a.commands.empty());
+  Join(b, "hosta", "10.0.0.1", -1, 2, 1111);
+  ASSERT_EQ(a.commands.size(), 1u);
+  ASSERT_EQ(b.commands.size(), 1u);
+  const auto& sa = a.commands[0];
+  const auto& sb = b.commands[0];
+  EXPECT_EQ(sa.generation(), 1u);
+  EXPECT_EQ(sa.start().assignment().node_rank(), 1);
+  EXPECT_EQ(sa.start().assignment().first_rank(), 2);
+  EXPECT_EQ(sb.start().assignment().node_rank(), 0);
+  EXPECT_EQ(sb.start().assignment().world_size(), 4);
+  // MASTER_ADDR/PORT come from the rank-0 node.
+  EXPECT_EQ(sa.start().assignment().master_addr(), "10.0.0.1");
+  EXPECT_EQ(sa.start().assignment().master_port(), 1111);
+}
+
+TEST_F(SchedulerTest, FirstFailureAbortsEveryNodeAndIsTheRootCause) {
+  Make(2);
+  RecordingLink a, b;
+  int ia = Join(a, "a", "10.0.0.1", 0, 1);
+  int ib = Join(b, "b", "10.0.0.2", 1, 1);
+  Exited(ib, 1, 7);
+  ASSERT_EQ(a.commands.size(), 2u);
+  EXPECT_TRUE(a.commands[1].has_abort());
+  EXPECT_TRUE(b.commands[1].has_abort());
+  EXPECT_EQ(a.commands[1].generation(), 1u);
+  Exited(ia, 0, 0, /*stopped=*/true, SIGTERM);
+  Ended(ia);
+  EXPECT_FALSE(outcome.has_value());
+  Ended(ib);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_WORKER_FAILED);
+  EXPECT_EQ(outcome->root_cause().rank(), 1);
+  EXPECT_EQ(outcome->root_cause().host(), "b");
+  EXPECT_EQ(outcome->root_cause().exit().exit_code(), 7);
+  EXPECT_EQ(outcome->root_cause().log_tail(0), "boom");
+  EXPECT_EQ(outcome->stopped_ranks_size(), 1);
+  EXPECT_TRUE(a.commands.back().has_finished());
+}
+
+TEST_F(SchedulerTest, LaterFailuresDoNotReplaceTheRootCause) {
+  Make(2);
+  RecordingLink a;
+  int id = Join(a, "a", "10.0.0.1", -1, 2);
+  Exited(id, 1, 3);
+  Exited(id, 0, 9);  // failed on its own while the job was stopping
+  Ended(id);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->root_cause().rank(), 1);
+}
+
+TEST_F(SchedulerTest, SucceedsWhenEveryWorkerExitsZero) {
+  Make(2);
+  RecordingLink a;
+  int id = Join(a, "a", "10.0.0.1", -1, 2);
+  Exited(id, 0, 0);
+  Exited(id, 1, 0);
+  Ended(id);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_SUCCEEDED);
+}
+
+TEST_F(SchedulerTest, StopRequestAbortsAndEndsWithTheSignal) {
+  Make(1);
+  RecordingLink a;
+  int id = Join(a, "a", "10.0.0.1", -1, 1);
+  v1::NodeEvent stop;
+  stop.mutable_stop_request()->set_signal(SIGTERM);
+  scheduler->OnNodeEvent(id, stop);
+  EXPECT_TRUE(a.commands.back().has_abort());
+  Exited(id, 0, 0, true, SIGTERM);
+  Ended(id);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_STOPPED_BY_SIGNAL);
+  EXPECT_EQ(outcome->signal(), SIGTERM);
+}
+
+TEST_F(SchedulerTest, FormationTimesOutNamingWhatIsMissing) {
+  Make(4, seconds(10));
+  RecordingLink a;
+  Join(a, "early", "10.0.0.1", -1, 2);
+  clock.Advance(seconds(9));
+  EXPECT_FALSE(outcome.has_value());
+  clock.Advance(seconds(1));
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_FORMATION_FAILED);
+  EXPECT_NE(outcome->message().find("2 of 4 workers joined (present: early)"), std::string::npos)
+      << outcome->message();
+}
+
+TEST_F(SchedulerTest, NegativeTimeoutWaitsForever) {
+  Make(2, common::Duration(-1));
+  clock.Advance(std::chrono::hours(24 * 365));
+  EXPECT_FALSE(outcome.has_value());
+}
+
+TEST_F(SchedulerTest, ExtraNodeIsRejectedByName) {
+  Make(2);
+  RecordingLink a, b;
+  Join(a, "a", "10.0.0.1", -1, 1);
+  Join(b, "greedy", "10.0.0.2", -1, 2);
+  ASSERT_EQ(b.commands.size(), 1u);
+  ASSERT_TRUE(b.commands[0].has_rejected());
+  EXPECT_NE(b.commands[0].rejected().reason().find("greedy"), std::string::npos);
+}
+
+TEST_F(SchedulerTest, EventsOfAnotherGenerationAreIgnored) {
+  Make(1);
+  RecordingLink a;
+  int id = Join(a, "a", "10.0.0.1", -1, 1);
+  v1::NodeEvent stale;
+  stale.set_generation(0);
+  stale.mutable_worker_exited()->set_rank(0);
+  stale.mutable_worker_exited()->mutable_exit()->set_exit_code(1);
+  scheduler->OnNodeEvent(id, stale);
+  EXPECT_EQ(a.commands.size(), 1u);  // no abort
+}
+
+}  // namespace
+}  // namespace gangrun::scheduler

@@ -1,0 +1,167 @@
+#include "launcher/worker_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace gangrun::launcher {
+namespace {
+
+std::map<std::string, std::string> EnvMap(const std::vector<std::string>& env) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : env) out[e.substr(0, e.find('='))] = e.substr(e.find('=') + 1);
+  return out;
+}
+
+class WorkerPlanTest : public ::testing::Test {
+ protected:
+  WorkerPlanTest() {
+    options.worker_num = 4;
+    options.local_worker_num = 2;
+    options.max_restarts = 3;
+    facts.hostname = "node7";
+    facts.local_ip = "10.0.0.7";
+    facts.master_ip = "10.0.0.1";
+    facts.scheduler_port = 8118;
+    facts.run_id = "run42";
+    facts.log_dir = "logs";
+    facts.base_env = {"PATH=/usr/bin", "RANK=stale", "HOME=/root"};
+    facts.task = {"/usr/bin/python3", {"python", "train.py", "--lr", "1"}};
+    assignment.set_node_rank(1);
+    assignment.set_node_count(2);
+    assignment.set_first_rank(2);
+    assignment.set_local_worker_num(2);
+    assignment.set_world_size(4);
+    assignment.set_master_addr("10.0.0.1");
+    assignment.set_master_port(40001);
+  }
+  Options options;
+  HostFacts facts;
+  v1::RankAssignment assignment;
+};
+
+TEST_F(WorkerPlanTest, EveryWorkerGetsMsrunTorchrunAndGangrunVariables) {
+  auto plan = PlanProcesses(options, facts, assignment, 1, 0);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->size(), 2u);
+  auto env = EnvMap((*plan)[1].env);
+  EXPECT_EQ(env["MS_ROLE"], "MS_WORKER");
+  EXPECT_EQ(env["MS_SCHED_HOST"], "10.0.0.1");
+  EXPECT_EQ(env["MS_SCHED_PORT"], "8118");
+  EXPECT_EQ(env["MS_WORKER_NUM"], "4");
+  EXPECT_EQ(env["MS_TOPO_TIMEOUT"], "600");
+  EXPECT_EQ(env["MS_NODE_ID"], "3");
+  EXPECT_EQ(env["RANK_ID"], "3");
+  EXPECT_EQ(env["RANK_SIZE"], "4");
+  EXPECT_EQ(env["DEVICE_ID"], "1");
+  EXPECT_EQ(env["RANK"], "3");
+  EXPECT_EQ(env["LOCAL_RANK"], "1");
+  EXPECT_EQ(env["WORLD_SIZE"], "4");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "2");
+  EXPECT_EQ(env["GROUP_RANK"], "1");
+  EXPECT_EQ(env["GROUP_WORLD_SIZE"], "2");
+  EXPECT_EQ(env["MASTER_ADDR"], "10.0.0.1");
+  EXPECT_EQ(env["MASTER_PORT"], "40001");
+  EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "0");
+  EXPECT_EQ(env["TORCHELASTIC_MAX_RESTARTS"], "3");
+  EXPECT_EQ(env["TORCHELASTIC_RUN_ID"], "run42");
+  EXPECT_EQ(env["GANGRUN_SCHEDULER"], "10.0.0.1:8118");
+  EXPECT_EQ(env["GANGRUN_RUN_ID"], "run42");
+  EXPECT_EQ(env["GANGRUN_GENERATION"], "1");
+  EXPECT_EQ(env["HOME"], "/root");  // inherited
+  EXPECT_EQ(env.count("RANK_TABLE_FILE"), 0u);
+  EXPECT_EQ(env.count("MS_SIMULATION_LEVEL"), 0u);
+  EXPECT_EQ(env.count("MSRUN_CPU_LIST"), 0u);
+  EXPECT_EQ(env.count("GANGRUN_TOKEN"), 0u);
+  EXPECT_EQ((*plan)[1].argv, (std::vector<std::string>{"python", "train.py", "--lr", "1"}));
+  EXPECT_EQ((*plan)[1].log_path, "logs/worker_3.log");
+}
+
+TEST_F(WorkerPlanTest, InheritedVariablesAreReplacedNotDuplicated) {
+  auto plan = PlanProcesses(options, facts, assignment, 1, 0);
+  int count = 0;
+  for (const auto& e : (*plan)[0].env) count += e.rfind("RANK=", 0) == 0;
+  EXPECT_EQ(count, 1);
+}
+
+TEST_F(WorkerPlanTest, OptionalVariablesAppearWhenAskedFor) {
+  options.rank_table_file = "/etc/rank_table.json";
+  options.bind_core = {BindCore::Mode::kAuto, {}};
+  facts.cpu_count = 4;
+  facts.token = "s3cret";
+  auto env = EnvMap((*PlanProcesses(options, facts, assignment, 1, 0))[1].env);
+  EXPECT_EQ(env["RANK_TABLE_FILE"], "/etc/rank_table.json");
+  EXPECT_EQ(env["MSRUN_CPU_LIST"], "[2, 3]");
+  EXPECT_EQ(env["GANGRUN_TOKEN"], "s3cret");
+}
+
+TEST_F(WorkerPlanTest, LogNameSubstitutesIpAndHostname) {
+  options.worker_log_name = "w_{hostname}_{ip}";
+  EXPECT_EQ(WorkerLogPath(options, facts, 5), "logs/w_node7_10.0.0.7_5.log");
+  facts.log_dir = "";
+  EXPECT_EQ(WorkerLogPath(options, facts, 5), "w_node7_10.0.0.7_5.log");
+}
+
+TEST_F(WorkerPlanTest, MsrunMasterAlsoRunsTheMindSporeScheduler) {
+  options.personality = Personality::kMsrun;
+  auto plan = PlanProcesses(options, facts, assignment, 1, 0);
+  ASSERT_EQ(plan->size(), 3u);
+  const auto& sched = (*plan)[0];
+  EXPECT_EQ(sched.rank, -1);
+  EXPECT_EQ(sched.log_path, "logs/scheduler.log");
+  auto env = EnvMap(sched.env);
+  EXPECT_EQ(env["MS_ROLE"], "MS_SCHED");
+  EXPECT_EQ(env["RANK_ID"], "0");
+  EXPECT_EQ(env["MS_SCHED_PORT"], "8118");
+  facts.is_master = false;
+  EXPECT_EQ(PlanProcesses(options, facts, assignment, 1, 0)->size(), 2u);
+}
+
+TEST_F(WorkerPlanTest, GangrunPersonalityHasNoMindSporeScheduler) {
+  EXPECT_EQ(PlanProcesses(options, facts, assignment, 1, 0)->front().rank, 2);
+}
+
+TEST_F(WorkerPlanTest, SimulationDropsNetworkingVariables) {
+  options.sim_level = 1;
+  options.sim_rank_id = 6;
+  options.personality = Personality::kMsrun;
+  auto plan = PlanProcesses(options, facts, assignment, 1, 0);
+  ASSERT_EQ(plan->size(), 2u);  // no scheduler process while simulating
+  auto env = EnvMap((*plan)[0].env);
+  EXPECT_EQ(env["MS_SIMULATION_LEVEL"], "1");
+  EXPECT_EQ(env["RANK_ID"], "6");
+  EXPECT_EQ(env.count("MS_SCHED_HOST"), 0u);
+  EXPECT_EQ(env.count("MS_ROLE"), 0u);
+  EXPECT_EQ(env.count("MS_TOPO_TIMEOUT"), 0u);
+}
+
+TEST(SimulationRulesTest, SimRankFallsBackToRankIdAndMeansOneProcess) {
+  Options o;
+  o.sim_level = 0;
+  o.local_worker_num = 8;
+  ApplySimulationRules(o, [](const std::string& name) -> std::optional<std::string> {
+    if (name == "RANK_ID") return "5";
+    return std::nullopt;
+  });
+  EXPECT_EQ(o.sim_rank_id, 5);
+  EXPECT_EQ(o.local_worker_num, 1);
+}
+
+TEST(SimulationRulesTest, MoreThan128LocalProcessesAreCapped) {
+  Options o;
+  o.sim_level = 0;
+  o.worker_num = 512;
+  o.local_worker_num = 256;
+  auto warnings = ApplySimulationRules(o, [](const std::string&) { return std::nullopt; });
+  EXPECT_EQ(o.local_worker_num, 1);
+  EXPECT_EQ(o.sim_rank_id, 0);
+  EXPECT_EQ(warnings.size(), 1u);
+}
+
+TEST(JoinHostPortTest, BracketsIpv6) {
+  EXPECT_EQ(JoinHostPort("::1", 80), "[::1]:80");
+  EXPECT_EQ(JoinHostPort("10.0.0.1", 80), "10.0.0.1:80");
+}
+
+}  // namespace
+}  // namespace gangrun::launcher
