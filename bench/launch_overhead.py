@@ -19,9 +19,14 @@ import time
 
 
 def run(cmd, env=None, cwd=None):
+    """Returns (seconds, stderr), or (None, "") when the command hung for 30 s."""
     start = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True)
+    try:
+        proc = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        print(f"  {os.path.basename(cmd[0])} hung for 30 s; sample dropped", file=sys.stderr)
+        return None, ""
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"{cmd[0]} failed with {proc.returncode}: {proc.stderr[-2000:]}")
@@ -41,6 +46,7 @@ def main():
     parser.add_argument("--sizes", default="4,32")
     parser.add_argument("--repeat", type=int, default=30)
     args = parser.parse_args()
+    args.gangrun = os.path.abspath(args.gangrun)
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         sys.exit("mpirun not found: run deploy/install-deps.sh --bench")
@@ -54,22 +60,30 @@ def main():
         run(gang, env, workdir)  # warm the page cache for both
         run(mpi, env, workdir)
         g_times, m_times, rss = [], [], []
+        hung = {"gangrun": 0, "mpirun": 0}
         for _ in range(args.repeat):
             t, err = run(gang, env, workdir)
-            g_times.append(t)
+            if t is None:
+                hung["gangrun"] += 1
+            else:
+                g_times.append(t)
             m = re.search(r"peak resident memory (\d+) KiB", err)
             if m:
                 rss.append(int(m.group(1)))
             t, _ = run(mpi, env, workdir)
-            m_times.append(t)
+            if t is None:
+                hung["mpirun"] += 1
+            else:
+                m_times.append(t)
         g, m = summary(g_times), summary(m_times)
         results[n] = {"gangrun": g, "mpirun": m,
                       "ratio_median": round(g["median_ms"] / m["median_ms"], 3),
-                      "gangrun_peak_rss_kib": max(rss) if rss else None}
+                      "gangrun_peak_rss_kib": max(rss) if rss else None,
+                      "hung_runs": hung}
         print(f"N={n:3d}  gangrun median {g['median_ms']:8.2f} ms (p90 {g['p90_ms']:.2f})  "
               f"mpirun median {m['median_ms']:8.2f} ms (p90 {m['p90_ms']:.2f})  "
               f"ratio {results[n]['ratio_median']:.3f}  "
-              f"gangrun peak RSS {results[n]['gangrun_peak_rss_kib']} KiB")
+              f"gangrun peak RSS {results[n]['gangrun_peak_rss_kib']} KiB  hung {hung}")
     shutil.rmtree(workdir, ignore_errors=True)
     print(json.dumps(results))
 

@@ -2,7 +2,6 @@
 // Shutdown order: the scheduler ends the job (JobFinished) -> the keeper kills whatever is
 // left below it and exits -> the console follower drains -> the io_context stops.
 
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +9,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <set>
 
 #include "absl/strings/str_replace.h"
@@ -71,6 +71,17 @@ bool Tailed(const Options& options, int rank) {
     if (selected == -1 || selected == rank) return true;
   }
   return false;
+}
+
+// VmHWM of this process image (getrusage's ru_maxrss survives exec and may report the
+// parent's peak when we were started with vfork).
+long PeakResidentKiB() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return -1;
 }
 
 // Reports "running" (0) or an early exit code to the foreground launcher, once.
@@ -148,6 +159,8 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& f
       follower.Follow(spec.log_path, prefix);
     }
   };
+  callbacks.on_process_exited = [&](const worker::ProcessSpec& spec, pid_t,
+                                    common::ExitStatus) { follower.Finish(spec.log_path); };
   callbacks.on_generation_running = [&](uint64_t generation) {
     log->info("generation {}: all {} local process(es) running", generation,
               options.local_worker_num);
@@ -201,10 +214,7 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& f
   node.Start();
   io.run();
 
-  rusage usage;
-  if (getrusage(RUSAGE_SELF, &usage) == 0) {
-    log->debug("peak resident memory {} KiB", usage.ru_maxrss);
-  }
+  log->debug("peak resident memory {} KiB", PeakResidentKiB());
   if (!outcome) return absl::InternalError("the job ended without an outcome");
   if (outcome->kind() == v1::JobOutcome::KIND_SUCCEEDED) {
     log->info("job succeeded: all {} local worker(s) exited 0", options.local_worker_num);

@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   gl::Options& options = parsed->options;
-  for (const auto& warning : gl::ApplySimulationRules(options, gl::ProcessEnv())) {
+  for (const auto& warning : gl::ApplyMsrunRules(options, gl::ProcessEnv())) {
     gangrun::common::Logger("launcher")->warn("{}", warning);
   }
   if (absl::Status status = gl::Validate(options); !status.ok()) return Fail(status);

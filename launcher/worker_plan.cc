@@ -138,8 +138,13 @@ absl::StatusOr<std::vector<worker::ProcessSpec>> PlanProcesses(
   return specs;
 }
 
-std::vector<std::string> ApplySimulationRules(Options& options, const EnvLookup& env) {
+std::vector<std::string> ApplyMsrunRules(Options& options, const EnvLookup& env) {
   std::vector<std::string> warnings;
+  if (options.local_worker_num == options.worker_num && options.node_rank > 0) {
+    warnings.push_back("--node_rank " + std::to_string(options.node_rank) +
+                       " is ignored: all workers run on this node");
+    options.node_rank = -1;
+  }
   if (!Simulating(options)) return warnings;
   if (options.sim_rank_id == -1) {
     int rank;

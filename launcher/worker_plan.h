@@ -47,8 +47,10 @@ std::string JoinHostPort(const std::string& host, int port);
 // variables.
 inline bool Simulating(const Options& options) { return options.sim_level != -1; }
 
-// msrun's simulation rules: --sim_rank_id falls back to RANK_ID; a simulated rank means one
-// local process; more than 128 local processes are capped to 1 (with a warning).
-std::vector<std::string> ApplySimulationRules(Options& options, const EnvLookup& env);
+// msrun's adjustments of the options, each with a warning where msrun warns:
+//  - a single-node job (local_worker_num == worker_num) ignores --node_rank other than 0/-1;
+//  - simulation: --sim_rank_id falls back to RANK_ID; a simulated rank means one local
+//    process; more than 128 local processes are capped to 1.
+std::vector<std::string> ApplyMsrunRules(Options& options, const EnvLookup& env);
 
 }  // namespace gangrun::launcher

@@ -99,6 +99,19 @@ void LogFollower::ReadEvents() {
       });
 }
 
+void LogFollower::Finish(const std::string& path) {
+  for (auto it = files_.begin(); it != files_.end(); ++it) {
+    if (it->second.path != path) continue;
+    Drain(it->second, true);
+    // Dropping watches as writers end keeps the final close of the inotify descriptor cheap
+    // (the kernel destroys marks asynchronously; a close that must destroy them waits).
+    if (it->first >= 0) inotify_rm_watch(inotify_fd_, it->first);
+    close(it->second.fd);
+    files_.erase(it);
+    return;
+  }
+}
+
 void LogFollower::DrainAll() {
   for (auto& [wd, file] : files_) Drain(file, true);
 }

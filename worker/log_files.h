@@ -28,6 +28,9 @@ class LogFollower {
 
   // Starts streaming `path` from `offset` with `prefix` before every line.
   void Follow(const std::string& path, const std::string& prefix, off_t offset = 0);
+  // The writer of `path` has exited: read the file to its end, flush its unfinished line
+  // and stop watching it.
+  void Finish(const std::string& path);
   // Reads every followed file to its end and flushes unfinished lines (call at the end).
   void DrainAll();
 

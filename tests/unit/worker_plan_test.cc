@@ -135,11 +135,11 @@ TEST_F(WorkerPlanTest, SimulationDropsNetworkingVariables) {
   EXPECT_EQ(env.count("MS_TOPO_TIMEOUT"), 0u);
 }
 
-TEST(SimulationRulesTest, SimRankFallsBackToRankIdAndMeansOneProcess) {
+TEST(MsrunRulesTest, SimRankFallsBackToRankIdAndMeansOneProcess) {
   Options o;
   o.sim_level = 0;
   o.local_worker_num = 8;
-  ApplySimulationRules(o, [](const std::string& name) -> std::optional<std::string> {
+  ApplyMsrunRules(o, [](const std::string& name) -> std::optional<std::string> {
     if (name == "RANK_ID") return "5";
     return std::nullopt;
   });
@@ -147,14 +147,24 @@ TEST(SimulationRulesTest, SimRankFallsBackToRankIdAndMeansOneProcess) {
   EXPECT_EQ(o.local_worker_num, 1);
 }
 
-TEST(SimulationRulesTest, MoreThan128LocalProcessesAreCapped) {
+TEST(MsrunRulesTest, MoreThan128LocalProcessesAreCapped) {
   Options o;
   o.sim_level = 0;
   o.worker_num = 512;
   o.local_worker_num = 256;
-  auto warnings = ApplySimulationRules(o, [](const std::string&) { return std::nullopt; });
+  auto warnings = ApplyMsrunRules(o, [](const std::string&) { return std::nullopt; });
   EXPECT_EQ(o.local_worker_num, 1);
   EXPECT_EQ(o.sim_rank_id, 0);
+  EXPECT_EQ(warnings.size(), 1u);
+}
+
+TEST(MsrunRulesTest, SingleNodeJobIgnoresNodeRank) {
+  Options o;
+  o.worker_num = 4;
+  o.local_worker_num = 4;
+  o.node_rank = 2;
+  auto warnings = ApplyMsrunRules(o, [](const std::string&) { return std::nullopt; });
+  EXPECT_EQ(o.node_rank, -1);
   EXPECT_EQ(warnings.size(), 1u);
 }
 
