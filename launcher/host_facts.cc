@@ -50,18 +50,12 @@ absl::StatusOr<HostFacts> GatherHostFacts(const Options& options) {
       break;
     }
   }
-  if (!facts.is_master && !Simulating(options) && !options.dry_run) {
-    return absl::InvalidArgumentError(
-        "--master_addr " + options.master_addr + " (" + facts.master_ip +
-        ") is not an address of this host: joining a scheduler on another host needs "
-        "multi-host coordination, which this build does not have yet");
-  }
-  if (options.local_worker_num < options.worker_num && !Simulating(options) &&
-      !options.dry_run) {
-    return absl::InvalidArgumentError(
-        "--local_worker_num (" + std::to_string(options.local_worker_num) +
-        ") is less than --worker_num (" + std::to_string(options.worker_num) +
-        "): multi-host jobs need multi-host coordination, which this build does not have yet");
+  facts.single_host = options.local_worker_num == options.worker_num;
+  // A single-host job's scheduler listens on loopback only.
+  if (facts.single_host && facts.is_master) {
+    facts.scheduler_host = facts.master_ip.find(':') != std::string::npos ? "::1" : "127.0.0.1";
+  } else {
+    facts.scheduler_host = facts.master_ip;
   }
   auto local_ip = common::LocalAddressToward(facts.master_ip);
   facts.local_ip = local_ip.ok() ? *local_ip : facts.master_ip;

@@ -1,6 +1,11 @@
 // RunJob: one host's part of a job, from the process keeper to the final report.
+// Roles: the launcher whose --master_addr is this host hosts the scheduler (in-process, and
+// on gRPC for the other nodes) and talks to it over an in-process link; every other launcher
+// (another host, or another launcher on this host that found the port taken) joins it as a
+// node over a gRPC stream. A simulation (--sim_level) runs the scheduler in-process only.
 // Shutdown order: the scheduler ends the job (JobFinished) -> the keeper kills whatever is
-// left below it and exits -> the console follower drains -> the io_context stops.
+// left below it and exits -> the console follower drains -> the gRPC server stops -> the
+// io_context stops.
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,8 +25,12 @@
 #include "common/status.h"
 #include "launcher/exit_codes.h"
 #include "launcher/launcher.h"
+#include "launcher/credentials.h"
 #include "launcher/local_link.h"
+#include "scheduler/grpc_server.h"
+#include "scheduler/kv_store.h"
 #include "scheduler/scheduler.h"
+#include "worker/grpc_link.h"
 #include "worker/keeper_client.h"
 #include "worker/log_files.h"
 #include "worker/node.h"
@@ -102,11 +111,63 @@ class ReadyNotifier {
   int fd_;
 };
 
+
+// The scheduler side of this launcher, when it hosts one.
+struct SchedulerRole {
+  std::unique_ptr<scheduler::Scheduler> scheduler;
+  std::unique_ptr<scheduler::KvStore> store;
+  std::unique_ptr<scheduler::SchedulerServer> server;  // null when simulating
+  std::unique_ptr<LocalLink> link;
+};
+
+// Starts the scheduler if this host should run it. Returns an empty role when another
+// launcher on this host already listens on the scheduler port (this one then joins it).
+absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io,
+                                                 common::Clock& clock, const Options& options,
+                                                 HostFacts& facts) {
+  SchedulerRole role;
+  const bool simulating = Simulating(options);
+  if (!facts.is_master && !simulating) return role;
+  scheduler::Scheduler::Options scheduler_options;
+  scheduler_options.world_size = simulating ? options.local_worker_num : options.worker_num;
+  scheduler_options.cluster_timeout = options.cluster_time_out < 0
+                                          ? common::Duration(-1)
+                                          : Seconds(options.cluster_time_out);
+  scheduler_options.node_timeout = Seconds(options.node_timeout);
+  role.scheduler = std::make_unique<scheduler::Scheduler>(clock, scheduler_options);
+  role.store = std::make_unique<scheduler::KvStore>(clock);
+  if (!simulating) {
+    ASSIGN_OR_RETURN(auto credentials, MakeServerCredentials(options));
+    scheduler::ServerOptions server_options{JoinHostPort(facts.scheduler_host, facts.scheduler_port),
+                                            facts.token, credentials};
+    auto server = scheduler::SchedulerServer::Start(io, *role.scheduler, *role.store,
+                                                    server_options);
+    if (!server.ok() && facts.single_host) {
+      // A single-host job needs no fixed port: take any free one on loopback.
+      common::Logger("launcher")->info("port {} is taken; the scheduler listens on another",
+                                       facts.scheduler_port);
+      server_options.listen_address = JoinHostPort(facts.scheduler_host, 0);
+      server = scheduler::SchedulerServer::Start(io, *role.scheduler, *role.store, server_options);
+    }
+    if (!server.ok()) {
+      if (facts.single_host) return server.status();
+      common::Logger("launcher")->info("a scheduler already listens on {}; joining it as a node",
+                                       server_options.listen_address);
+      return SchedulerRole{};
+    }
+    role.server = std::move(*server);
+    facts.scheduler_port = role.server->port();
+  }
+  role.link = std::make_unique<LocalLink>(io, *role.scheduler);
+  return role;
+}
+
 }  // namespace
 
-absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& facts,
+absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& host_facts,
                                       const RunContext& context) {
   auto log = common::Logger("launcher");
+  HostFacts facts = host_facts;
   ReadyNotifier ready(context.ready_fd);
   RETURN_IF_ERROR(MakeLogDir(facts.log_dir));
   RETURN_IF_ERROR(common::BecomeChildSubreaper());
@@ -115,22 +176,32 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& f
   common::AsioClock clock(io.get_executor());
   ASSIGN_OR_RETURN(auto keeper,
                    worker::KeeperClient::Start(io, {context.self_exe, "__keeper"}));
-
-  const bool simulating = Simulating(options);
-  scheduler::Scheduler::Options scheduler_options;
-  scheduler_options.world_size = simulating ? options.local_worker_num : options.worker_num;
-  scheduler_options.cluster_timeout = options.cluster_time_out < 0
-                                          ? common::Duration(-1)
-                                          : Seconds(options.cluster_time_out);
-  scheduler::Scheduler scheduler(clock, scheduler_options);
-  LocalLink link(io, scheduler);
+  ASSIGN_OR_RETURN(SchedulerRole role, MaybeHostScheduler(io, clock, options, facts));
+  facts.is_master = role.scheduler != nullptr;  // only the hosting launcher runs MS_SCHED
+  std::unique_ptr<worker::GrpcSchedulerLink> remote;
+  if (!role.scheduler) {
+    ASSIGN_OR_RETURN(auto credentials, MakeChannelCredentials(options));
+    worker::GrpcSchedulerLink::Options link_options;
+    link_options.target = JoinHostPort(facts.master_ip, facts.scheduler_port);
+    link_options.token = facts.token;
+    link_options.credentials = credentials;
+    link_options.keepalive = Seconds(std::max(options.node_timeout / 2, 0.5));
+    remote = std::make_unique<worker::GrpcSchedulerLink>(io, link_options);
+  }
+  worker::SchedulerLink& link =
+      role.link ? static_cast<worker::SchedulerLink&>(*role.link) : *remote;
 
   worker::Node::Options node_options;
   node_options.node_name = facts.hostname;
   node_options.host_address = facts.local_ip;
-  node_options.node_rank = simulating ? -1 : options.node_rank;
+  node_options.node_rank = Simulating(options) ? -1 : options.node_rank;
   node_options.local_worker_num = options.local_worker_num;
   node_options.grace = Seconds(options.grace_period);
+  node_options.heartbeat_interval = Seconds(options.heartbeat_interval);
+  if (options.cluster_time_out >= 0) {
+    // A little longer than the scheduler's own timeout, whose message is the better one.
+    node_options.formation_timeout = Seconds(options.cluster_time_out + 2.0);
+  }
   auto port = common::PickFreePort(facts.local_ip, {options.master_port, facts.scheduler_port});
   if (!port.ok()) return port.status();
   node_options.free_port = *port;
@@ -168,9 +239,14 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& f
   };
   callbacks.on_finished = [&](const v1::JobOutcome& result) {
     outcome = result;
+    if (role.store) role.store->CancelAll();
     keeper->Shutdown(Seconds(options.grace_period), [&] {
       follower.DrainAll();
-      io.stop();
+      if (role.server) {
+        role.server->ShutdownAsync(io, [&] { io.stop(); });
+      } else {
+        io.stop();
+      }
     });
   };
   worker::Node node(
@@ -179,7 +255,7 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& f
         return PlanProcesses(options, facts, assignment, generation, restart_count);
       },
       std::move(callbacks));
-  link.Connect(&node);
+  if (role.link) role.link->Connect(&node);
 
   keeper->SetLostHandler([&] {
     v1::JobOutcome lost;
@@ -190,7 +266,11 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& f
     common::KillAndReapAllChildren(SIGKILL, std::chrono::steady_clock::now() +
                                                 std::chrono::seconds(10));
     follower.DrainAll();
-    io.stop();
+    if (role.server) {
+      role.server->ShutdownAsync(io, [&] { io.stop(); });
+    } else {
+      io.stop();
+    }
   });
 
   boost::asio::signal_set signals(io, SIGINT, SIGTERM, SIGHUP);
@@ -210,9 +290,18 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& f
       };
   signals.async_wait(on_signal);
 
-  scheduler.Start();
+  if (role.scheduler) role.scheduler->Start();
+  if (remote) {
+    log->info("joining the scheduler at {}", JoinHostPort(facts.master_ip, facts.scheduler_port));
+    remote->Connect([&](const v1::NodeCommand& command) { node.OnCommand(command); },
+                    [&](const std::string& reason, bool unauthenticated) {
+                      node.OnLinkLost(reason, unauthenticated);
+                    });
+  }
   node.Start();
   io.run();
+  signals.cancel();
+  remote.reset();  // ends the stream before the node goes away
 
   log->debug("peak resident memory {} KiB", PeakResidentKiB());
   if (!outcome) return absl::InternalError("the job ended without an outcome");

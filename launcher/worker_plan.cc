@@ -53,7 +53,7 @@ EnvList CommonEnv(const Options& options, const HostFacts& facts, uint64_t gener
     env.emplace_back("MS_SCHED_PORT", std::to_string(options.master_port));
     env.emplace_back("MS_TOPO_TIMEOUT", std::to_string(options.cluster_time_out));
   }
-  env.emplace_back("GANGRUN_SCHEDULER", JoinHostPort(facts.master_ip, facts.scheduler_port));
+  env.emplace_back("GANGRUN_SCHEDULER", JoinHostPort(facts.scheduler_host, facts.scheduler_port));
   env.emplace_back("GANGRUN_RUN_ID", facts.run_id);
   env.emplace_back("GANGRUN_GENERATION", std::to_string(generation));
   if (!facts.token.empty()) env.emplace_back("GANGRUN_TOKEN", facts.token);

@@ -19,8 +19,10 @@ struct HostFacts {
   std::string hostname;
   std::string local_ip;      // this host's address towards the master ({ip})
   std::string master_ip;     // --master_addr resolved (MS_SCHED_HOST)
+  std::string scheduler_host;  // where gangrun's scheduler listens (loopback for one host)
   int scheduler_port = 0;    // gangrun's scheduler port (GANGRUN_SCHEDULER)
   bool is_master = true;     // this host owns master_addr
+  bool single_host = true;   // local_worker_num == worker_num
   std::string run_id;
   std::string log_dir;       // "" = current directory
   std::string token;         // resolved from --token / --token_file / GANGRUN_TOKEN

@@ -15,20 +15,118 @@ void Scheduler::Start() {
   if (options_.cluster_timeout >= common::Duration::zero()) {
     formation_timer_ = clock_.After(options_.cluster_timeout, [this] { OnFormationTimeout(); });
   }
+  CheckHeartbeats();
+}
+
+// Worked example: node_timeout 5 s gives a sweep every 1.25 s; a node last heard at t=10
+// is lost by the first sweep after t=15, i.e. by t=16.25 at the latest.
+void Scheduler::CheckHeartbeats() {
+  if (options_.node_timeout <= common::Duration::zero()) return;
+  const common::TimePoint now = clock_.Now();
+  std::vector<int> silent;
+  for (const auto& [id, node] : nodes_) {
+    if (node.joined && !node.lost && !node.ended && now - node.last_seen >= options_.node_timeout) {
+      silent.push_back(id);
+    }
+  }
+  for (int id : silent) {
+    auto it = nodes_.find(id);
+    if (it == nodes_.end() || phase_ == Phase::kFinished) continue;
+    auto silence = std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second.last_seen);
+    OnNodeLost(id, it->second, "no heartbeat for " + std::to_string(silence.count()) + " ms");
+  }
+  if (phase_ == Phase::kFinished) return;
+  heartbeat_timer_ = clock_.After(options_.node_timeout / 4, [this] { CheckHeartbeats(); });
+}
+
+std::string Scheduler::Describe(const NodeState& node) const {
+  std::string text = "node '" + node.join.node_name + "' (" + node.join.host_address;
+  if (phase_ != Phase::kForming) text += ", node rank " + std::to_string(node.slot.node_rank);
+  if (node.pid > 0) text += ", launcher pid " + std::to_string(node.pid);
+  return text + ")";
+}
+
+void Scheduler::OnNodeLost(int node_id, NodeState& node, const std::string& why) {
+  node.lost = true;
+  common::Logger("scheduler")->error("lost {}: {}", Describe(node), why);
+  if (phase_ == Phase::kForming) {
+    nodes_.erase(node_id);  // its workers no longer count; another node may take its place
+    LogProgress();
+    return;
+  }
+  if (phase_ == Phase::kRunning) {
+    v1::JobOutcome outcome;
+    outcome.set_kind(v1::JobOutcome::KIND_NODE_LOST);
+    outcome.set_message(Describe(node) + " was lost: " + why);
+    node_lost_ = std::move(outcome);
+    phase_ = Phase::kStopping;
+    AbortAll(Describe(node) + " was lost");
+  }
+  OnGenerationEnded(node);  // a lost node has no workers left to wait for
+}
+
+void Scheduler::LogProgress() const {
+  int workers = 0, count = 0;
+  std::string names;
+  for (const auto& [id, node] : nodes_) {
+    if (!node.joined) continue;
+    workers += node.join.local_worker_num;
+    ++count;
+    names += (names.empty() ? "" : ", ") + node.join.node_name;
+  }
+  if (workers < options_.world_size) {
+    common::Logger("scheduler")
+        ->info("waiting for {} of {} workers ({} node(s) joined{}{})",
+               options_.world_size - workers, options_.world_size, count,
+               names.empty() ? "" : ": ", names);
+  }
+}
+
+v1::GetStatusResponse Scheduler::Status() const {
+  v1::GetStatusResponse status;
+  static const char* kPhases[] = {"forming", "running", "stopping", "finished"};
+  status.set_phase(kPhases[static_cast<int>(phase_)]);
+  status.set_generation(generation_);
+  status.set_world_size(options_.world_size);
+  for (const auto& [id, node] : nodes_) {
+    if (!node.joined) continue;
+    auto* n = status.add_nodes();
+    n->set_node_name(node.join.node_name);
+    n->set_host_address(node.join.host_address);
+    n->set_node_rank(phase_ == Phase::kForming ? -1 : node.slot.node_rank);
+    n->set_first_rank(phase_ == Phase::kForming ? -1 : node.slot.first_rank);
+    n->set_local_worker_num(node.join.local_worker_num);
+    n->set_launcher_pid(node.pid);
+  }
+  return status;
 }
 
 int Scheduler::AddNode(NodeLink* link) {
   int id = next_node_id_++;
   nodes_[id].link = link;
+  nodes_[id].last_seen = clock_.Now();
   return id;
 }
 
-void Scheduler::OnNodeDisconnected(int node_id) { nodes_.erase(node_id); }
+void Scheduler::OnNodeDisconnected(int node_id) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return;
+  NodeState& node = it->second;
+  node.link = nullptr;
+  if (!node.joined || node.lost || phase_ == Phase::kFinished) {
+    nodes_.erase(it);
+    return;
+  }
+  if (node.ended) return;  // its part is done; keep it for the outcome
+  OnNodeLost(node_id, node, "its connection broke");
+}
 
 void Scheduler::OnNodeEvent(int node_id, const v1::NodeEvent& event) {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end() || phase_ == Phase::kFinished) return;
   NodeState& node = it->second;
+  node.last_seen = clock_.Now();
+  if (event.has_heartbeat()) return;
   if (event.has_join()) {
     OnJoin(node_id, node, event.join());
     return;
@@ -69,17 +167,23 @@ void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join
     v1::NodeCommand command;
     command.mutable_rejected()->set_reason(std::string(status.message()));
     SendTo(node, std::move(command));
+    if (node.link != nullptr) node.link->Close();
     return;
   }
   node.joined = true;
   node.join = candidate;
   node.free_port = join.free_port();
+  node.pid = join.pid();
   int workers = 0;
   for (const auto& [id, other] : nodes_) workers += other.joined ? other.join.local_worker_num : 0;
   common::Logger("scheduler")
       ->debug("node {} '{}' joined with {} worker(s); {} of {} workers present", node_id,
               join.node_name(), join.local_worker_num(), workers, options_.world_size);
-  if (workers == options_.world_size) Form();
+  if (workers == options_.world_size) {
+    Form();
+  } else {
+    LogProgress();
+  }
 }
 
 void Scheduler::Form() {
@@ -170,7 +274,7 @@ void Scheduler::OnFormationTimeout() {
   for (const auto& [id, node] : nodes_) {
     if (!node.joined) continue;
     workers += node.join.local_worker_num;
-    present += (present.empty() ? "" : ", ") + node.join.node_name;
+    present += (present.empty() ? "" : ", ") + Describe(node);
   }
   v1::JobOutcome outcome;
   outcome.set_kind(v1::JobOutcome::KIND_FORMATION_FAILED);
@@ -185,7 +289,7 @@ void Scheduler::OnFormationTimeout() {
 void Scheduler::AbortAll(const std::string& reason) {
   common::Logger("scheduler")->info("aborting generation {}: {}", generation_, reason);
   for (auto& [id, node] : nodes_) {
-    if (!node.joined) continue;
+    if (!node.joined || node.link == nullptr) continue;
     v1::NodeCommand command;
     command.mutable_abort()->set_reason(reason);
     SendTo(node, std::move(command));
@@ -196,7 +300,10 @@ v1::JobOutcome Scheduler::CurrentOutcome() const {
   v1::JobOutcome outcome;
   std::vector<int> stopped = stopped_ranks_;
   std::sort(stopped.begin(), stopped.end());
-  if (root_cause_) {
+  if (!root_cause_ && node_lost_) {
+    outcome = *node_lost_;
+    for (int rank : stopped) outcome.add_stopped_ranks(rank);
+  } else if (root_cause_) {
     outcome.set_kind(v1::JobOutcome::KIND_WORKER_FAILED);
     *outcome.mutable_root_cause() = *root_cause_;
     for (int rank : stopped) outcome.add_stopped_ranks(rank);
@@ -213,15 +320,19 @@ v1::JobOutcome Scheduler::CurrentOutcome() const {
 void Scheduler::Finish(v1::JobOutcome outcome) {
   phase_ = Phase::kFinished;
   formation_timer_.reset();
+  heartbeat_timer_.reset();
   for (auto& [id, node] : nodes_) {
+    if (node.link == nullptr) continue;
     v1::NodeCommand command;
     *command.mutable_finished()->mutable_outcome() = outcome;
     SendTo(node, std::move(command));
+    node.link->Close();
   }
   if (on_finished_) on_finished_(outcome);
 }
 
 void Scheduler::SendTo(NodeState& node, v1::NodeCommand command) {
+  if (node.link == nullptr) return;
   command.set_generation(generation_);
   node.link->Send(command);
 }

@@ -26,6 +26,8 @@ class NodeLink {
  public:
   virtual ~NodeLink() = default;
   virtual void Send(const v1::NodeCommand& command) = 0;
+  // Ends the connection once everything sent so far is delivered.
+  virtual void Close() {}
 };
 
 class Scheduler {
@@ -34,6 +36,8 @@ class Scheduler {
     int world_size = 1;
     // How long formation may take; a negative value waits forever.
     common::Duration cluster_timeout = std::chrono::seconds(600);
+    // Silence after which a joined node is lost; zero or negative disables the check.
+    common::Duration node_timeout = std::chrono::seconds(5);
   };
 
   Scheduler(common::Clock& clock, Options options);
@@ -47,6 +51,7 @@ class Scheduler {
     on_finished_ = std::move(on_finished);
   }
   uint64_t generation() const { return generation_; }
+  v1::GetStatusResponse Status() const;
 
  private:
   enum class Phase { kForming, kRunning, kStopping, kFinished };
@@ -57,6 +62,9 @@ class Scheduler {
     int free_port = 0;
     NodeSlot slot;
     bool ended = false;
+    bool lost = false;
+    int pid = 0;
+    common::TimePoint last_seen;
   };
 
   void OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join);
@@ -65,6 +73,10 @@ class Scheduler {
   void OnGenerationEnded(NodeState& node);
   void OnStopRequest(const v1::StopRequest& request);
   void OnFormationTimeout();
+  void CheckHeartbeats();
+  void OnNodeLost(int node_id, NodeState& node, const std::string& why);
+  void LogProgress() const;
+  std::string Describe(const NodeState& node) const;
   void AbortAll(const std::string& reason);
   void Finish(v1::JobOutcome outcome);
   v1::JobOutcome CurrentOutcome() const;
@@ -77,6 +89,8 @@ class Scheduler {
   int next_node_id_ = 1;
   std::map<int, NodeState> nodes_;
   std::unique_ptr<common::Timer> formation_timer_;
+  std::unique_ptr<common::Timer> heartbeat_timer_;
+  std::optional<v1::JobOutcome> node_lost_;
   std::optional<v1::RootCause> root_cause_;
   int stop_signal_ = 0;
   std::vector<int> stopped_ranks_;

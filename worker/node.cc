@@ -1,5 +1,7 @@
 #include "worker/node.h"
 
+#include <unistd.h>
+
 #include <csignal>
 
 #include "common/logging.h"
@@ -26,7 +28,51 @@ void Node::Start() {
   join->set_node_rank(options_.node_rank);
   join->set_local_worker_num(options_.local_worker_num);
   join->set_free_port(options_.free_port);
+  join->set_pid(getpid());
   Send(std::move(event));
+  SendHeartbeat();
+  if (options_.formation_timeout >= common::Duration::zero()) {
+    formation_timer_ = clock_.After(options_.formation_timeout, [this] {
+      if (generation_ == 0) OnLinkLost("no answer from the scheduler in time", false);
+    });
+  }
+}
+
+void Node::SendHeartbeat() {
+  if (finished_) return;
+  v1::NodeEvent event;
+  event.mutable_heartbeat();
+  Send(std::move(event));
+  heartbeat_timer_ = clock_.After(options_.heartbeat_interval, [this] { SendHeartbeat(); });
+}
+
+void Node::OnLinkLost(const std::string& reason, bool unauthenticated) {
+  if (finished_ || local_outcome_) return;
+  v1::JobOutcome outcome;
+  if (generation_ == 0) {
+    outcome.set_kind(v1::JobOutcome::KIND_FORMATION_FAILED);
+    outcome.set_message(unauthenticated ? "the scheduler rejected our token (" + reason + ")"
+                                        : "cannot join the scheduler: " + reason);
+    FinishLocally(std::move(outcome));
+    return;
+  }
+  outcome.set_kind(v1::JobOutcome::KIND_NODE_LOST);
+  outcome.set_message("this node lost the scheduler: " + reason);
+  common::Logger("node")->error("lost the scheduler ({}): stopping local processes", reason);
+  local_outcome_ = std::move(outcome);
+  if (processes_ && processes_->live() > 0) {
+    processes_->StopAll(options_.grace);
+  } else {
+    FinishLocally(*local_outcome_);
+  }
+}
+
+void Node::FinishLocally(v1::JobOutcome outcome) {
+  if (finished_) return;
+  finished_ = true;
+  heartbeat_timer_.reset();
+  formation_timer_.reset();
+  if (callbacks_.on_finished) callbacks_.on_finished(outcome);
 }
 
 void Node::OnCommand(const v1::NodeCommand& command) {
@@ -51,16 +97,14 @@ void Node::OnCommand(const v1::NodeCommand& command) {
       if (processes_) processes_->StopAll(options_.grace);
       return;
     case v1::NodeCommand::kRejected: {
-      finished_ = true;
       v1::JobOutcome outcome;
       outcome.set_kind(v1::JobOutcome::KIND_FORMATION_FAILED);
       outcome.set_message(command.rejected().reason());
-      if (callbacks_.on_finished) callbacks_.on_finished(outcome);
+      FinishLocally(std::move(outcome));
       return;
     }
     case v1::NodeCommand::kFinished:
-      finished_ = true;
-      if (callbacks_.on_finished) callbacks_.on_finished(command.finished().outcome());
+      FinishLocally(command.finished().outcome());
       return;
     default:
       common::Logger("node")->warn("ignoring an empty command");
@@ -69,6 +113,7 @@ void Node::OnCommand(const v1::NodeCommand& command) {
 
 void Node::OnStart(uint64_t generation, const v1::StartGeneration& start) {
   generation_ = generation;
+  formation_timer_.reset();
   auto plan = planner_(start.assignment(), generation, start.restart_count());
   if (!plan.ok()) {
     ProcessSpec spec;
@@ -98,6 +143,10 @@ void Node::OnStart(uint64_t generation, const v1::StartGeneration& start) {
     OnProcessExited(spec, pid, status, stopped_by_us);
   };
   callbacks.on_all_ended = [this] {
+    if (local_outcome_) {
+      FinishLocally(*local_outcome_);
+      return;
+    }
     v1::NodeEvent event;
     event.mutable_generation_ended();
     Send(std::move(event));
@@ -159,6 +208,16 @@ void Node::RequestStop(int sig) {
   event.mutable_stop_request()->set_reason("launcher on " + options_.node_name + " received " +
                                            common::SignalName(sig));
   Send(std::move(event));
+  if (generation_ == 0) {
+    // Not part of a running job yet: nothing to stop anywhere on our behalf.
+    v1::JobOutcome outcome;
+    outcome.set_kind(v1::JobOutcome::KIND_STOPPED_BY_SIGNAL);
+    outcome.set_signal(sig);
+    FinishLocally(std::move(outcome));
+    return;
+  }
+  // Stop here at once; the scheduler stops the other nodes.
+  if (processes_) processes_->StopAll(options_.grace);
 }
 
 void Node::ForwardSignal(int sig) {

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,9 @@ class Node {
     int free_port = 0;  // a free port on this host, offered for MASTER_PORT
     common::Duration grace = std::chrono::seconds(30);
     size_t log_tail_lines = 20;
+    common::Duration heartbeat_interval = std::chrono::seconds(1);
+    // How long to wait for the first generation; negative = forever.
+    common::Duration formation_timeout = common::Duration(-1);
   };
   // Builds the processes of a generation from this node's rank assignment.
   using Planner = std::function<absl::StatusOr<std::vector<ProcessSpec>>(
@@ -56,6 +60,10 @@ class Node {
   // request stops the local processes at once (SIGKILL).
   void RequestStop(int sig);
   void ForwardSignal(int sig);
+  // The link to the scheduler is gone: before the job formed the cluster did not form (an
+  // unreachable scheduler, a rejected token); afterwards this node stops its processes and
+  // ends with "node lost".
+  void OnLinkLost(const std::string& reason, bool unauthenticated);
 
  private:
   void OnStart(uint64_t generation, const v1::StartGeneration& start);
@@ -63,6 +71,8 @@ class Node {
                        bool stopped_by_us);
   void OnSpawnFailed(const ProcessSpec& spec, const absl::Status& status);
   void Send(v1::NodeEvent event);
+  void SendHeartbeat();
+  void FinishLocally(v1::JobOutcome outcome);
 
   ProcessBackend& backend_;
   common::Clock& clock_;
@@ -76,6 +86,10 @@ class Node {
   bool finished_ = false;
   int stop_requests_ = 0;
   std::unique_ptr<ProcessManager> processes_;
+  std::unique_ptr<common::Timer> heartbeat_timer_;
+  std::unique_ptr<common::Timer> formation_timer_;
+  // Set when the node ends on its own (scheduler lost): reported once processes are gone.
+  std::optional<v1::JobOutcome> local_outcome_;
 };
 
 }  // namespace gangrun::worker

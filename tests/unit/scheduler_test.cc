@@ -19,8 +19,10 @@ class RecordingLink : public NodeLink {
 
 class SchedulerTest : public ::testing::Test {
  protected:
-  void Make(int world_size, common::Duration timeout = seconds(60)) {
-    scheduler = std::make_unique<Scheduler>(clock, Scheduler::Options{world_size, timeout});
+  void Make(int world_size, common::Duration timeout = seconds(60),
+            common::Duration node_timeout = seconds(5)) {
+    scheduler = std::make_unique<Scheduler>(
+        clock, Scheduler::Options{world_size, timeout, node_timeout});
     scheduler->SetOnFinished([this](const v1::JobOutcome& o) { outcome = o; });
     scheduler->Start();
   }
@@ -142,7 +144,7 @@ TEST_F(SchedulerTest, StopRequestAbortsAndEndsWithTheSignal) {
 }
 
 TEST_F(SchedulerTest, FormationTimesOutNamingWhatIsMissing) {
-  Make(4, seconds(10));
+  Make(4, seconds(10), /*node_timeout=*/common::Duration::zero());
   RecordingLink a;
   Join(a, "early", "10.0.0.1", -1, 2);
   clock.Advance(seconds(9));
@@ -150,14 +152,60 @@ TEST_F(SchedulerTest, FormationTimesOutNamingWhatIsMissing) {
   clock.Advance(seconds(1));
   ASSERT_TRUE(outcome.has_value());
   EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_FORMATION_FAILED);
-  EXPECT_NE(outcome->message().find("2 of 4 workers joined (present: early)"), std::string::npos)
+  EXPECT_NE(outcome->message().find("2 of 4 workers joined (present: node 'early' (10.0.0.1))"), std::string::npos)
       << outcome->message();
 }
 
 TEST_F(SchedulerTest, NegativeTimeoutWaitsForever) {
-  Make(2, common::Duration(-1));
+  Make(2, common::Duration(-1), common::Duration::zero());
   clock.Advance(std::chrono::hours(24 * 365));
   EXPECT_FALSE(outcome.has_value());
+}
+
+TEST_F(SchedulerTest, SilentNodeIsLostAfterNodeTimeoutAndTheJobStops) {
+  Make(2, seconds(60), seconds(4));
+  RecordingLink a, b;
+  int ia = Join(a, "a", "10.0.0.1", 0, 1);
+  Join(b, "b", "10.0.0.2", 1, 1);
+  v1::NodeEvent heartbeat;
+  heartbeat.mutable_heartbeat();
+  for (int i = 0; i < 5; ++i) {  // a keeps beating, b is silent
+    clock.Advance(seconds(1));
+    scheduler->OnNodeEvent(ia, heartbeat);
+  }
+  ASSERT_TRUE(a.commands.back().has_abort());
+  EXPECT_NE(a.commands.back().abort().reason().find("node 'b'"), std::string::npos);
+  Exited(ia, 0, 0, true, SIGTERM);
+  Ended(ia);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_NODE_LOST);
+  EXPECT_NE(outcome->message().find("no heartbeat"), std::string::npos) << outcome->message();
+}
+
+TEST_F(SchedulerTest, BrokenConnectionLosesTheNodeAtOnce) {
+  Make(2);
+  RecordingLink a, b;
+  int ia = Join(a, "a", "10.0.0.1", 0, 1);
+  int ib = Join(b, "b", "10.0.0.2", 1, 1);
+  scheduler->OnNodeDisconnected(ib);
+  ASSERT_TRUE(a.commands.back().has_abort());
+  Ended(ia);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_NODE_LOST);
+  EXPECT_NE(outcome->message().find("connection broke"), std::string::npos);
+}
+
+TEST_F(SchedulerTest, NodeLeavingDuringFormationFreesItsPlace) {
+  Make(2);
+  RecordingLink a, c, d;
+  int ia = Join(a, "a", "10.0.0.1", 0, 1);
+  scheduler->OnNodeDisconnected(ia);
+  Join(c, "c", "10.0.0.3", 0, 1);  // takes node rank 0, which a held
+  EXPECT_TRUE(c.commands.empty());
+  Join(d, "d", "10.0.0.4", -1, 1);
+  ASSERT_EQ(c.commands.size(), 1u);
+  EXPECT_TRUE(c.commands[0].has_start());
+  EXPECT_TRUE(a.commands.empty());
 }
 
 TEST_F(SchedulerTest, ExtraNodeIsRejectedByName) {

@@ -22,6 +22,7 @@ class WorkerPlanTest : public ::testing::Test {
     facts.hostname = "node7";
     facts.local_ip = "10.0.0.7";
     facts.master_ip = "10.0.0.1";
+    facts.scheduler_host = "10.0.0.1";
     facts.scheduler_port = 8118;
     facts.run_id = "run42";
     facts.log_dir = "logs";

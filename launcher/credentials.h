@@ -1,0 +1,22 @@
+#pragma once
+// TLS for the scheduler's port, from --tls_cert/--tls_key/--tls_ca: the server presents
+// cert+key and, when a CA is given, requires and verifies client certificates (mutual TLS);
+// nodes and `gangrun kv` verify the server against the CA and present cert+key.
+
+#include <memory>
+
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/security/server_credentials.h>
+
+#include "absl/status/statusor.h"
+#include "launcher/options.h"
+
+namespace gangrun::launcher {
+
+// Null (insecure) when no TLS option is set.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
+    const Options& options);
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
+    const Options& options);
+
+}  // namespace gangrun::launcher

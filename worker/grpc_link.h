@@ -1,0 +1,60 @@
+#pragma once
+// The node's link to a scheduler on another process or host: one bidirectional gRPC stream
+// (Scheduler.Session) carrying NodeEvents up and NodeCommands down.
+//
+// gRPC runs the stream's callbacks on its own threads; they only post to the io_context
+// (the node's strand). Send() may be called from the io_context's thread at any time.
+// Destroying the link cancels the stream and waits for gRPC to let go of it.
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <grpcpp/grpcpp.h>
+
+#include "gangrun/v1/session.grpc.pb.h"
+#include "worker/node.h"
+
+namespace gangrun::worker {
+
+class GrpcSchedulerLink : public SchedulerLink {
+ public:
+  struct Options {
+    std::string target;  // host:port
+    std::string token;
+    std::shared_ptr<grpc::ChannelCredentials> credentials;  // null = insecure
+    std::string tls_target_name;  // overrides the name checked in the server certificate
+    common::Duration keepalive = std::chrono::seconds(5);
+  };
+  using CommandHandler = std::function<void(const v1::NodeCommand&)>;
+  // `reason` says why the stream ended (unreachable, token rejected, connection lost).
+  using LostHandler = std::function<void(const std::string& reason, bool unauthenticated)>;
+
+  GrpcSchedulerLink(boost::asio::io_context& io, Options options);
+  ~GrpcSchedulerLink() override;
+
+  // Opens the stream; it waits for the scheduler to be reachable. Handlers run on `io`.
+  void Connect(CommandHandler on_command, LostHandler on_lost);
+  void Send(const v1::NodeEvent& event) override;
+
+  class Stream;
+
+ private:
+  boost::asio::io_context& io_;
+  Options options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Scheduler::Stub> stub_;
+  std::unique_ptr<Stream> stream_;
+};
+
+// A channel to `target` with gangrun's settings (fast reconnects, keepalive pings).
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
+                                           std::shared_ptr<grpc::ChannelCredentials> credentials,
+                                           const std::string& tls_target_name,
+                                           common::Duration keepalive);
+
+}  // namespace gangrun::worker
