@@ -8,7 +8,10 @@
 #include <vector>
 
 #include "common/logging.h"
+#include <grpc/support/log.h>
+
 #include "launcher/exit_codes.h"
+#include "launcher/kv_command.h"
 #include "launcher/launcher.h"
 #include "launcher/options.h"
 #include "worker/keeper.h"
@@ -35,6 +38,13 @@ int main(int argc, char** argv) {
   }
   const char* level = std::getenv("GANGRUN_LOG_LEVEL");
   gangrun::common::SetLogLevel(level != nullptr ? level : "info");
+  // gRPC's own log lines go through our logger, at debug level.
+  gpr_set_log_function([](gpr_log_func_args* args) {
+    gangrun::common::Logger("grpc")->debug("{}", args->message);
+  });
+  if (argc >= 2 && std::string(argv[1]) == "kv") {
+    return gl::RunKvCommand({argv + 2, argv + argc}, gl::ProcessEnv());
+  }
 
   std::vector<std::string> args(argv, argv + argc);
   const auto personality = gl::PersonalityFromArgv0(args[0]);

@@ -57,6 +57,10 @@ EnvList CommonEnv(const Options& options, const HostFacts& facts, uint64_t gener
   env.emplace_back("GANGRUN_RUN_ID", facts.run_id);
   env.emplace_back("GANGRUN_GENERATION", std::to_string(generation));
   if (!facts.token.empty()) env.emplace_back("GANGRUN_TOKEN", facts.token);
+  // So that `gangrun kv` in a worker can reach a TLS scheduler.
+  if (!options.tls_ca.empty()) env.emplace_back("GANGRUN_TLS_CA", options.tls_ca);
+  if (!options.tls_cert.empty()) env.emplace_back("GANGRUN_TLS_CERT", options.tls_cert);
+  if (!options.tls_key.empty()) env.emplace_back("GANGRUN_TLS_KEY", options.tls_key);
   return env;
 }
 

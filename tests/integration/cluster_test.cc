@@ -1,0 +1,194 @@
+// Several launchers on 127.0.0.1 forming one job, as several hosts would.
+
+#include <fstream>
+#include <set>
+
+#include "common/net.h"
+#include "tests/integration/launcher_fixture.h"
+
+namespace gangrun::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+class ClusterTest : public LauncherTest {
+ protected:
+  ClusterTest() : port_(std::to_string(common::PickFreePort("127.0.0.1", {}).value_or(0))) {}
+
+  // A launcher that is one node of a `world`-worker job with `local` workers here.
+  Launched Node(int world, int local, std::vector<std::string> extra,
+                const std::vector<std::string>& worker_args) {
+    std::vector<std::string> args = {"--worker_num", std::to_string(world), "--local_worker_num",
+                                     std::to_string(local), "--master_port", port_,
+                                     "--heartbeat_interval", "0.2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Start(args, worker_args);
+  }
+
+  std::string Env(int rank) { return ReadFile(dir_.File("env." + std::to_string(rank))); }
+  static std::string Var(const std::string& env, const std::string& name) {
+    size_t at = env.find("\n" + name + "=");
+    if (at == std::string::npos) return "";
+    at += name.size() + 2;
+    return env.substr(at, env.find('\n', at) - at);
+  }
+
+  std::string port_;
+};
+
+TEST_F(ClusterTest, TwoLaunchersFormOneJobWithExplicitNodeRanks) {
+  auto second = Node(4, 2, {"--node_rank", "1"}, {"--env", dir_.File("env")});
+  auto first = Node(4, 2, {"--node_rank", "0"}, {"--env", dir_.File("env")});
+  EXPECT_EQ(RunToEnd(first).code, 0) << first.Stderr();
+  EXPECT_EQ(RunToEnd(second).code, 0) << second.Stderr();
+  for (int rank = 0; rank < 4; ++rank) {
+    std::string env = Env(rank);
+    EXPECT_EQ(Var(env, "RANK"), std::to_string(rank));
+    EXPECT_EQ(Var(env, "WORLD_SIZE"), "4");
+    EXPECT_EQ(Var(env, "GROUP_RANK"), std::to_string(rank / 2));
+    EXPECT_EQ(Var(env, "GROUP_WORLD_SIZE"), "2");
+    EXPECT_EQ(Var(env, "LOCAL_RANK"), std::to_string(rank % 2));
+    EXPECT_EQ(Var(env, "MS_NODE_ID"), std::to_string(rank));
+    // One MASTER_PORT for the whole job, reserved on the rank-0 node.
+    EXPECT_EQ(Var(env, "MASTER_PORT"), Var(Env(0), "MASTER_PORT"));
+  }
+}
+
+TEST_F(ClusterTest, AutomaticNodeRanksGiveEveryWorkerItsFinalRankAtStart) {
+  auto a = Node(4, 2, {}, {"--env", dir_.File("env")});
+  auto b = Node(4, 2, {}, {"--env", dir_.File("env")});
+  EXPECT_EQ(RunToEnd(a).code, 0) << a.Stderr();
+  EXPECT_EQ(RunToEnd(b).code, 0) << b.Stderr();
+  std::set<std::string> groups;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(Var(Env(rank), "RANK_ID"), std::to_string(rank));
+    groups.insert(Var(Env(rank), "GROUP_RANK"));
+  }
+  EXPECT_EQ(groups, (std::set<std::string>{"0", "1"}));
+}
+
+TEST_F(ClusterTest, NodesMayHaveDifferentWorkerCounts) {
+  auto a = Node(3, 2, {"--node_rank", "0"}, {"--env", dir_.File("env")});
+  auto b = Node(3, 1, {"--node_rank", "1"}, {"--env", dir_.File("env")});
+  EXPECT_EQ(RunToEnd(a).code, 0) << a.Stderr();
+  EXPECT_EQ(RunToEnd(b).code, 0) << b.Stderr();
+  EXPECT_EQ(Var(Env(2), "GROUP_RANK"), "1");
+  EXPECT_EQ(Var(Env(2), "LOCAL_RANK"), "0");
+  EXPECT_EQ(Var(Env(2), "LOCAL_WORLD_SIZE"), "1");
+}
+
+TEST_F(ClusterTest, FailureOnOneNodeStopsEveryNode) {
+  auto a = Node(4, 2, {"--node_rank", "0"}, {"--fail-rank", "3", "--exit", "5"});
+  auto b = Node(4, 2, {"--node_rank", "1"}, {"--fail-rank", "3", "--exit", "5"});
+  EXPECT_EQ(RunToEnd(a).code, 5) << a.Stderr();
+  EXPECT_EQ(RunToEnd(b).code, 5) << b.Stderr();
+  EXPECT_NE(a.Stderr().find("Root cause: rank 3"), std::string::npos) << a.Stderr();
+}
+
+TEST_F(ClusterTest, KillingOneLauncherStopsTheJobEverywhere) {
+  auto a = Node(4, 2, {"--node_rank", "0"}, {"--hang"});
+  auto b = Node(4, 2, {"--node_rank", "1"}, {"--hang"});
+  auto ready = WaitReady(4);
+  kill(b.pid, SIGKILL);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(RunToEnd(a).code, 4) << a.Stderr();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(5));
+  EXPECT_NE(a.Stderr().find("was lost"), std::string::npos) << a.Stderr();
+  RunToEnd(b);
+  for (const auto& r : ready) EXPECT_TRUE(WaitGone(r.pid, milliseconds(1000))) << r.rank;
+}
+
+TEST_F(ClusterTest, KillingTheSchedulersLauncherStopsTheOtherNodes) {
+  auto a = Node(4, 2, {"--node_rank", "0"}, {"--hang"});
+  auto b = Node(4, 2, {"--node_rank", "1"}, {"--hang"});
+  auto ready = WaitReady(4);
+  // The first to bind hosts the scheduler; find out which by asking who has MS_SCHED... the
+  // one whose stderr says it is joining is the plain node.
+  bool b_joined = b.Stderr().find("joining the scheduler") != std::string::npos;
+  const Launched& master = b_joined ? a : b;
+  const Launched& other = b_joined ? b : a;
+  kill(master.pid, SIGKILL);
+  EXPECT_EQ(RunToEnd(other).code, 4) << other.Stderr();
+  EXPECT_NE(other.Stderr().find("lost the scheduler"), std::string::npos) << other.Stderr();
+  RunToEnd(master);
+  for (const auto& r : ready) EXPECT_TRUE(WaitGone(r.pid, milliseconds(1000))) << r.rank;
+}
+
+TEST_F(ClusterTest, StoppedNodeIsLostAfterTheNodeTimeout) {
+  auto a = Node(2, 1, {"--node_rank", "0", "--node_timeout", "1"}, {"--hang"});
+  auto b = Node(2, 1, {"--node_rank", "1", "--node_timeout", "1"}, {"--hang"});
+  auto ready = WaitReady(2);
+  bool b_joined = b.Stderr().find("joining the scheduler") != std::string::npos;
+  const Launched& master = b_joined ? a : b;
+  const Launched& stopped = b_joined ? b : a;
+  kill(stopped.pid, SIGSTOP);
+  EXPECT_EQ(RunToEnd(master).code, 4) << master.Stderr();
+  EXPECT_NE(master.Stderr().find("no heartbeat"), std::string::npos) << master.Stderr();
+  kill(stopped.pid, SIGKILL);
+  kill(stopped.pid, SIGCONT);
+  RunToEnd(stopped);
+  for (const auto& r : ready) EXPECT_TRUE(WaitGone(r.pid, milliseconds(1000))) << r.rank;
+}
+
+TEST_F(ClusterTest, WrongTokenIsRejected) {
+  auto a = Node(2, 1, {"--node_rank", "0", "--token", "right", "--cluster_time_out", "2"}, {});
+  // Let the right launcher bind first: wait for its progress line.
+  auto deadline = std::chrono::steady_clock::now() + seconds(20);
+  while (a.Stderr().find("waiting for 1 of 2 workers") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    WaitExit(a.pid, milliseconds(20)).has_value();  // allowed-sleep: bounded poll of a file
+  }
+  auto b = Node(2, 1, {"--node_rank", "1", "--token", "wrong"}, {});
+  EXPECT_EQ(RunToEnd(b).code, 3) << b.Stderr();
+  EXPECT_NE(b.Stderr().find("rejected our token"), std::string::npos) << b.Stderr();
+  EXPECT_EQ(RunToEnd(a).code, 3) << a.Stderr();
+}
+
+TEST_F(ClusterTest, DuplicateNodeRankIsRefusedByName) {
+  auto a = Node(2, 1, {"--node_rank", "0", "--cluster_time_out", "3"}, {});
+  auto b = Node(2, 1, {"--node_rank", "0", "--cluster_time_out", "3"}, {});
+  int codes = RunToEnd(a).code + RunToEnd(b).code;
+  EXPECT_EQ(codes, 6);
+  EXPECT_NE((a.Stderr() + b.Stderr()).find("duplicate node rank 0"), std::string::npos)
+      << a.Stderr() << b.Stderr();
+}
+
+TEST_F(ClusterTest, FormationTimeoutNamesWhatNeverCame) {
+  auto a = Node(4, 2, {"--cluster_time_out", "1"}, {});
+  EXPECT_EQ(RunToEnd(a).code, 3);
+  EXPECT_NE(a.Stderr().find("2 of 4 workers joined"), std::string::npos) << a.Stderr();
+  EXPECT_NE(a.Stderr().find("2 worker(s) never came"), std::string::npos) << a.Stderr();
+}
+
+TEST_F(ClusterTest, WorkersShareTheKeyValueStore) {
+  std::ofstream(dir_.File("kv.sh"))
+      << "#!/bin/sh\nG=" << GangrunBinary() << "\n"
+      << "[ \"$RANK\" = 0 ] && $G kv put uid token-42\n"
+      << "v=$($G kv wait uid --timeout 20) || exit 9\n"
+      << "n=$($G kv add arrived 1) || exit 8\n"
+      << "echo \"$v $n\"\n";
+  chmod(dir_.File("kv.sh").c_str(), 0755);
+  std::vector<std::string> common = {"--worker_num", "4", "--local_worker_num", "2",
+                                     "--master_port", port_, "--token", "t0k"};
+  auto argv = [&](const std::string& node_rank) {
+    std::vector<std::string> v = {GangrunBinary()};
+    v.insert(v.end(), common.begin(), common.end());
+    v.insert(v.end(), {"--node_rank", node_rank, "./kv.sh"});
+    return v;
+  };
+  auto a = Launch(argv("0"), {}, dir_.path(), dir_.path());
+  auto b = Launch(argv("1"), {}, dir_.path(), dir_.path());
+  EXPECT_EQ(RunToEnd(a).code, 0) << a.Stderr();
+  EXPECT_EQ(RunToEnd(b).code, 0) << b.Stderr();
+  std::set<std::string> arrivals;
+  for (int rank = 0; rank < 4; ++rank) {
+    std::string log = ReadFile(dir_.File("worker_" + std::to_string(rank) + ".log"));
+    EXPECT_EQ(log.rfind("token-42 ", 0), 0u) << log;
+    arrivals.insert(log.substr(9));
+  }
+  EXPECT_EQ(arrivals, (std::set<std::string>{"1\n", "2\n", "3\n", "4\n"}));
+}
+
+}  // namespace
+}  // namespace gangrun::testing
