@@ -26,6 +26,10 @@ class StreamLink : public NodeLink {
  public:
   void Send(const v1::NodeCommand& command) override;
   void Close() override;
+  common::TimePoint LastHeartbeat() const override {
+    return common::TimePoint(common::Duration(last_heartbeat.load(std::memory_order_relaxed)));
+  }
+  std::atomic<common::Duration::rep> last_heartbeat{common::TimePoint::min().time_since_epoch().count()};
   std::mutex mu;
   SessionReactor* reactor = nullptr;  // guarded by mu; null once the stream is done
   int node_id = 0;                    // set on the io_context
@@ -67,9 +71,15 @@ class SessionReactor : public grpc::ServerBidiReactor<v1::NodeEvent, v1::NodeCom
       closing_ = true;
       return;
     }
-    boost::asio::post(io_, [link = link_, &scheduler = scheduler_, event = incoming_] {
-      scheduler.OnNodeEvent(link->node_id, event);
-    });
+    if (incoming_.has_heartbeat()) {
+      // Counted here, not posted: a heartbeat costs no trip to the scheduler's strand.
+      link_->last_heartbeat.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                                  std::memory_order_relaxed);
+    } else {
+      boost::asio::post(io_, [link = link_, &scheduler = scheduler_, event = incoming_] {
+        scheduler.OnNodeEvent(link->node_id, event);
+      });
+    }
     StartRead(&incoming_);
   }
 

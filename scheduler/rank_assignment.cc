@@ -13,25 +13,34 @@ std::string Describe(const NodeJoin& node) {
 
 }  // namespace
 
-absl::Status CheckJoin(const std::vector<NodeJoin>& joined, const NodeJoin& candidate,
-                       int world_size) {
-  int workers = 0;
-  for (const auto& node : joined) {
-    workers += node.local_worker_num;
-    if (candidate.requested_rank >= 0 && node.requested_rank == candidate.requested_rank) {
-      return absl::AlreadyExistsError(
-          "duplicate node rank " + std::to_string(candidate.requested_rank) + ": " +
-          Describe(candidate) + " asks for the rank that " + Describe(node) + " already holds");
+void Membership::Add(const NodeJoin& node) {
+  workers += node.local_worker_num;
+  if (node.requested_rank >= 0) by_requested_rank[node.requested_rank] = node;
+}
+
+void Membership::Remove(const NodeJoin& node) {
+  workers -= node.local_worker_num;
+  if (node.requested_rank >= 0) by_requested_rank.erase(node.requested_rank);
+}
+
+absl::Status CheckJoin(const Membership& joined, const NodeJoin& candidate, int world_size) {
+  if (candidate.requested_rank >= 0) {
+    auto it = joined.by_requested_rank.find(candidate.requested_rank);
+    if (it != joined.by_requested_rank.end()) {
+      return absl::AlreadyExistsError("duplicate node rank " +
+                                      std::to_string(candidate.requested_rank) + ": " +
+                                      Describe(candidate) + " asks for the rank that " +
+                                      Describe(it->second) + " already holds");
     }
   }
   if (candidate.local_worker_num <= 0) {
     return absl::InvalidArgumentError(Describe(candidate) + " offers no workers");
   }
-  if (workers + candidate.local_worker_num > world_size) {
+  if (joined.workers + candidate.local_worker_num > world_size) {
     return absl::OutOfRangeError(
         "extra node: " + Describe(candidate) + " brings " +
         std::to_string(candidate.local_worker_num) + " worker(s) but only " +
-        std::to_string(world_size - workers) + " of " + std::to_string(world_size) +
+        std::to_string(world_size - joined.workers) + " of " + std::to_string(world_size) +
         " are still wanted");
   }
   return absl::OkStatus();

@@ -4,6 +4,7 @@
 // sums of each node's worker count, so nodes may differ in size. With equal sizes and
 // explicit node ranks this is msrun's node_rank * local_worker_num + i.
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,9 +30,17 @@ struct NodeSlot {
 absl::StatusOr<std::vector<NodeSlot>> AssignRanks(const std::vector<NodeJoin>& nodes,
                                                   int world_size);
 
-// Checks whether `candidate` may join next to `joined` without exceeding `world_size` or
-// reusing a node rank. Fails with a message naming the conflict.
-absl::Status CheckJoin(const std::vector<NodeJoin>& joined, const NodeJoin& candidate,
-                       int world_size);
+// The nodes that have joined so far, kept up to date by the scheduler so that checking a
+// join costs O(log n), not O(n).
+struct Membership {
+  int workers = 0;
+  std::map<int, NodeJoin> by_requested_rank;  // explicit node ranks in use
+  void Add(const NodeJoin& node);
+  void Remove(const NodeJoin& node);
+};
+
+// Checks whether `candidate` may join without exceeding `world_size` or reusing a node
+// rank. Fails with a message naming the conflict.
+absl::Status CheckJoin(const Membership& joined, const NodeJoin& candidate, int world_size);
 
 }  // namespace gangrun::scheduler

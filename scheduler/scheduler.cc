@@ -24,7 +24,8 @@ void Scheduler::CheckHeartbeats() {
   if (options_.node_timeout <= common::Duration::zero()) return;
   const common::TimePoint now = clock_.Now();
   std::vector<int> silent;
-  for (const auto& [id, node] : nodes_) {
+  for (auto& [id, node] : nodes_) {
+    if (node.link != nullptr) node.last_seen = std::max(node.last_seen, node.link->LastHeartbeat());
     if (node.joined && !node.lost && !node.ended && now - node.last_seen >= options_.node_timeout) {
       silent.push_back(id);
     }
@@ -50,6 +51,7 @@ void Scheduler::OnNodeLost(int node_id, NodeState& node, const std::string& why)
   node.lost = true;
   common::Logger("scheduler")->error("lost {}: {}", Describe(node), why);
   if (phase_ == Phase::kForming) {
+    membership_.Remove(node.join);
     nodes_.erase(node_id);  // its workers no longer count; another node may take its place
     LogProgress();
     return;
@@ -65,15 +67,20 @@ void Scheduler::OnNodeLost(int node_id, NodeState& node, const std::string& why)
   OnGenerationEnded(node);  // a lost node has no workers left to wait for
 }
 
-void Scheduler::LogProgress() const {
+void Scheduler::LogProgress() {
+  // One line per join for small jobs; at most one a second for large ones.
+  const common::TimePoint now = clock_.Now();
+  if (nodes_.size() > 8 && now - last_progress_log_ < std::chrono::seconds(1)) return;
+  last_progress_log_ = now;
   int workers = 0, count = 0;
   std::string names;
   for (const auto& [id, node] : nodes_) {
     if (!node.joined) continue;
     workers += node.join.local_worker_num;
     ++count;
-    names += (names.empty() ? "" : ", ") + node.join.node_name;
+    if (count <= 8) names += (names.empty() ? "" : ", ") + node.join.node_name;
   }
+  if (count > 8) names += ", ...";
   if (workers < options_.world_size) {
     common::Logger("scheduler")
         ->info("waiting for {} of {} workers ({} node(s) joined{}{})",
@@ -156,11 +163,7 @@ void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join
     status = absl::FailedPreconditionError("node '" + join.node_name() +
                                            "' cannot join: the job has already formed");
   } else {
-    std::vector<NodeJoin> joined;
-    for (const auto& [id, other] : nodes_) {
-      if (other.joined) joined.push_back(other.join);
-    }
-    status = CheckJoin(joined, candidate, options_.world_size);
+    status = CheckJoin(membership_, candidate, options_.world_size);
   }
   if (!status.ok()) {
     common::Logger("scheduler")->error("rejected: {}", std::string(status.message()));
@@ -174,12 +177,12 @@ void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join
   node.join = candidate;
   node.free_port = join.free_port();
   node.pid = join.pid();
-  int workers = 0;
-  for (const auto& [id, other] : nodes_) workers += other.joined ? other.join.local_worker_num : 0;
+  membership_.Add(candidate);
   common::Logger("scheduler")
       ->debug("node {} '{}' joined with {} worker(s); {} of {} workers present", node_id,
-              join.node_name(), join.local_worker_num(), workers, options_.world_size);
-  if (workers == options_.world_size) {
+              join.node_name(), join.local_worker_num(), membership_.workers,
+              options_.world_size);
+  if (membership_.workers == options_.world_size) {
     Form();
   } else {
     LogProgress();

@@ -28,6 +28,9 @@ class NodeLink {
   virtual void Send(const v1::NodeCommand& command) = 0;
   // Ends the connection once everything sent so far is delivered.
   virtual void Close() {}
+  // When the transport last heard a heartbeat itself (transports may count heartbeats
+  // without delivering them as events, which keeps them off the scheduler's strand).
+  virtual common::TimePoint LastHeartbeat() const { return common::TimePoint::min(); }
 };
 
 class Scheduler {
@@ -75,7 +78,7 @@ class Scheduler {
   void OnFormationTimeout();
   void CheckHeartbeats();
   void OnNodeLost(int node_id, NodeState& node, const std::string& why);
-  void LogProgress() const;
+  void LogProgress();
   std::string Describe(const NodeState& node) const;
   void AbortAll(const std::string& reason);
   void Finish(v1::JobOutcome outcome);
@@ -88,9 +91,11 @@ class Scheduler {
   uint64_t generation_ = 0;
   int next_node_id_ = 1;
   std::map<int, NodeState> nodes_;
+  Membership membership_;  // the joined nodes, for O(log n) join checks
   std::unique_ptr<common::Timer> formation_timer_;
   std::unique_ptr<common::Timer> heartbeat_timer_;
   std::optional<v1::JobOutcome> node_lost_;
+  common::TimePoint last_progress_log_;
   std::optional<v1::RootCause> root_cause_;
   int stop_signal_ = 0;
   std::vector<int> stopped_ranks_;

@@ -44,7 +44,8 @@ TEST(RankAssignmentTest, DuplicateAndOutOfRangeNodeRanksAreNamed) {
 }
 
 TEST(RankAssignmentTest, CheckJoinRefusesExtraNodesAndDuplicates) {
-  std::vector<NodeJoin> joined = {{"a", "1", 0, 2}};
+  Membership joined;
+  joined.Add({"a", "1", 0, 2});
   EXPECT_TRUE(CheckJoin(joined, {"b", "2", 1, 2}, 4).ok());
   auto extra = CheckJoin(joined, {"c", "3", -1, 4}, 4);
   EXPECT_NE(std::string(extra.message()).find("extra node: node 'c'"), std::string::npos);
