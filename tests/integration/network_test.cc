@@ -1,0 +1,146 @@
+// What crosses a network: TLS, two hosts in network namespaces, a real PyTorch job.
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "common/net.h"
+#include "tests/integration/launcher_fixture.h"
+
+namespace gangrun::testing {
+namespace {
+
+using std::chrono::seconds;
+
+// Runs a shell command quietly; true on exit status 0.
+bool Shell(const std::string& command) {
+  return std::system((command + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+class NetworkTest : public LauncherTest {
+ protected:
+  NetworkTest() : port_(std::to_string(common::PickFreePort("127.0.0.1", {}).value_or(0))) {}
+  std::vector<std::string> Job(int world, int local, const std::string& node_rank) {
+    return {"--worker_num", std::to_string(world), "--local_worker_num", std::to_string(local),
+            "--master_port", port_, "--node_rank", node_rank};
+  }
+  std::string port_;
+};
+
+TEST_F(NetworkTest, MutualTlsJobFormsAndAPlainNodeCannotJoin) {
+  const std::string d = dir_.path();
+  // One CA; one certificate for 127.0.0.1, used by the scheduler and by the nodes.
+  ASSERT_TRUE(Shell("cd " + d +
+                    " && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem "
+                    "-days 1 -subj /CN=gangrun-test-ca"
+                    " && openssl req -newkey rsa:2048 -nodes -keyout node.key -out node.csr "
+                    "-subj /CN=127.0.0.1"
+                    " && printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth,"
+                    "clientAuth\\n' > ext.cnf"
+                    " && openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key "
+                    "-CAcreateserial -out node.pem -days 1 -extfile ext.cnf"))
+      << "openssl failed";
+  std::vector<std::string> tls = {"--tls_cert", d + "/node.pem", "--tls_key", d + "/node.key",
+                                  "--tls_ca", d + "/ca.pem", "--heartbeat_interval", "0.2"};
+  auto with_tls = [&](const std::string& rank) {
+    auto args = Job(2, 1, rank);
+    args.insert(args.end(), tls.begin(), tls.end());
+    return args;
+  };
+  auto a = Start(with_tls("0"), {"--env", dir_.File("env")});
+  auto b = Start(with_tls("1"), {"--env", dir_.File("env")});
+  EXPECT_EQ(RunToEnd(a).code, 0) << a.Stderr();
+  EXPECT_EQ(RunToEnd(b).code, 0) << b.Stderr();
+  EXPECT_NE(ReadFile(dir_.File("env.1")).find("GANGRUN_TLS_CA=" + d + "/ca.pem"),
+            std::string::npos);
+
+  // A scheduler with TLS keeps a node without it out; the cluster never forms.
+  auto master_args = Job(2, 1, "0");
+  master_args.insert(master_args.end(), tls.begin(), tls.end());
+  master_args.insert(master_args.end(), {"--cluster_time_out", "2"});
+  auto master = Start(master_args, {});
+  auto deadline = std::chrono::steady_clock::now() + seconds(20);
+  while (master.Stderr().find("waiting for 1 of 2") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    WaitExit(master.pid, std::chrono::milliseconds(20)).has_value();  // allowed-sleep: bounded
+  }
+  auto plain_args = Job(2, 1, "1");
+  plain_args.insert(plain_args.end(), {"--cluster_time_out", "1"});
+  auto plain = Start(plain_args, {});
+  EXPECT_EQ(RunToEnd(plain).code, 3) << plain.Stderr();
+  EXPECT_EQ(RunToEnd(master).code, 3) << master.Stderr();
+}
+
+TEST_F(NetworkTest, TwoNetworkNamespacesActAsTwoHosts) {
+  const std::string a = "gangrun-a-" + std::to_string(getpid());
+  const std::string b = "gangrun-b-" + std::to_string(getpid());
+  const std::string va = "gra" + std::to_string(getpid() % 100000);
+  const std::string vb = "grb" + std::to_string(getpid() % 100000);
+  if (!Shell("ip netns add " + a)) GTEST_SKIP() << "cannot create network namespaces here";
+  Shell("ip netns add " + b);
+  // A private link between the two test hosts only: nothing leaves this machine.
+  bool up = Shell("ip link add " + va + " type veth peer name " + vb) &&
+            Shell("ip link set " + va + " netns " + a) && Shell("ip link set " + vb + " netns " + b) &&
+            Shell("ip -n " + a + " addr add 10.201.0.1/24 dev " + va) &&
+            Shell("ip -n " + b + " addr add 10.201.0.2/24 dev " + vb) &&
+            Shell("ip -n " + a + " link set " + va + " up") &&
+            Shell("ip -n " + b + " link set " + vb + " up") &&
+            Shell("ip -n " + a + " link set lo up") && Shell("ip -n " + b + " link set lo up");
+  if (up) {
+    auto in_ns = [&](const std::string& ns, const std::string& rank) {
+      std::vector<std::string> argv = {"/usr/bin/env", "ip", "netns", "exec", ns, GangrunBinary(),
+                                       "--master_addr", "10.201.0.1"};
+      auto job = Job(2, 1, rank);
+      argv.insert(argv.end(), job.begin(), job.end());
+      argv.insert(argv.end(), {TestWorkerBinary(), "--env", dir_.File("env")});
+      return Launch(argv, {"GANGRUN_TEST_READY=" + fifo_.path()}, dir_.path(), dir_.path());
+    };
+    auto host_b = in_ns(b, "1");
+    auto host_a = in_ns(a, "0");
+    EXPECT_EQ(RunToEnd(host_a).code, 0) << host_a.Stderr();
+    EXPECT_EQ(RunToEnd(host_b).code, 0) << host_b.Stderr();
+    std::string env1 = ReadFile(dir_.File("env.1"));
+    EXPECT_NE(env1.find("MASTER_ADDR=10.201.0.1\n"), std::string::npos) << env1;
+    EXPECT_NE(env1.find("GANGRUN_SCHEDULER=10.201.0.1:" + port_ + "\n"), std::string::npos);
+    EXPECT_NE(env1.find("RANK=1\n"), std::string::npos);
+  }
+  Shell("ip netns del " + a);
+  Shell("ip netns del " + b);
+  ASSERT_TRUE(up) << "could not wire the namespaces";
+}
+
+TEST_F(NetworkTest, PyTorchAllReduceAcrossTwoLaunchers) {
+  // Debian's python3-torch installs into the system interpreter, which may not be the
+  // python3 first on PATH.
+  const std::string python = "/usr/bin/python3";
+  if (!Shell(python + " -c 'import torch.distributed'")) {
+    GTEST_SKIP() << "PyTorch is not installed for " << python << " (Debian's python3-torch)";
+  }
+  std::ofstream(dir_.File("allreduce.py"))
+      << "import os, torch, torch.distributed as dist\n"
+         "dist.init_process_group('gloo', init_method='env://')\n"
+         "t = torch.tensor([float(dist.get_rank())])\n"
+         "dist.all_reduce(t)\n"
+         "print(f'rank {dist.get_rank()}/{dist.get_world_size()} sum {t.item():.0f}', flush=True)\n"
+         "dist.destroy_process_group()\n";
+  auto launch = [&](const std::string& rank) {
+    std::vector<std::string> argv = {GangrunBinary()};
+    auto job = Job(4, 2, rank);
+    argv.insert(argv.end(), job.begin(), job.end());
+    argv.insert(argv.end(), {python, "allreduce.py"});
+    return Launch(argv, {}, dir_.path(), dir_.path());
+  };
+  auto a = launch("0");
+  auto b = launch("1");
+  EXPECT_EQ(RunToEnd(a).code, 0) << a.Stderr();
+  EXPECT_EQ(RunToEnd(b).code, 0) << b.Stderr();
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(ReadFile(dir_.File("worker_" + std::to_string(rank) + ".log")),
+              "rank " + std::to_string(rank) + "/4 sum 6\n");
+  }
+}
+
+}  // namespace
+}  // namespace gangrun::testing
