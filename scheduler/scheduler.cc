@@ -159,7 +159,10 @@ void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join
   NodeJoin candidate{join.node_name(), join.host_address(), join.node_rank(),
                      join.local_worker_num()};
   absl::Status status = absl::OkStatus();
-  if (phase_ != Phase::kForming || node.joined) {
+  if (node.joined) {
+    status = absl::FailedPreconditionError(Describe(node) + " sent a second join; it has "
+                                           "already joined");
+  } else if (phase_ != Phase::kForming) {
     status = absl::FailedPreconditionError("node '" + join.node_name() +
                                            "' cannot join: the job has already formed");
   } else {

@@ -1,0 +1,131 @@
+// The scheduler's gRPC server against real clients on 127.0.0.1: tokens, hostile sizes.
+
+#include "scheduler/grpc_server.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <thread>
+
+#include "common/clock.h"
+#include "gangrun/v1/kv.grpc.pb.h"
+#include "gangrun/v1/session.grpc.pb.h"
+#include "worker/grpc_link.h"
+
+namespace gangrun::scheduler {
+namespace {
+
+class GrpcServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = SchedulerServer::Start(io_, scheduler_, store_, {"127.0.0.1:0", "s3cret", nullptr});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    thread_ = std::thread([this] { io_.run(); });
+    auto channel = worker::MakeChannel("127.0.0.1:" + std::to_string(server_->port()), nullptr, "",
+                                       std::chrono::seconds(30));
+    kv_ = v1::KeyValue::NewStub(channel);
+    status_ = v1::Scheduler::NewStub(channel);
+  }
+  void TearDown() override {
+    boost::asio::post(io_, [this] {
+      store_.CancelAll();
+      server_->ShutdownAsync(io_, [this] { guard_.reset(); });
+    });
+    thread_.join();
+    server_.reset();
+  }
+  static void Authorize(grpc::ClientContext& context, const std::string& token) {
+    context.AddMetadata("authorization", "Bearer " + token);
+  }
+
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_ =
+      boost::asio::make_work_guard(io_);
+  common::AsioClock clock_{io_.get_executor()};
+  Scheduler scheduler_{clock_, Scheduler::Options{2, std::chrono::seconds(60),
+                                                  std::chrono::seconds(60)}};
+  KvStore store_{clock_};
+  std::unique_ptr<SchedulerServer> server_;
+  std::thread thread_;
+  std::unique_ptr<v1::KeyValue::Stub> kv_;
+  std::unique_ptr<v1::Scheduler::Stub> status_;
+};
+
+TEST_F(GrpcServerTest, CallsWithoutTheTokenAreRefused) {
+  v1::PutRequest put;
+  put.set_key("k");
+  put.set_value("v");
+  v1::PutResponse response;
+  grpc::ClientContext none;
+  EXPECT_EQ(kv_->Put(&none, put, &response).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  grpc::ClientContext wrong;
+  Authorize(wrong, "guess");
+  EXPECT_EQ(kv_->Put(&wrong, put, &response).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  grpc::ClientContext right;
+  Authorize(right, "s3cret");
+  EXPECT_TRUE(kv_->Put(&right, put, &response).ok());
+  grpc::ClientContext status_context;
+  v1::GetStatusResponse status;
+  EXPECT_EQ(status_->GetStatus(&status_context, {}, &status).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(GrpcServerTest, HugeMessagesAreRefusedWithoutHarm) {
+  v1::PutRequest huge;
+  huge.set_key("k");
+  huge.set_value(std::string(9 << 20, 'x'));
+  v1::PutResponse response;
+  grpc::ClientContext context;
+  Authorize(context, "s3cret");
+  EXPECT_EQ(kv_->Put(&context, huge, &response).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  v1::GetStatusResponse status;
+  grpc::ClientContext after;
+  Authorize(after, "s3cret");
+  ASSERT_TRUE(status_->GetStatus(&after, {}, &status).ok());
+  EXPECT_EQ(status.phase(), "forming");
+  EXPECT_EQ(status.world_size(), 2);
+}
+
+TEST_F(GrpcServerTest, SessionWithoutTheTokenEndsUnauthenticated) {
+  grpc::ClientContext context;
+  auto stream = status_->Session(&context);
+  v1::NodeEvent join;
+  join.mutable_join()->set_node_name("intruder");
+  join.mutable_join()->set_local_worker_num(1);
+  stream->Write(join);
+  v1::NodeCommand command;
+  EXPECT_FALSE(stream->Read(&command));
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(GrpcServerTest, EventsBeforeJoinAndSecondJoinsAreRefused) {
+  grpc::ClientContext context;
+  Authorize(context, "s3cret");
+  auto stream = status_->Session(&context);
+  v1::NodeEvent early;
+  early.set_generation(7);
+  early.mutable_worker_exited()->set_rank(0);
+  early.mutable_worker_exited()->mutable_exit()->set_exit_code(1);
+  ASSERT_TRUE(stream->Write(early));  // ignored: not a member
+  v1::NodeEvent join;
+  join.mutable_join()->set_node_name("n");
+  join.mutable_join()->set_local_worker_num(1);
+  join.mutable_join()->set_node_rank(0);
+  ASSERT_TRUE(stream->Write(join));
+  ASSERT_TRUE(stream->Write(join));  // a second join on the same stream
+  v1::NodeCommand command;
+  ASSERT_TRUE(stream->Read(&command));
+  EXPECT_TRUE(command.has_rejected());
+  EXPECT_NE(command.rejected().reason().find("already"), std::string::npos)
+      << command.rejected().reason();
+  stream->WritesDone();
+  while (stream->Read(&command)) {
+  }
+  stream->Finish();
+}
+
+}  // namespace
+}  // namespace gangrun::scheduler
