@@ -154,6 +154,21 @@ TEST_F(ClusterTest, DuplicateNodeRankIsRefusedByName) {
       << a.Stderr() << b.Stderr();
 }
 
+TEST_F(ClusterTest, ExtraNodeIsRefusedByNameAndTheJobStillForms) {
+  auto a = Node(3, 2, {"--node_rank", "0"}, {});
+  auto deadline = std::chrono::steady_clock::now() + seconds(20);
+  while (a.Stderr().find("waiting for 1 of 3 workers") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    WaitExit(a.pid, milliseconds(20)).has_value();  // allowed-sleep: bounded poll of a file
+  }
+  auto extra = Node(3, 2, {}, {});
+  EXPECT_EQ(RunToEnd(extra).code, 3) << extra.Stderr();
+  EXPECT_NE(extra.Stderr().find("extra node"), std::string::npos) << extra.Stderr();
+  auto c = Node(3, 1, {}, {});
+  EXPECT_EQ(RunToEnd(a).code, 0) << a.Stderr();
+  EXPECT_EQ(RunToEnd(c).code, 0) << c.Stderr();
+}
+
 TEST_F(ClusterTest, FormationTimeoutNamesWhatNeverCame) {
   auto a = Node(4, 2, {"--cluster_time_out", "1"}, {});
   EXPECT_EQ(RunToEnd(a).code, 3);
