@@ -111,30 +111,39 @@ int Rendezvous(int nodes, double heartbeat_interval, double duration, const std:
   std::thread io_thread([&] { io.run(); });
   std::atomic<int> assigned{0}, lost{0};
   std::atomic<int64_t> last_assigned_ns{0};
-  std::vector<std::unique_ptr<worker::GrpcSchedulerLink>> links;
-  links.reserve(nodes);
+  std::vector<std::unique_ptr<worker::GrpcSchedulerLink>> links(nodes);
   const auto start = Clock::now();
-  for (int i = 0; i < nodes; ++i) {
-    worker::GrpcSchedulerLink::Options options;
-    options.target = target;
-    options.keepalive = std::chrono::seconds(60);
-    links.push_back(std::make_unique<worker::GrpcSchedulerLink>(io, options));
-    links.back()->Connect(
-        [&](const v1::NodeCommand& command) {
-          if (command.has_start()) {
-            last_assigned_ns = (Clock::now() - start).count();
-            ++assigned;
-          }
-        },
-        [&](const std::string&, bool) { ++lost; });
-    v1::NodeEvent join;
-    join.mutable_join()->set_node_name("sim" + std::to_string(i));
-    join.mutable_join()->set_host_address("127.0.0." + std::to_string(1 + i % 250));
-    join.mutable_join()->set_node_rank(-1);
-    join.mutable_join()->set_local_worker_num(1);
-    join.mutable_join()->set_free_port(20000 + i % 1000);
-    links.back()->Send(join);
+  // Nodes join concurrently, as real hosts would; several threads open the sessions.
+  const int openers = 4;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < openers; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = t; i < nodes; i += openers) {
+        worker::GrpcSchedulerLink::Options options;
+        options.target = target;
+        options.keepalive = std::chrono::seconds(60);
+        links[i] = std::make_unique<worker::GrpcSchedulerLink>(io, options);
+        links[i]->Connect(
+            [&](const v1::NodeCommand& command) {
+              if (command.has_start()) {
+                last_assigned_ns = (Clock::now() - start).count();
+                ++assigned;
+              }
+            },
+            [&](const std::string&, bool) { ++lost; });
+        v1::NodeEvent join;
+        join.mutable_join()->set_node_name("sim" + std::to_string(i));
+        join.mutable_join()->set_host_address("127.0.0." + std::to_string(1 + i % 250));
+        join.mutable_join()->set_node_rank(-1);
+        join.mutable_join()->set_local_worker_num(1);
+        join.mutable_join()->set_free_port(20000 + i % 1000);
+        links[i]->Send(join);
+      }
+    });
   }
+  for (auto& thread : threads) thread.join();
+  std::fprintf(stderr, "all %d sessions opened after %.3f s\n", nodes,
+               std::chrono::duration<double>(Clock::now() - start).count());
   const auto deadline = start + std::chrono::seconds(120);
   while (assigned < nodes && lost == 0 && Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

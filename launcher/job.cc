@@ -237,17 +237,19 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
               options.local_worker_num);
     ready.Notify(0);
   };
+  // The last steps of the shutdown order: console drained, server stopped, loop stopped.
+  auto stop_loop = [&] {
+    follower.DrainAll();
+    if (role.store) role.store->CancelAll();
+    if (role.server) {
+      role.server->ShutdownAsync(io, [&] { io.stop(); });
+    } else {
+      io.stop();
+    }
+  };
   callbacks.on_finished = [&](const v1::JobOutcome& result) {
     outcome = result;
-    if (role.store) role.store->CancelAll();
-    keeper->Shutdown(Seconds(options.grace_period), [&] {
-      follower.DrainAll();
-      if (role.server) {
-        role.server->ShutdownAsync(io, [&] { io.stop(); });
-      } else {
-        io.stop();
-      }
-    });
+    keeper->Shutdown(Seconds(options.grace_period), stop_loop);
   };
   worker::Node node(
       *keeper, clock, link, node_options,
@@ -265,12 +267,7 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
     // Its orphans were re-parented to us (we are a subreaper): finish them off.
     common::KillAndReapAllChildren(SIGKILL, std::chrono::steady_clock::now() +
                                                 std::chrono::seconds(10));
-    follower.DrainAll();
-    if (role.server) {
-      role.server->ShutdownAsync(io, [&] { io.stop(); });
-    } else {
-      io.stop();
-    }
+    stop_loop();
   });
 
   boost::asio::signal_set signals(io, SIGINT, SIGTERM, SIGHUP);

@@ -234,7 +234,8 @@ absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
   std::map<std::string, std::string> values;
   for (const auto& def : Definitions()) {
     app.add_option(std::string("--") + def.name, values[def.name], def.help)
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+        ->type_name("VALUE");
   }
   app.footer(std::string("Usage: ") + program +
              " [options] <task_script> [task_script_args...]\n"
