@@ -134,6 +134,9 @@ absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io,
                                           ? common::Duration(-1)
                                           : Seconds(options.cluster_time_out);
   scheduler_options.node_timeout = Seconds(options.node_timeout);
+  scheduler_options.max_restarts = options.max_restarts;
+  scheduler_options.restart_backoff_initial = Seconds(options.restart_backoff_initial);
+  scheduler_options.restart_backoff_cap = Seconds(options.restart_backoff_cap);
   role.scheduler = std::make_unique<scheduler::Scheduler>(clock, scheduler_options);
   role.store = std::make_unique<scheduler::KvStore>(clock);
   if (!simulating) {

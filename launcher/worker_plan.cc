@@ -137,6 +137,11 @@ absl::StatusOr<std::vector<worker::ProcessSpec>> PlanProcesses(
     spec.env = MergeEnv(facts.base_env, env);
     spec.log_path = WorkerLogPath(options, facts, rank_id);
     spec.log_append = generation > 1;
+    if (generation > 1) {
+      spec.log_header = "==== gangrun: generation " + std::to_string(generation) + " (restart " +
+                        std::to_string(restart_count) + " of " +
+                        std::to_string(options.max_restarts) + ") ====\n";
+    }
     specs.push_back(std::move(spec));
   }
   return specs;

@@ -124,6 +124,17 @@ void Scheduler::OnNodeDisconnected(int node_id) {
     nodes_.erase(it);
     return;
   }
+  if (restart_timer_) {
+    // Lost while waiting to restart: the next generation cannot have it.
+    restart_timer_.reset();
+    v1::JobOutcome outcome;
+    outcome.set_kind(v1::JobOutcome::KIND_NODE_LOST);
+    outcome.set_message(Describe(node) + " was lost before generation " +
+                        std::to_string(generation_ + 1) + " could start");
+    node_lost_ = std::move(outcome);
+    Finish(CurrentOutcome());
+    return;
+  }
   if (node.ended) return;  // its part is done; keep it for the outcome
   OnNodeLost(node_id, node, "its connection broke");
 }
@@ -209,16 +220,28 @@ void Scheduler::Form() {
     return;
   }
   formation_timer_.reset();
+  for (size_t i = 0; i < states.size(); ++i) states[i]->slot = (*slots)[i];
+  StartGeneration();
+}
+
+void Scheduler::StartGeneration() {
+  std::vector<NodeState*> states;
   NodeState* rank0 = nullptr;
-  for (size_t i = 0; i < states.size(); ++i) {
-    states[i]->slot = (*slots)[i];
-    if ((*slots)[i].node_rank == 0) rank0 = states[i];
+  for (auto& [id, node] : nodes_) {
+    if (!node.joined) continue;
+    node.ended = false;
+    states.push_back(&node);
+    if (node.slot.node_rank == 0) rank0 = &node;
   }
   phase_ = Phase::kRunning;
+  stopped_ranks_.clear();
   ++generation_;
   common::Logger("scheduler")
-      ->info("generation {}: {} node(s), {} worker(s)", generation_, states.size(),
-             options_.world_size);
+      ->info("generation {}: {} node(s), {} worker(s){}", generation_, states.size(),
+             options_.world_size,
+             restarts_used_ > 0 ? " (restart " + std::to_string(restarts_used_) + " of " +
+                                      std::to_string(options_.max_restarts) + ")"
+                                : std::string());
   for (NodeState* node : states) {
     v1::NodeCommand command;
     auto* assignment = command.mutable_start()->mutable_assignment();
@@ -229,7 +252,7 @@ void Scheduler::Form() {
     assignment->set_world_size(options_.world_size);
     assignment->set_master_addr(rank0->join.host_address);
     assignment->set_master_port(rank0->free_port);
-    command.mutable_start()->set_restart_count(0);
+    command.mutable_start()->set_restart_count(restarts_used_);
     SendTo(*node, std::move(command));
   }
 }
@@ -259,13 +282,41 @@ void Scheduler::OnGenerationEnded(NodeState& node) {
   for (const auto& [id, other] : nodes_) {
     if (other.joined && !other.ended) return;
   }
+  if (root_cause_ && !node_lost_ && stop_signal_ == 0 &&
+      restarts_used_ < options_.max_restarts) {
+    ScheduleRestart();
+    return;
+  }
   Finish(CurrentOutcome());
+}
+
+// Worked example: initial 1 s, cap 30 s: restarts wait 1, 2, 4, 8, 16, 30, 30, ... seconds.
+void Scheduler::ScheduleRestart() {
+  ++restarts_used_;
+  common::Duration delay = options_.restart_backoff_initial;
+  for (int i = 1; i < restarts_used_ && delay < options_.restart_backoff_cap; ++i) delay *= 2;
+  delay = std::min(delay, options_.restart_backoff_cap);
+  const auto& cause = *root_cause_;
+  common::Logger("scheduler")
+      ->warn("{} on {} failed in generation {}; restarting in {} ms ({} of {} restarts left "
+             "after this one)",
+             cause.rank() >= 0 ? "rank " + std::to_string(cause.rank())
+                               : std::string("the MindSpore scheduler process"),
+             cause.host(), generation_,
+             std::chrono::duration_cast<std::chrono::milliseconds>(delay).count(),
+             options_.max_restarts - restarts_used_, options_.max_restarts);
+  root_cause_.reset();
+  restart_timer_ = clock_.After(delay, [this] {
+    restart_timer_.reset();
+    StartGeneration();
+  });
 }
 
 void Scheduler::OnStopRequest(const v1::StopRequest& request) {
   common::Logger("scheduler")->info("stop requested: {}", request.reason());
   if (stop_signal_ == 0) stop_signal_ = request.signal();
-  if (phase_ == Phase::kForming) {
+  if (phase_ == Phase::kForming || restart_timer_) {
+    restart_timer_.reset();
     Finish(CurrentOutcome());
   } else if (phase_ == Phase::kRunning) {
     phase_ = Phase::kStopping;
@@ -327,6 +378,7 @@ void Scheduler::Finish(v1::JobOutcome outcome) {
   phase_ = Phase::kFinished;
   formation_timer_.reset();
   heartbeat_timer_.reset();
+  restart_timer_.reset();
   for (auto& [id, node] : nodes_) {
     if (node.link == nullptr) continue;
     v1::NodeCommand command;

@@ -41,6 +41,10 @@ class Scheduler {
     common::Duration cluster_timeout = std::chrono::seconds(600);
     // Silence after which a joined node is lost; zero or negative disables the check.
     common::Duration node_timeout = std::chrono::seconds(5);
+    // Restarts after worker failures, for the whole job; backoff doubles from initial to cap.
+    int max_restarts = 0;
+    common::Duration restart_backoff_initial = std::chrono::seconds(1);
+    common::Duration restart_backoff_cap = std::chrono::seconds(30);
   };
 
   Scheduler(common::Clock& clock, Options options);
@@ -72,6 +76,8 @@ class Scheduler {
 
   void OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join);
   void Form();
+  void StartGeneration();
+  void ScheduleRestart();
   void OnWorkerExited(NodeState& node, const v1::WorkerExited& exited);
   void OnGenerationEnded(NodeState& node);
   void OnStopRequest(const v1::StopRequest& request);
@@ -94,6 +100,8 @@ class Scheduler {
   Membership membership_;  // the joined nodes, for O(log n) join checks
   std::unique_ptr<common::Timer> formation_timer_;
   std::unique_ptr<common::Timer> heartbeat_timer_;
+  std::unique_ptr<common::Timer> restart_timer_;
+  int restarts_used_ = 0;
   std::optional<v1::JobOutcome> node_lost_;
   common::TimePoint last_progress_log_;
   std::optional<v1::RootCause> root_cause_;

@@ -90,6 +90,9 @@ class Keeper {
         return;
       }
     }
+    if (log_fd >= 0 && !spawn.log_header().empty()) {
+      (void)!write(log_fd, spawn.log_header().data(), spawn.log_header().size());
+    }
     common::SpawnOptions options;
     options.exec_path = spawn.exec_path();
     options.argv.assign(spawn.argv().begin(), spawn.argv().end());

@@ -78,6 +78,7 @@ void KeeperClient::Spawn(const ProcessSpec& spec,
   spawn->set_cwd(spec.cwd);
   spawn->set_log_path(spec.log_path);
   spawn->set_log_append(spec.log_append);
+  spawn->set_log_header(spec.log_header);
   for (int cpu : spec.cpus) spawn->add_cpus(cpu);
   pending_spawns_.emplace(id, std::move(done));
   Send(request);

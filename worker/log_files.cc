@@ -79,6 +79,10 @@ void LogFollower::Follow(const std::string& path, const std::string& prefix, off
   static int fake_wd = -1;  // files followed without inotify get negative keys
   int wd = inotify_fd_ >= 0 ? inotify_add_watch(inotify_fd_, path.c_str(), IN_MODIFY) : -1;
   if (wd < 0) wd = fake_wd--;
+  if (offset < 0) {
+    auto it = finished_offsets_.find(path);
+    offset = it == finished_offsets_.end() ? 0 : it->second;
+  }
   File& file = files_[wd];
   if (file.fd >= 0) close(file.fd);  // the same file again (a new generation)
   file = File{path, prefix, fd, offset, {}};
@@ -106,6 +110,7 @@ void LogFollower::Finish(const std::string& path) {
     // Dropping watches as writers end keeps the final close of the inotify descriptor cheap
     // (the kernel destroys marks asynchronously; a close that must destroy them waits).
     if (it->first >= 0) inotify_rm_watch(inotify_fd_, it->first);
+    finished_offsets_[path] = it->second.offset;
     close(it->second.fd);
     files_.erase(it);
     return;

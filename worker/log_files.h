@@ -26,8 +26,9 @@ class LogFollower {
   LogFollower(boost::asio::io_context& io, std::function<void(const std::string&)> write);
   ~LogFollower();
 
-  // Starts streaming `path` from `offset` with `prefix` before every line.
-  void Follow(const std::string& path, const std::string& prefix, off_t offset = 0);
+  // Starts streaming `path` with `prefix` before every line, from `offset`, or (-1) from
+  // where the last follow of the same path stopped (a restarted worker appends).
+  void Follow(const std::string& path, const std::string& prefix, off_t offset = -1);
   // The writer of `path` has exited: read the file to its end, flush its unfinished line
   // and stop watching it.
   void Finish(const std::string& path);
@@ -50,6 +51,7 @@ class LogFollower {
   std::unique_ptr<boost::asio::posix::stream_descriptor> events_;
   std::vector<char> event_buffer_;
   std::map<int, File> files_;  // by inotify watch descriptor
+  std::map<std::string, off_t> finished_offsets_;  // where finished follows stopped
 };
 
 }  // namespace gangrun::worker

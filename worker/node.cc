@@ -151,6 +151,7 @@ void Node::OnStart(uint64_t generation, const v1::StartGeneration& start) {
     event.mutable_generation_ended();
     Send(std::move(event));
   };
+  processes_.reset();  // the previous generation's (all ended): it lets go of the backend
   processes_ = std::make_unique<ProcessManager>(backend_, clock_, std::move(callbacks));
   expected_ = plan->size();
   started_ = 0;

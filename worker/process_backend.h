@@ -23,6 +23,7 @@ struct ProcessSpec {
   std::string cwd;
   std::string log_path;
   bool log_append = false;
+  std::string log_header;  // a line written to the log before the process starts
   std::vector<int> cpus;
 };
 

@@ -13,6 +13,7 @@
 //   --signal S         kill itself with signal S
 //   --abort            call abort()
 //   --hang             never exit on its own
+//   --only-generation G  fail (--exit/--signal/--abort) only in generation G
 
 #include <fcntl.h>
 #include <signal.h>
@@ -60,7 +61,7 @@ void HangForever() {
 int main(int argc, char** argv) {
   const char* rank_env = std::getenv("RANK");
   rank = rank_env ? std::atoi(rank_env) : -1;
-  int lines = 0, fail_rank = -1, exit_code = -1, sig = 0;
+  int lines = 0, fail_rank = -1, exit_code = -1, sig = 0, only_generation = -1;
   bool grandchild = false, ignore_term = false, usr1 = false, do_abort = false, hang = false;
   bool affinity = false;
   std::string env_file;
@@ -78,6 +79,7 @@ int main(int argc, char** argv) {
     else if (a == "--signal") sig = std::atoi(next().c_str());
     else if (a == "--abort") do_abort = true;
     else if (a == "--hang") hang = true;
+    else if (a == "--only-generation") only_generation = std::atoi(next().c_str());
   }
   if (ignore_term) signal(SIGTERM, SIG_IGN);
   if (usr1) signal(SIGUSR1, OnUsr1);
@@ -118,13 +120,19 @@ int main(int argc, char** argv) {
   }
   Report("ready " + std::to_string(rank) + " " + std::to_string(getpid()) + " " +
          std::to_string(grandchild_pid));
-  const bool acts = fail_rank < 0 || fail_rank == rank;
+  const char* generation = std::getenv("GANGRUN_GENERATION");
+  const bool acts = (fail_rank < 0 || fail_rank == rank) &&
+                    (only_generation < 0 ||
+                     (generation != nullptr && std::atoi(generation) == only_generation));
   if (acts && do_abort) abort();
   if (acts && sig > 0) {
     signal(sig, SIG_DFL);
     kill(getpid(), sig);
   }
   if (acts && exit_code >= 0) return exit_code;
-  if (hang || fail_rank >= 0) HangForever();
+  // Bystanders of a failing rank hang (so they must be stopped) in the failing generation.
+  const bool failing_generation =
+      only_generation < 0 || (generation != nullptr && std::atoi(generation) == only_generation);
+  if (hang || (fail_rank >= 0 && failing_generation)) HangForever();
   return 0;
 }

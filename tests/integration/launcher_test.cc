@@ -200,6 +200,35 @@ TEST_F(LauncherTest, PythonScriptRunsUnderPython) {
   EXPECT_EQ(ReadFile(dir_.File("worker_1.log")), "hello from 1\n");
 }
 
+TEST_F(LauncherTest, FailedGenerationIsRestartedWithinTheBudget) {
+  auto run = Start({"--worker_num", "2", "--local_worker_num", "2", "--max_restarts", "2",
+                    "--restart_backoff", "0.05,0.2"},
+                   {"--fail-rank", "1", "--exit", "3", "--only-generation", "1", "--lines", "1",
+                    "--env", dir_.File("env")});
+  EXPECT_EQ(RunToEnd(run).code, 0) << run.Stderr();
+  std::string log = ReadFile(dir_.File("worker_1.log"));
+  EXPECT_EQ(log,
+            "line 0 of rank 1\n"
+            "==== gangrun: generation 2 (restart 1 of 2) ====\n"
+            "line 0 of rank 1\n");
+  std::string env = ReadFile(dir_.File("env.0"));
+  EXPECT_NE(env.find("TORCHELASTIC_RESTART_COUNT=1\n"), std::string::npos);
+  EXPECT_NE(env.find("GANGRUN_GENERATION=2\n"), std::string::npos);
+  EXPECT_NE(run.Stderr().find("restarting in 50 ms"), std::string::npos) << run.Stderr();
+}
+
+TEST_F(LauncherTest, SpentRestartBudgetEndsWithTheFailingRanksCode) {
+  auto run = Start({"--worker_num", "2", "--local_worker_num", "2", "--max_restarts", "2",
+                    "--restart_backoff", "0.01"},
+                   {"--fail-rank", "0", "--exit", "6"});
+  EXPECT_EQ(RunToEnd(run).code, 6) << run.Stderr();
+  std::string err = run.Stderr();
+  EXPECT_NE(err.find("generation 3: 1 node(s), 2 worker(s) (restart 2 of 2)"), std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("generation 4"), std::string::npos);
+  EXPECT_NE(err.find("Root cause: rank 0"), std::string::npos);
+}
+
 TEST_F(LauncherTest, JoinFalseReturnsOnceWorkersRunAndKeepsSupervising) {
   auto run = Start({"--worker_num", "2", "--local_worker_num", "2", "--join", "False"},
                    {"--hang"});

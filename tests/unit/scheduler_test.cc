@@ -208,6 +208,94 @@ TEST_F(SchedulerTest, NodeLeavingDuringFormationFreesItsPlace) {
   EXPECT_TRUE(a.commands.empty());
 }
 
+class RestartTest : public SchedulerTest {
+ protected:
+  void MakeWithRestarts(int max_restarts) {
+    Scheduler::Options options{2, seconds(60), seconds(60)};
+    options.max_restarts = max_restarts;
+    options.restart_backoff_initial = seconds(1);
+    options.restart_backoff_cap = seconds(3);
+    scheduler = std::make_unique<Scheduler>(clock, options);
+    scheduler->SetOnFinished([this](const v1::JobOutcome& o) { outcome = o; });
+    scheduler->Start();
+  }
+  // Rank 1 fails, rank 0 is stopped, the node reports the generation over.
+  void FailGeneration(int id, int code) {
+    Exited(id, 1, code);
+    Exited(id, 0, 0, true, SIGTERM);
+    Ended(id);
+  }
+  int Starts(const RecordingLink& link) {
+    int n = 0;
+    for (const auto& c : link.commands) n += c.has_start();
+    return n;
+  }
+};
+
+TEST_F(RestartTest, FailureStartsTheNextGenerationAfterTheBackoff) {
+  MakeWithRestarts(2);
+  RecordingLink a;
+  int id = Join(a, "a", "10.0.0.1", -1, 2);
+  FailGeneration(id, 3);
+  EXPECT_EQ(Starts(a), 1);
+  clock.Advance(std::chrono::milliseconds(999));
+  EXPECT_EQ(Starts(a), 1);
+  clock.Advance(std::chrono::milliseconds(1));
+  ASSERT_EQ(Starts(a), 2);
+  EXPECT_EQ(a.commands.back().generation(), 2u);
+  EXPECT_EQ(a.commands.back().start().restart_count(), 1);
+  Exited(id, 0, 0);
+  Exited(id, 1, 0);
+  Ended(id);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_SUCCEEDED);
+}
+
+TEST_F(RestartTest, BudgetRunsOutWithTheLastFailuresCode) {
+  MakeWithRestarts(2);
+  RecordingLink a;
+  int id = Join(a, "a", "10.0.0.1", -1, 2);
+  FailGeneration(id, 3);
+  clock.Advance(seconds(1));  // backoff 1 s
+  FailGeneration(id, 4);
+  clock.Advance(seconds(1));
+  EXPECT_EQ(Starts(a), 2);  // the second backoff is 2 s
+  clock.Advance(seconds(1));
+  EXPECT_EQ(Starts(a), 3);
+  FailGeneration(id, 5);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_WORKER_FAILED);
+  EXPECT_EQ(outcome->root_cause().exit().exit_code(), 5);
+}
+
+TEST_F(RestartTest, StaleEventsFromTheOldGenerationAreIgnored) {
+  MakeWithRestarts(1);
+  RecordingLink a;
+  int id = Join(a, "a", "10.0.0.1", -1, 2);
+  FailGeneration(id, 3);
+  clock.Advance(seconds(1));
+  v1::NodeEvent stale;
+  stale.set_generation(1);
+  stale.mutable_worker_exited()->set_rank(0);
+  stale.mutable_worker_exited()->mutable_exit()->set_exit_code(9);
+  scheduler->OnNodeEvent(id, stale);
+  EXPECT_TRUE(a.commands.back().has_start());  // no abort of generation 2
+}
+
+TEST_F(RestartTest, StopDuringTheBackoffEndsTheJob) {
+  MakeWithRestarts(3);
+  RecordingLink a;
+  int id = Join(a, "a", "10.0.0.1", -1, 2);
+  FailGeneration(id, 3);
+  v1::NodeEvent stop;
+  stop.mutable_stop_request()->set_signal(SIGINT);
+  scheduler->OnNodeEvent(id, stop);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_STOPPED_BY_SIGNAL);
+  clock.Advance(seconds(10));
+  EXPECT_EQ(Starts(a), 1);
+}
+
 TEST_F(SchedulerTest, ExtraNodeIsRejectedByName) {
   Make(2);
   RecordingLink a, b;
