@@ -56,15 +56,42 @@ void Scheduler::OnNodeLost(int node_id, NodeState& node, const std::string& why)
     LogProgress();
     return;
   }
+  const std::string what = Describe(node) + " was lost: " + why;
+  if (stop_signal_ == 0 && !node_lost_ && restarts_used_ < options_.max_restarts) {
+    // Survivors stop and wait for a node to take its place (the same host's launcher
+    // started again, typically); the restart budget stays with the scheduler.
+    awaiting_replacement_ = what;
+    membership_.Remove(node.join);
+    nodes_.erase(node_id);
+    if (phase_ == Phase::kRunning) {
+      phase_ = Phase::kStopping;
+      AbortAll(what);
+    }
+    MaybeGenerationOver();
+    return;
+  }
   if (phase_ == Phase::kRunning) {
     v1::JobOutcome outcome;
     outcome.set_kind(v1::JobOutcome::KIND_NODE_LOST);
-    outcome.set_message(Describe(node) + " was lost: " + why);
+    outcome.set_message(what);
     node_lost_ = std::move(outcome);
     phase_ = Phase::kStopping;
-    AbortAll(Describe(node) + " was lost");
+    AbortAll(what);
   }
   OnGenerationEnded(node);  // a lost node has no workers left to wait for
+}
+
+void Scheduler::WaitForReplacement() {
+  phase_ = Phase::kForming;
+  root_cause_.reset();
+  common::Logger("scheduler")
+      ->warn("{}; waiting for a node to take its place ({} of {} restarts left)",
+             *awaiting_replacement_, options_.max_restarts - restarts_used_,
+             options_.max_restarts);
+  if (options_.cluster_timeout >= common::Duration::zero()) {
+    formation_timer_ = clock_.After(options_.cluster_timeout, [this] { OnFormationTimeout(); });
+  }
+  LogProgress();
 }
 
 void Scheduler::LogProgress() {
@@ -122,6 +149,10 @@ void Scheduler::OnNodeDisconnected(int node_id) {
   node.link = nullptr;
   if (!node.joined || node.lost || phase_ == Phase::kFinished) {
     nodes_.erase(it);
+    return;
+  }
+  if (phase_ == Phase::kForming) {
+    OnNodeLost(node_id, node, "its connection broke");
     return;
   }
   if (restart_timer_) {
@@ -221,6 +252,10 @@ void Scheduler::Form() {
   }
   formation_timer_.reset();
   for (size_t i = 0; i < states.size(); ++i) states[i]->slot = (*slots)[i];
+  if (awaiting_replacement_) {
+    awaiting_replacement_.reset();
+    ++restarts_used_;  // the lost node's generation counts against the budget
+  }
   StartGeneration();
 }
 
@@ -279,8 +314,17 @@ void Scheduler::OnWorkerExited(NodeState& node, const v1::WorkerExited& exited) 
 
 void Scheduler::OnGenerationEnded(NodeState& node) {
   node.ended = true;
+  MaybeGenerationOver();
+}
+
+void Scheduler::MaybeGenerationOver() {
   for (const auto& [id, other] : nodes_) {
     if (other.joined && !other.ended) return;
+  }
+  if (phase_ == Phase::kForming || phase_ == Phase::kFinished) return;
+  if (awaiting_replacement_) {
+    WaitForReplacement();
+    return;
   }
   if (root_cause_ && !node_lost_ && stop_signal_ == 0 &&
       restarts_used_ < options_.max_restarts) {
@@ -326,6 +370,14 @@ void Scheduler::OnStopRequest(const v1::StopRequest& request) {
 
 void Scheduler::OnFormationTimeout() {
   if (phase_ != Phase::kForming) return;
+  if (awaiting_replacement_) {
+    v1::JobOutcome outcome;
+    outcome.set_kind(v1::JobOutcome::KIND_NODE_LOST);
+    outcome.set_message(*awaiting_replacement_ + "; no node took its place within the cluster "
+                                                 "timeout");
+    Finish(std::move(outcome));
+    return;
+  }
   int workers = 0;
   std::string present;
   for (const auto& [id, node] : nodes_) {

@@ -78,6 +78,8 @@ class Scheduler {
   void Form();
   void StartGeneration();
   void ScheduleRestart();
+  void MaybeGenerationOver();
+  void WaitForReplacement();
   void OnWorkerExited(NodeState& node, const v1::WorkerExited& exited);
   void OnGenerationEnded(NodeState& node);
   void OnStopRequest(const v1::StopRequest& request);
@@ -102,6 +104,8 @@ class Scheduler {
   std::unique_ptr<common::Timer> heartbeat_timer_;
   std::unique_ptr<common::Timer> restart_timer_;
   int restarts_used_ = 0;
+  // A node was lost and the budget allows a restart: wait for a node to take its place.
+  std::optional<std::string> awaiting_replacement_;
   std::optional<v1::JobOutcome> node_lost_;
   common::TimePoint last_progress_log_;
   std::optional<v1::RootCause> root_cause_;

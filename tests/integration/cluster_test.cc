@@ -115,6 +115,28 @@ TEST_F(ClusterTest, KillingTheSchedulersLauncherStopsTheOtherNodes) {
   for (const auto& r : ready) EXPECT_TRUE(WaitGone(r.pid, milliseconds(1000))) << r.rank;
 }
 
+TEST_F(ClusterTest, ALostNodeStartedAgainRejoinsWithinTheBudget) {
+  // Generation 1 hangs (bystanders of a rank that never fails); generation 2 exits 0.
+  std::vector<std::string> worker = {"--fail-rank", "99", "--only-generation", "1"};
+  std::vector<std::string> restarts = {"--max_restarts", "1"};
+  auto a = Node(2, 1, {"--node_rank", "0", "--max_restarts", "1"}, worker);
+  auto b = Node(2, 1, {"--node_rank", "1", "--max_restarts", "1"}, worker);
+  auto ready = WaitReady(2);
+  bool b_joined = b.Stderr().find("joining the scheduler") != std::string::npos;
+  const Launched& master = b_joined ? a : b;
+  const Launched& lost = b_joined ? b : a;
+  const std::string lost_rank = b_joined ? "1" : "0";
+  kill(lost.pid, SIGKILL);
+  RunToEnd(lost);
+  auto again = Node(2, 1, {"--node_rank", lost_rank, "--max_restarts", "1"}, worker);
+  EXPECT_EQ(RunToEnd(master).code, 0) << master.Stderr();
+  EXPECT_EQ(RunToEnd(again).code, 0) << again.Stderr();
+  EXPECT_NE(master.Stderr().find("waiting for a node to take its place"), std::string::npos)
+      << master.Stderr();
+  EXPECT_NE(master.Stderr().find("generation 2"), std::string::npos);
+  for (const auto& r : ready) EXPECT_FALSE(IsAlive(r.pid));
+}
+
 TEST_F(ClusterTest, StoppedNodeIsLostAfterTheNodeTimeout) {
   auto a = Node(2, 1, {"--node_rank", "0", "--node_timeout", "1"}, {"--hang"});
   auto b = Node(2, 1, {"--node_rank", "1", "--node_timeout", "1"}, {"--hang"});

@@ -282,6 +282,49 @@ TEST_F(RestartTest, StaleEventsFromTheOldGenerationAreIgnored) {
   EXPECT_TRUE(a.commands.back().has_start());  // no abort of generation 2
 }
 
+TEST_F(RestartTest, LostNodeIsReplacedAndARejoinDoesNotResetTheBudget) {
+  MakeWithRestarts(1);
+  RecordingLink a, b, c;
+  int ia = Join(a, "a", "10.0.0.1", 0, 1);
+  int ib = Join(b, "b", "10.0.0.2", 1, 1);
+  scheduler->OnNodeDisconnected(ib);  // b's launcher died
+  ASSERT_TRUE(a.commands.back().has_abort());
+  Exited(ia, 0, 0, true, SIGTERM);
+  Ended(ia);
+  EXPECT_FALSE(outcome.has_value());  // waiting for a replacement
+  int ic = Join(c, "b", "10.0.0.2", 1, 1);  // b started again
+  ASSERT_EQ(Starts(c), 1);
+  EXPECT_EQ(c.commands.back().generation(), 2u);
+  EXPECT_EQ(c.commands.back().start().restart_count(), 1);
+  EXPECT_EQ(c.commands.back().start().assignment().first_rank(), 1);
+  EXPECT_EQ(Starts(a), 2);
+  // The budget (1) is spent: losing it again ends the job.
+  scheduler->OnNodeDisconnected(ic);
+  Exited(ia, 0, 0, true, SIGTERM);
+  Ended(ia);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_NODE_LOST);
+}
+
+TEST_F(RestartTest, NoReplacementWithinTheClusterTimeoutLosesTheJob) {
+  Scheduler::Options options{2, seconds(30), seconds(60)};
+  options.max_restarts = 3;
+  scheduler = std::make_unique<Scheduler>(clock, options);
+  scheduler->SetOnFinished([this](const v1::JobOutcome& o) { outcome = o; });
+  scheduler->Start();
+  RecordingLink a, b;
+  int ia = Join(a, "a", "10.0.0.1", 0, 1);
+  int ib = Join(b, "b", "10.0.0.2", 1, 1);
+  scheduler->OnNodeDisconnected(ib);
+  Ended(ia);
+  clock.Advance(seconds(29));
+  EXPECT_FALSE(outcome.has_value());
+  clock.Advance(seconds(1));
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_NODE_LOST);
+  EXPECT_NE(outcome->message().find("no node took its place"), std::string::npos);
+}
+
 TEST_F(RestartTest, StopDuringTheBackoffEndsTheJob) {
   MakeWithRestarts(3);
   RecordingLink a;
