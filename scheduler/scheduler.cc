@@ -190,7 +190,18 @@ void Scheduler::OnNodeEvent(int node_id, const v1::NodeEvent& event) {
                event.generation(), node_id, generation_);
     return;
   }
-  if (event.has_worker_exited()) {
+  if (event.has_worker_started()) {
+    if (event.worker_started().rank() >= 0 && ++started_ranks_ == options_.world_size &&
+        failed_at_ && failed_at_->first < generation_) {
+      // The restart latency: failure heard -> every worker of the new generation running.
+      common::Logger("scheduler")
+          ->info("generation {} running on every node {} ms after the failure", generation_,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now() -
+                                                                       failed_at_->second)
+                     .count());
+      failed_at_.reset();
+    }
+  } else if (event.has_worker_exited()) {
     OnWorkerExited(node, event.worker_exited());
   } else if (event.has_generation_ended()) {
     OnGenerationEnded(node);
@@ -270,6 +281,7 @@ void Scheduler::StartGeneration() {
   }
   phase_ = Phase::kRunning;
   stopped_ranks_.clear();
+  started_ranks_ = 0;
   ++generation_;
   common::Logger("scheduler")
       ->info("generation {}: {} node(s), {} worker(s){}", generation_, states.size(),
@@ -303,6 +315,7 @@ void Scheduler::OnWorkerExited(NodeState& node, const v1::WorkerExited& exited) 
     cause.set_log_path(exited.log_path());
     *cause.mutable_log_tail() = exited.log_tail();
     root_cause_ = std::move(cause);
+    failed_at_ = std::make_pair(generation_, clock_.Now());
     phase_ = Phase::kStopping;
     std::string who = exited.rank() >= 0 ? "rank " + std::to_string(exited.rank())
                                          : std::string("the MindSpore scheduler process");

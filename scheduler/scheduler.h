@@ -104,6 +104,9 @@ class Scheduler {
   std::unique_ptr<common::Timer> heartbeat_timer_;
   std::unique_ptr<common::Timer> restart_timer_;
   int restarts_used_ = 0;
+  int started_ranks_ = 0;  // workers of this generation that have started, job-wide
+  // When the last failure was heard of, and in which generation.
+  std::optional<std::pair<uint64_t, common::TimePoint>> failed_at_;
   // A node was lost and the budget allows a restart: wait for a node to take its place.
   std::optional<std::string> awaiting_replacement_;
   std::optional<v1::JobOutcome> node_lost_;
