@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -122,6 +123,31 @@ Launched Launch(const std::vector<std::string>& argv, const std::vector<std::str
   close(in);
   launched.pid = pid.ok() ? *pid : -1;
   return launched;
+}
+
+bool WaitForStderr(const Launched& launched, const std::string& text, milliseconds timeout) {
+  int inotify = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  inotify_add_watch(inotify, launched.stderr_path.c_str(), IN_MODIFY);
+  int pidfd = PidfdOpen(launched.pid);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool found = false;
+  while (!(found = launched.Stderr().find(text) != std::string::npos)) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline -
+                                                         std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd fds[2] = {{inotify, POLLIN, 0}, {pidfd, POLLIN, 0}};
+    if (poll(fds, pidfd >= 0 ? 2 : 1, static_cast<int>(left.count())) <= 0) continue;
+    if (fds[1].revents & POLLIN) {
+      found = launched.Stderr().find(text) != std::string::npos;
+      break;  // the process ended
+    }
+    char drain[4096];
+    while (read(inotify, drain, sizeof(drain)) > 0) {
+    }
+  }
+  close(inotify);
+  if (pidfd >= 0) close(pidfd);
+  return found;
 }
 
 std::optional<common::ExitStatus> WaitExit(pid_t pid, milliseconds timeout) {

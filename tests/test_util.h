@@ -54,6 +54,10 @@ struct Launched {
   std::string Stderr() const;
 };
 
+// Waits until the launched process's stderr contains `text` (event-driven: inotify on the
+// file); false if it does not within `timeout` or the process ends first.
+bool WaitForStderr(const Launched& launched, const std::string& text, milliseconds timeout);
+
 // Starts `argv` (argv[0] is the program path) in `cwd` with the test's environment plus
 // `extra_env`. Its output goes to files in `output_dir`.
 Launched Launch(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,

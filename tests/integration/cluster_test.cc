@@ -156,11 +156,7 @@ TEST_F(ClusterTest, StoppedNodeIsLostAfterTheNodeTimeout) {
 TEST_F(ClusterTest, WrongTokenIsRejected) {
   auto a = Node(2, 1, {"--node_rank", "0", "--token", "right", "--cluster_time_out", "2"}, {});
   // Let the right launcher bind first: wait for its progress line.
-  auto deadline = std::chrono::steady_clock::now() + seconds(20);
-  while (a.Stderr().find("waiting for 1 of 2 workers") == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline) {
-    WaitExit(a.pid, milliseconds(20)).has_value();  // allowed-sleep: bounded poll of a file
-  }
+  ASSERT_TRUE(WaitForStderr(a, "waiting for 1 of 2 workers", seconds(20))) << a.Stderr();
   auto b = Node(2, 1, {"--node_rank", "1", "--token", "wrong"}, {});
   EXPECT_EQ(RunToEnd(b).code, 3) << b.Stderr();
   EXPECT_NE(b.Stderr().find("rejected our token"), std::string::npos) << b.Stderr();
@@ -178,11 +174,7 @@ TEST_F(ClusterTest, DuplicateNodeRankIsRefusedByName) {
 
 TEST_F(ClusterTest, ExtraNodeIsRefusedByNameAndTheJobStillForms) {
   auto a = Node(3, 2, {"--node_rank", "0"}, {});
-  auto deadline = std::chrono::steady_clock::now() + seconds(20);
-  while (a.Stderr().find("waiting for 1 of 3 workers") == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline) {
-    WaitExit(a.pid, milliseconds(20)).has_value();  // allowed-sleep: bounded poll of a file
-  }
+  ASSERT_TRUE(WaitForStderr(a, "waiting for 1 of 3 workers", seconds(20))) << a.Stderr();
   auto extra = Node(3, 2, {}, {});
   EXPECT_EQ(RunToEnd(extra).code, 3) << extra.Stderr();
   EXPECT_NE(extra.Stderr().find("extra node"), std::string::npos) << extra.Stderr();

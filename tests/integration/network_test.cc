@@ -61,11 +61,7 @@ TEST_F(NetworkTest, MutualTlsJobFormsAndAPlainNodeCannotJoin) {
   master_args.insert(master_args.end(), tls.begin(), tls.end());
   master_args.insert(master_args.end(), {"--cluster_time_out", "2"});
   auto master = Start(master_args, {});
-  auto deadline = std::chrono::steady_clock::now() + seconds(20);
-  while (master.Stderr().find("waiting for 1 of 2") == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline) {
-    WaitExit(master.pid, std::chrono::milliseconds(20)).has_value();  // allowed-sleep: bounded
-  }
+  ASSERT_TRUE(WaitForStderr(master, "waiting for 1 of 2", seconds(20))) << master.Stderr();
   auto plain_args = Job(2, 1, "1");
   plain_args.insert(plain_args.end(), {"--cluster_time_out", "1"});
   auto plain = Start(plain_args, {});
