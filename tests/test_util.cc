@@ -3,7 +3,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/inotify.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -16,6 +19,7 @@
 #include <sstream>
 
 #include "common/descendants.h"
+#include "common/net.h"
 #include "common/spawn.h"
 
 namespace gangrun::testing {
@@ -185,6 +189,22 @@ std::vector<pid_t> ReapChildren(milliseconds timeout) {
   }
   common::KillAndReapAllChildren(SIGKILL, std::chrono::steady_clock::now() + timeout);
   return alive;
+}
+
+int FreePortPair() {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    int port = common::PickFreePort("127.0.0.1", {}).value_or(0);
+    if (port <= 0 || port >= 65535) continue;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port + 1));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    close(fd);
+    if (free) return port;
+  }
+  return 0;
 }
 
 std::string ReadFile(const std::string& path) {

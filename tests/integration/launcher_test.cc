@@ -105,22 +105,25 @@ TEST_F(LauncherTest, TailWorkerLogShowsTheSelectedRanksWithAPrefix) {
 }
 
 TEST_F(LauncherTest, WorkersGetTheirRankEnvironment) {
+  const std::string port = std::to_string(FreePortPair());
   auto run = Start({"--worker_num", "2", "--local_worker_num", "2", "--run_id", "job9",
-                    "--master_port", "29999"},
+                    "--master_port", port},
                    {"--env", dir_.File("env")});
   EXPECT_EQ(RunToEnd(run).code, 0);
   std::string env = ReadFile(dir_.File("env.1"));
-  for (const char* expected :
-       {"RANK=1\n", "LOCAL_RANK=1\n", "WORLD_SIZE=2\n", "RANK_ID=1\n", "DEVICE_ID=1\n",
-        "MS_ROLE=MS_WORKER\n", "MS_SCHED_PORT=29999\n", "GANGRUN_RUN_ID=job9\n",
-        "TORCHELASTIC_RUN_ID=job9\n", "GANGRUN_GENERATION=1\n", "GANGRUN_SCHEDULER=127.0.0.1:29999\n",
-        "MASTER_ADDR=127.0.0.1\n"}) {
+  for (const std::string& expected :
+       {std::string("RANK=1\n"), std::string("LOCAL_RANK=1\n"), std::string("WORLD_SIZE=2\n"),
+        std::string("RANK_ID=1\n"), std::string("DEVICE_ID=1\n"),
+        std::string("MS_ROLE=MS_WORKER\n"), "MS_SCHED_PORT=" + port + "\n",
+        std::string("GANGRUN_RUN_ID=job9\n"), std::string("TORCHELASTIC_RUN_ID=job9\n"),
+        std::string("GANGRUN_GENERATION=1\n"), "GANGRUN_SCHEDULER=127.0.0.1:" + port + "\n",
+        std::string("MASTER_ADDR=127.0.0.1\n")}) {
     EXPECT_NE(env.find(expected), std::string::npos) << expected;
   }
   size_t at = env.find("MASTER_PORT=");
   ASSERT_NE(at, std::string::npos);
   int master_port = std::stoi(env.substr(at + 12));
-  EXPECT_NE(master_port, 29999);
+  EXPECT_NE(std::to_string(master_port), port);
   EXPECT_GT(master_port, 0);
   EXPECT_NE(ReadFile(dir_.File("env.0")).find("MASTER_PORT=" + std::to_string(master_port)),
             std::string::npos);

@@ -15,8 +15,9 @@ bool Exists(const std::string& path) {
 }
 
 TEST_F(LauncherTest, MsrunRunsTheMindSporeSchedulerProcessAndPrintsItsLines) {
+  const int port = FreePortPair();
   auto run = Start({"--worker_num", "2", "--local_worker_num", "2", "--join", "True",
-                    "--master_port", "31000", "--log_dir", "msrun_log"},
+                    "--master_port", std::to_string(port), "--log_dir", "msrun_log"},
                    {"--env", dir_.File("env")}, MsrunBinary());
   EXPECT_EQ(RunToEnd(run).code, 0) << run.Stderr();
   EXPECT_TRUE(Exists(dir_.File("msrun_log/scheduler.log")));
@@ -24,9 +25,10 @@ TEST_F(LauncherTest, MsrunRunsTheMindSporeSchedulerProcessAndPrintsItsLines) {
   EXPECT_NE(sched_env.find("MS_ROLE=MS_SCHED\n"), std::string::npos);
   EXPECT_NE(sched_env.find("RANK_ID=0\n"), std::string::npos);
   std::string worker_env = ReadFile(dir_.File("env.1"));
-  EXPECT_NE(worker_env.find("MS_SCHED_PORT=31000\n"), std::string::npos);
+  EXPECT_NE(worker_env.find("MS_SCHED_PORT=" + std::to_string(port) + "\n"), std::string::npos);
   // gangrun's own scheduler moves to master_port + 1 under msrun.
-  EXPECT_NE(worker_env.find("GANGRUN_SCHEDULER=127.0.0.1:31001\n"), std::string::npos);
+  EXPECT_NE(worker_env.find("GANGRUN_SCHEDULER=127.0.0.1:" + std::to_string(port + 1) + "\n"),
+            std::string::npos);
   EXPECT_NE(run.Stdout().find("Start worker process with rank id:1, log file:msrun_log/"
                               "worker_1.log. Environment variable [RANK_ID=1] is exported.\n"),
             std::string::npos)
