@@ -149,8 +149,8 @@ int Rendezvous(int nodes, double heartbeat_interval, double duration, const std:
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   const double ready_s = static_cast<double>(last_assigned_ns.load()) / 1e9;
-  std::fprintf(stderr, "%d/%d nodes ready in %.3f s (%d lost)\n", assigned.load(), nodes,
-               ready_s, lost.load());
+  std::fprintf(stderr, "%d/%d nodes ready in %.3f s (%d lost)\n", assigned.load(), nodes, ready_s,
+               lost.load());
 
   // Heartbeats, spread evenly over each interval.
   v1::NodeEvent heartbeat;
@@ -161,7 +161,7 @@ int Rendezvous(int nodes, double heartbeat_interval, double duration, const std:
   const auto step = std::chrono::duration<double>(heartbeat_interval / nodes);
   long sent = 0;
   const auto end = hb_start + std::chrono::duration_cast<Clock::duration>(
-                                 std::chrono::duration<double>(duration));
+                                  std::chrono::duration<double>(duration));
   auto next = hb_start;
   for (size_t i = 0; next < end; i = (i + 1) % links.size()) {
     links[i]->Send(heartbeat);
@@ -197,9 +197,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (size_t i = 2; i + 1 < args.size(); i += 2) {
-    if (args[i] == "--nodes") nodes = std::stoi(args[i + 1]);
-    else if (args[i] == "--heartbeat_interval") interval = std::stod(args[i + 1]);
-    else if (args[i] == "--duration") duration = std::stod(args[i + 1]);
+    if (args[i] == "--nodes")
+      nodes = std::stoi(args[i + 1]);
+    else if (args[i] == "--heartbeat_interval")
+      interval = std::stod(args[i + 1]);
+    else if (args[i] == "--duration")
+      duration = std::stod(args[i + 1]);
     else {
       std::fprintf(stderr, "unknown option %s\n", args[i].c_str());
       return 2;

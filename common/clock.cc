@@ -10,13 +10,13 @@ class AsioTimer : public Timer {
   AsioTimer(const boost::asio::any_io_executor& executor, Duration delay,
             std::function<void()> callback)
       : timer_(executor, delay), alive_(std::make_shared<bool>(true)) {
-    timer_.async_wait([alive = alive_, callback = std::move(callback)](
-                          const boost::system::error_code& ec) {
-      if (!ec && *alive) {
-        *alive = false;
-        callback();
-      }
-    });
+    timer_.async_wait(
+        [alive = alive_, callback = std::move(callback)](const boost::system::error_code& ec) {
+          if (!ec && *alive) {
+            *alive = false;
+            callback();
+          }
+        });
   }
   ~AsioTimer() override { Cancel(); }
   void Cancel() override {

@@ -2,11 +2,10 @@
 // Time, injected: daemon code asks a Clock for the time and for timers, so tests can run
 // timeouts and grace periods on a FakeClock instead of sleeping.
 
+#include <boost/asio/any_io_executor.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
-
-#include <boost/asio/any_io_executor.hpp>
 
 namespace gangrun::common {
 

@@ -100,8 +100,7 @@ bool KillAndReapAllChildren(int sig, std::chrono::steady_clock::time_point deadl
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return false;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
-    WaitForChildEvent(std::min(left, std::chrono::milliseconds(20)) +
-                      std::chrono::milliseconds(1));
+    WaitForChildEvent(std::min(left, std::chrono::milliseconds(20)) + std::chrono::milliseconds(1));
   }
 }
 

@@ -5,9 +5,9 @@ namespace {
 
 class FakeTimer : public Timer {
  public:
-  FakeTimer(std::weak_ptr<std::multimap<std::pair<TimePoint, uint64_t>, std::function<void()>>>
-                timers,
-            std::pair<TimePoint, uint64_t> key)
+  FakeTimer(
+      std::weak_ptr<std::multimap<std::pair<TimePoint, uint64_t>, std::function<void()>>> timers,
+      std::pair<TimePoint, uint64_t> key)
       : timers_(std::move(timers)), key_(key) {}
   ~FakeTimer() override { Cancel(); }
   void Cancel() override {

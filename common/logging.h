@@ -1,10 +1,10 @@
 #pragma once
 // spdlog set-up: one named logger per component, all writing to stderr.
 
+#include <spdlog/spdlog.h>
+
 #include <memory>
 #include <string>
-
-#include <spdlog/spdlog.h>
 
 namespace gangrun::common {
 

@@ -149,8 +149,8 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& options) {
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    return ErrnoToStatus(context.error, "cannot start " + options.exec_path + " (" +
-                                            context.failed_step + ")");
+    return ErrnoToStatus(context.error,
+                         "cannot start " + options.exec_path + " (" + context.failed_step + ")");
   }
   if (options.new_process_group && !options.new_session) {
     setpgid(pid, pid);  // also from the parent; fails harmlessly once the child has exec'd

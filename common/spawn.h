@@ -15,15 +15,15 @@
 namespace gangrun::common {
 
 struct SpawnOptions {
-  std::string exec_path;            // absolute or relative path of the program
-  std::vector<std::string> argv;    // argv[0] included
-  std::vector<std::string> env;     // KEY=VALUE; the complete environment
-  std::string cwd;                  // "" = inherit
-  std::map<int, int> fds;           // child fd -> parent fd; every other fd >= 3 is closed
-  bool new_process_group = true;    // the child leads its own process group
-  bool new_session = false;         // setsid() instead (implies its own group)
-  int parent_death_signal = 0;      // PR_SET_PDEATHSIG, 0 = none
-  std::vector<int> cpus;            // sched_setaffinity; empty = inherit
+  std::string exec_path;          // absolute or relative path of the program
+  std::vector<std::string> argv;  // argv[0] included
+  std::vector<std::string> env;   // KEY=VALUE; the complete environment
+  std::string cwd;                // "" = inherit
+  std::map<int, int> fds;         // child fd -> parent fd; every other fd >= 3 is closed
+  bool new_process_group = true;  // the child leads its own process group
+  bool new_session = false;       // setsid() instead (implies its own group)
+  int parent_death_signal = 0;    // PR_SET_PDEATHSIG, 0 = none
+  std::vector<int> cpus;          // sched_setaffinity; empty = inherit
 };
 
 // Starts the program; returns its pid once it has exec'd, or why it could not.
@@ -31,8 +31,7 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& options);
 
 // Finds `program` the way execvp would, using `path_env` (a PATH value). A name that
 // contains '/' is returned as is if it exists.
-absl::StatusOr<std::string> FindExecutable(const std::string& program,
-                                           const std::string& path_env);
+absl::StatusOr<std::string> FindExecutable(const std::string& program, const std::string& path_env);
 
 // The calling process's environment as KEY=VALUE strings.
 std::vector<std::string> CurrentEnvironment();

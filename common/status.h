@@ -17,10 +17,10 @@ absl::Status ErrnoToStatus(int err, const std::string& what);
 #define GANGRUN_CONCAT_INNER(a, b) a##b
 #define GANGRUN_CONCAT(a, b) GANGRUN_CONCAT_INNER(a, b)
 
-#define RETURN_IF_ERROR(expr)                  \
-  do {                                         \
-    ::absl::Status _status = (expr);           \
-    if (!_status.ok()) return _status;         \
+#define RETURN_IF_ERROR(expr)          \
+  do {                                 \
+    ::absl::Status _status = (expr);   \
+    if (!_status.ok()) return _status; \
   } while (0)
 
 #define ASSIGN_OR_RETURN_IMPL(var, lhs, expr) \

@@ -25,8 +25,8 @@ std::vector<int> ExpandRanges(const std::vector<std::string>& ranges) {
 
 }  // namespace
 
-CpuBinding WorkerCpus(const BindCore& bind, int local_rank, int local_worker_num,
-                      int cpu_count, const std::optional<std::string>& visible_devices) {
+CpuBinding WorkerCpus(const BindCore& bind, int local_rank, int local_worker_num, int cpu_count,
+                      const std::optional<std::string>& visible_devices) {
   CpuBinding binding;
   if (bind.mode == BindCore::Mode::kOff) return binding;
   if (bind.mode == BindCore::Mode::kAuto) {

@@ -18,8 +18,8 @@ struct CpuBinding {
   std::string warning;    // why a requested binding was not applied
 };
 
-CpuBinding WorkerCpus(const BindCore& bind, int local_rank, int local_worker_num,
-                      int cpu_count, const std::optional<std::string>& visible_devices);
+CpuBinding WorkerCpus(const BindCore& bind, int local_rank, int local_worker_num, int cpu_count,
+                      const std::optional<std::string>& visible_devices);
 CpuBinding SchedulerCpus(const BindCore& bind);
 
 // Python's str() of a list of ints: "[0, 1, 2]" (the value of MSRUN_CPU_LIST).

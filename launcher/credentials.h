@@ -3,10 +3,10 @@
 // cert+key and, when a CA is given, requires and verifies client certificates (mutual TLS);
 // nodes and `gangrun kv` verify the server against the CA and present cert+key.
 
-#include <memory>
-
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
+
+#include <memory>
 
 #include "absl/status/statusor.h"
 #include "launcher/options.h"

@@ -39,7 +39,8 @@ absl::StatusOr<HostFacts> GatherHostFacts(const Options& options) {
   facts.hostname = common::Hostname();
   auto addresses = common::ResolveHost(options.master_addr);
   if (!addresses.ok()) {
-    return absl::InvalidArgumentError("--master_addr: " + std::string(addresses.status().message()));
+    return absl::InvalidArgumentError("--master_addr: " +
+                                      std::string(addresses.status().message()));
   }
   facts.master_ip = addresses->front();
   facts.is_master = false;
@@ -109,8 +110,8 @@ std::string FormatPlan(const Options& options, const HostFacts& facts) {
     out << (spec.rank >= 0 ? "rank " + std::to_string(spec.rank) + " (local " +
                                  std::to_string(spec.local_rank) + ")"
                            : std::string("MindSpore scheduler process"))
-        << "\n  log: " << spec.log_path << "\n  cpus: "
-        << (spec.cpus.empty() ? std::string("not bound") : PythonList(spec.cpus))
+        << "\n  log: " << spec.log_path
+        << "\n  cpus: " << (spec.cpus.empty() ? std::string("not bound") : PythonList(spec.cpus))
         << "\n  command:";
     for (const auto& arg : spec.argv) out << " " << ShellQuote(arg);
     out << "\n  environment:\n";

@@ -23,9 +23,9 @@
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/status.h"
+#include "launcher/credentials.h"
 #include "launcher/exit_codes.h"
 #include "launcher/launcher.h"
-#include "launcher/credentials.h"
 #include "launcher/local_link.h"
 #include "scheduler/grpc_server.h"
 #include "scheduler/kv_store.h"
@@ -111,7 +111,6 @@ class ReadyNotifier {
   int fd_;
 };
 
-
 // The scheduler side of this launcher, when it hosts one.
 struct SchedulerRole {
   std::unique_ptr<scheduler::Scheduler> scheduler;
@@ -122,17 +121,15 @@ struct SchedulerRole {
 
 // Starts the scheduler if this host should run it. Returns an empty role when another
 // launcher on this host already listens on the scheduler port (this one then joins it).
-absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io,
-                                                 common::Clock& clock, const Options& options,
-                                                 HostFacts& facts) {
+absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io, common::Clock& clock,
+                                                 const Options& options, HostFacts& facts) {
   SchedulerRole role;
   const bool simulating = Simulating(options);
   if (!facts.is_master && !simulating) return role;
   scheduler::Scheduler::Options scheduler_options;
   scheduler_options.world_size = simulating ? options.local_worker_num : options.worker_num;
-  scheduler_options.cluster_timeout = options.cluster_time_out < 0
-                                          ? common::Duration(-1)
-                                          : Seconds(options.cluster_time_out);
+  scheduler_options.cluster_timeout =
+      options.cluster_time_out < 0 ? common::Duration(-1) : Seconds(options.cluster_time_out);
   scheduler_options.node_timeout = Seconds(options.node_timeout);
   scheduler_options.max_restarts = options.max_restarts;
   scheduler_options.restart_backoff_initial = Seconds(options.restart_backoff_initial);
@@ -141,21 +138,22 @@ absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io,
   role.store = std::make_unique<scheduler::KvStore>(clock);
   if (!simulating) {
     ASSIGN_OR_RETURN(auto credentials, MakeServerCredentials(options));
-    scheduler::ServerOptions server_options{JoinHostPort(facts.scheduler_host, facts.scheduler_port),
-                                            facts.token, credentials};
-    auto server = scheduler::SchedulerServer::Start(io, *role.scheduler, *role.store,
-                                                    server_options);
+    scheduler::ServerOptions server_options{
+        JoinHostPort(facts.scheduler_host, facts.scheduler_port), facts.token, credentials};
+    auto server =
+        scheduler::SchedulerServer::Start(io, *role.scheduler, *role.store, server_options);
     if (!server.ok() && facts.single_host) {
       // A single-host job needs no fixed port: take any free one on loopback.
-      common::Logger("launcher")->info("port {} is taken; the scheduler listens on another",
-                                       facts.scheduler_port);
+      common::Logger("launcher")
+          ->info("port {} is taken; the scheduler listens on another", facts.scheduler_port);
       server_options.listen_address = JoinHostPort(facts.scheduler_host, 0);
       server = scheduler::SchedulerServer::Start(io, *role.scheduler, *role.store, server_options);
     }
     if (!server.ok()) {
       if (facts.single_host) return server.status();
-      common::Logger("launcher")->info("a scheduler already listens on {}; joining it as a node",
-                                       server_options.listen_address);
+      common::Logger("launcher")
+          ->info("a scheduler already listens on {}; joining it as a node",
+                 server_options.listen_address);
       return SchedulerRole{};
     }
     role.server = std::move(*server);
@@ -177,8 +175,7 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
 
   boost::asio::io_context io;
   common::AsioClock clock(io.get_executor());
-  ASSIGN_OR_RETURN(auto keeper,
-                   worker::KeeperClient::Start(io, {context.self_exe, "__keeper"}));
+  ASSIGN_OR_RETURN(auto keeper, worker::KeeperClient::Start(io, {context.self_exe, "__keeper"}));
   ASSIGN_OR_RETURN(SchedulerRole role, MaybeHostScheduler(io, clock, options, facts));
   facts.is_master = role.scheduler != nullptr;  // only the hosting launcher runs MS_SCHED
   std::unique_ptr<worker::GrpcSchedulerLink> remote;
@@ -226,15 +223,16 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
     }
     log->info("rank {} started (pid {}), log {}", spec.rank, pid, spec.log_path);
     if (options.join && Tailed(options, spec.rank)) {
-      std::string prefix = absl::StrReplaceAll(
-          options.log_prefix, {{"{host}", facts.hostname},
-                               {"{rank}", std::to_string(spec.rank)},
-                               {"{local_rank}", std::to_string(spec.local_rank)}});
+      std::string prefix = absl::StrReplaceAll(options.log_prefix,
+                                               {{"{host}", facts.hostname},
+                                                {"{rank}", std::to_string(spec.rank)},
+                                                {"{local_rank}", std::to_string(spec.local_rank)}});
       follower.Follow(spec.log_path, prefix);
     }
   };
-  callbacks.on_process_exited = [&](const worker::ProcessSpec& spec, pid_t,
-                                    common::ExitStatus) { follower.Finish(spec.log_path); };
+  callbacks.on_process_exited = [&](const worker::ProcessSpec& spec, pid_t, common::ExitStatus) {
+    follower.Finish(spec.log_path);
+  };
   callbacks.on_generation_running = [&](uint64_t generation) {
     log->info("generation {}: all {} local process(es) running", generation,
               options.local_worker_num);
@@ -268,8 +266,8 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
     lost.set_message("the process keeper of " + facts.hostname + " died; its workers died with it");
     outcome = lost;
     // Its orphans were re-parented to us (we are a subreaper): finish them off.
-    common::KillAndReapAllChildren(SIGKILL, std::chrono::steady_clock::now() +
-                                                std::chrono::seconds(10));
+    common::KillAndReapAllChildren(SIGKILL,
+                                   std::chrono::steady_clock::now() + std::chrono::seconds(10));
     stop_loop();
   });
 

@@ -44,7 +44,8 @@ int RunKvCommand(const std::vector<std::string>& args, const EnvLookup& env) {
   if (args.empty()) return Usage("missing command");
   const std::string& verb = args[0];
   auto target = env("GANGRUN_SCHEDULER");
-  if (!target || target->empty()) return Usage("GANGRUN_SCHEDULER is not set (run me from a worker)");
+  if (!target || target->empty())
+    return Usage("GANGRUN_SCHEDULER is not set (run me from a worker)");
   Options tls;
   tls.tls_ca = env("GANGRUN_TLS_CA").value_or("");
   tls.tls_cert = env("GANGRUN_TLS_CERT").value_or("");
@@ -72,8 +73,8 @@ int RunKvCommand(const std::vector<std::string>& args, const EnvLookup& env) {
     request.set_key(args[1]);
     if (verb == "wait") {
       double seconds = 3600 * 24 * 365;
-      if (args.size() == 4 && (args[2] != "--timeout" || !absl::SimpleAtod(args[3], &seconds) ||
-                               seconds < 0)) {
+      if (args.size() == 4 &&
+          (args[2] != "--timeout" || !absl::SimpleAtod(args[3], &seconds) || seconds < 0)) {
         return Usage("bad --timeout");
       }
       request.set_wait_ms(static_cast<int64_t>(seconds * 1000));

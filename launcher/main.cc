@@ -1,5 +1,6 @@
 // gangrun / msrun: parse, validate, build, run, map the result to an exit code.
 
+#include <grpc/support/log.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -8,8 +9,6 @@
 #include <vector>
 
 #include "common/logging.h"
-#include <grpc/support/log.h>
-
 #include "launcher/exit_codes.h"
 #include "launcher/kv_command.h"
 #include "launcher/launcher.h"
@@ -39,9 +38,8 @@ int main(int argc, char** argv) {
   const char* level = std::getenv("GANGRUN_LOG_LEVEL");
   gangrun::common::SetLogLevel(level != nullptr ? level : "info");
   // gRPC's own log lines go through our logger, at debug level.
-  gpr_set_log_function([](gpr_log_func_args* args) {
-    gangrun::common::Logger("grpc")->debug("{}", args->message);
-  });
+  gpr_set_log_function(
+      [](gpr_log_func_args* args) { gangrun::common::Logger("grpc")->debug("{}", args->message); });
   if (argc >= 2 && std::string(argv[1]) == "kv") {
     return gl::RunKvCommand({argv + 2, argv + argc}, gl::ProcessEnv());
   }

@@ -1,10 +1,9 @@
 #include "launcher/options.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
@@ -112,8 +111,8 @@ absl::Status SetBindCore(Options& o, const std::string& v) {
     for (const auto& item : value) {
       std::string text = item.is_string() ? item.get<std::string>() : std::string();
       if (!IsCpuRange(text)) {
-        return absl::InvalidArgumentError(std::string(expected) + " (bad CPU range " +
-                                          item.dump() + " for '" + key + "')");
+        return absl::InvalidArgumentError(std::string(expected) + " (bad CPU range " + item.dump() +
+                                          " for '" + key + "')");
       }
       ranges.push_back(text);
     }
@@ -167,8 +166,7 @@ const std::vector<OptionDef>& Definitions() {
        Bool(&Options::join)},
       {"cluster_time_out", "seconds to wait for the cluster to form, <0 = forever (default 600)",
        Int(&Options::cluster_time_out)},
-      {"bind_core", "pin workers to CPUs: False, True or a JSON dict (default False)",
-       SetBindCore},
+      {"bind_core", "pin workers to CPUs: False, True or a JSON dict (default False)", SetBindCore},
       {"sim_level", "simulated compilation level, exported as MS_SIMULATION_LEVEL (default -1)",
        Int(&Options::sim_level)},
       {"sim_rank_id", "rank of the single simulated process (default -1)",
@@ -195,8 +193,9 @@ const std::vector<OptionDef>& Definitions() {
       {"run_id", "job id, exported as TORCHELASTIC_RUN_ID/GANGRUN_RUN_ID",
        String(&Options::run_id)},
       {"dry_run", "print the rank/command/environment plan and exit", Bool(&Options::dry_run)},
-      {"log_prefix", "console prefix of worker lines; {host} {rank} {local_rank} (default "
-                     "'[{host}:{rank}] ')",
+      {"log_prefix",
+       "console prefix of worker lines; {host} {rank} {local_rank} (default "
+       "'[{host}:{rank}] ')",
        String(&Options::log_prefix)},
   };
   return defs;
@@ -276,8 +275,7 @@ absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
   if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
   if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
     std::string name = rest.front().substr(0, rest.front().find('='));
-    return absl::InvalidArgumentError("unknown option " + name + " (see " + program +
-                                      " --help)");
+    return absl::InvalidArgumentError("unknown option " + name + " (see " + program + " --help)");
   }
   if (!rest.empty()) {
     options.task_script = rest.front();

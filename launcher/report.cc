@@ -22,8 +22,7 @@ std::string FormatOutcome(const v1::JobOutcome& outcome) {
                                 : std::string("the MindSpore scheduler process"))
           << " on host " << cause.host();
       if (cause.pid() > 0) out << " (pid " << cause.pid() << ")";
-      out << " " << (cause.pid() > 0 ? exit.ToString() : std::string("could not start"))
-          << ".\n";
+      out << " " << (cause.pid() > 0 ? exit.ToString() : std::string("could not start")) << ".\n";
       if (cause.log_tail_size() > 0) {
         out << "  last lines of " << (cause.log_path().empty() ? "its log" : cause.log_path())
             << ":\n";
@@ -32,8 +31,8 @@ std::string FormatOutcome(const v1::JobOutcome& outcome) {
       break;
     }
     case v1::JobOutcome::KIND_STOPPED_BY_SIGNAL:
-      out << "gangrun: job stopped: the launcher received "
-          << common::SignalName(outcome.signal()) << ".\n";
+      out << "gangrun: job stopped: the launcher received " << common::SignalName(outcome.signal())
+          << ".\n";
       break;
     case v1::JobOutcome::KIND_FORMATION_FAILED:
       out << "gangrun: the cluster did not form: " << outcome.message() << "\n";

@@ -37,8 +37,7 @@ absl::Status Validate(const Options& o) {
                    ") is greater than --worker_num (" + std::to_string(o.worker_num) + ")");
   }
   if (o.master_port < 1 || o.master_port > 65535) {
-    return Invalid("--master_port must be in 1..65535 (got " + std::to_string(o.master_port) +
-                   ")");
+    return Invalid("--master_port must be in 1..65535 (got " + std::to_string(o.master_port) + ")");
   }
   if (o.personality == Personality::kMsrun && o.master_port == 65535) {
     return Invalid("--master_port 65535 leaves no port for gangrun's scheduler (master_port+1)");
@@ -48,12 +47,11 @@ absl::Status Validate(const Options& o) {
                    std::to_string(o.node_rank) + ")");
   }
   if (o.sim_level < -1 || o.sim_level > 3) {
-    return Invalid("--sim_level must be one of -1, 0, 1, 2, 3 (got " +
-                   std::to_string(o.sim_level) + ")");
+    return Invalid("--sim_level must be one of -1, 0, 1, 2, 3 (got " + std::to_string(o.sim_level) +
+                   ")");
   }
   if (o.sim_rank_id < -1) {
-    return Invalid("--sim_rank_id must be -1 or >= 0 (got " + std::to_string(o.sim_rank_id) +
-                   ")");
+    return Invalid("--sim_rank_id must be -1 or >= 0 (got " + std::to_string(o.sim_rank_id) + ")");
   }
   if (o.max_restarts < 0) return Invalid("--max_restarts must be >= 0");
   if (o.heartbeat_interval <= 0) return Invalid("--heartbeat_interval must be greater than 0");
@@ -64,9 +62,9 @@ absl::Status Validate(const Options& o) {
   if (!o.token_file.empty()) {
     if (absl::Status s = CheckReadable("token_file", o.token_file); !s.ok()) return s;
   }
-  for (const auto& [option, path] :
-       {std::pair<std::string, std::string>{"tls_cert", o.tls_cert}, {"tls_key", o.tls_key},
-        {"tls_ca", o.tls_ca}}) {
+  for (const auto& [option, path] : {std::pair<std::string, std::string>{"tls_cert", o.tls_cert},
+                                     {"tls_key", o.tls_key},
+                                     {"tls_ca", o.tls_ca}}) {
     if (path.empty()) continue;
     if (absl::Status s = CheckReadable(option, path); !s.ok()) return s;
   }

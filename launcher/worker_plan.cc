@@ -10,8 +10,9 @@ namespace gangrun::launcher {
 namespace {
 
 // Applies `overrides` to `base` (KEY=VALUE strings): replaced in place, new ones appended.
-std::vector<std::string> MergeEnv(const std::vector<std::string>& base,
-                                  const std::vector<std::pair<std::string, std::string>>& overrides) {
+std::vector<std::string> MergeEnv(
+    const std::vector<std::string>& base,
+    const std::vector<std::pair<std::string, std::string>>& overrides) {
   std::map<std::string, std::string> pending(overrides.begin(), overrides.end());
   std::vector<std::string> out;
   out.reserve(base.size() + overrides.size());
@@ -43,7 +44,8 @@ EnvList CommonEnv(const Options& options, const HostFacts& facts, uint64_t gener
     }
   }
   env.emplace_back("RANK_SIZE", rank_size);
-  if (!options.rank_table_file.empty()) env.emplace_back("RANK_TABLE_FILE", options.rank_table_file);
+  if (!options.rank_table_file.empty())
+    env.emplace_back("RANK_TABLE_FILE", options.rank_table_file);
   if (Simulating(options)) {
     env.emplace_back("MS_SIMULATION_LEVEL", std::to_string(options.sim_level));
   }
@@ -88,9 +90,11 @@ std::string WorkerLogPath(const Options& options, const HostFacts& facts, int ra
   return facts.log_dir.empty() ? file : facts.log_dir + "/" + file;
 }
 
-absl::StatusOr<std::vector<worker::ProcessSpec>> PlanProcesses(
-    const Options& options, const HostFacts& facts, const v1::RankAssignment& assignment,
-    uint64_t generation, int restart_count) {
+absl::StatusOr<std::vector<worker::ProcessSpec>> PlanProcesses(const Options& options,
+                                                               const HostFacts& facts,
+                                                               const v1::RankAssignment& assignment,
+                                                               uint64_t generation,
+                                                               int restart_count) {
   std::vector<worker::ProcessSpec> specs;
   const EnvList common = CommonEnv(options, facts, generation);
   const bool simulating = Simulating(options);

@@ -17,15 +17,15 @@ namespace gangrun::launcher {
 // Facts about this host and job, gathered once before anything is spawned.
 struct HostFacts {
   std::string hostname;
-  std::string local_ip;      // this host's address towards the master ({ip})
-  std::string master_ip;     // --master_addr resolved (MS_SCHED_HOST)
+  std::string local_ip;        // this host's address towards the master ({ip})
+  std::string master_ip;       // --master_addr resolved (MS_SCHED_HOST)
   std::string scheduler_host;  // where gangrun's scheduler listens (loopback for one host)
-  int scheduler_port = 0;    // gangrun's scheduler port (GANGRUN_SCHEDULER)
-  bool is_master = true;     // this host owns master_addr
-  bool single_host = true;   // local_worker_num == worker_num
+  int scheduler_port = 0;      // gangrun's scheduler port (GANGRUN_SCHEDULER)
+  bool is_master = true;       // this host owns master_addr
+  bool single_host = true;     // local_worker_num == worker_num
   std::string run_id;
-  std::string log_dir;       // "" = current directory
-  std::string token;         // resolved from --token / --token_file / GANGRUN_TOKEN
+  std::string log_dir;                // "" = current directory
+  std::string token;                  // resolved from --token / --token_file / GANGRUN_TOKEN
   std::vector<std::string> base_env;  // the launcher's environment, internal variables removed
   TaskCommand task;
   int cpu_count = 1;
@@ -34,9 +34,11 @@ struct HostFacts {
 
 // The processes this node runs in a generation: the MindSpore scheduler process first (msrun
 // personality, master host, not simulating), then one worker per local rank.
-absl::StatusOr<std::vector<worker::ProcessSpec>> PlanProcesses(
-    const Options& options, const HostFacts& facts, const v1::RankAssignment& assignment,
-    uint64_t generation, int restart_count);
+absl::StatusOr<std::vector<worker::ProcessSpec>> PlanProcesses(const Options& options,
+                                                               const HostFacts& facts,
+                                                               const v1::RankAssignment& assignment,
+                                                               uint64_t generation,
+                                                               int restart_count);
 
 // <log_dir>/worker_<rank>.log, or <log_dir>/<worker_log_name>_<rank>.log with {ip} and
 // {hostname} substituted.

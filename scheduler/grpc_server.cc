@@ -29,7 +29,8 @@ class StreamLink : public NodeLink {
   common::TimePoint LastHeartbeat() const override {
     return common::TimePoint(common::Duration(last_heartbeat.load(std::memory_order_relaxed)));
   }
-  std::atomic<common::Duration::rep> last_heartbeat{common::TimePoint::min().time_since_epoch().count()};
+  std::atomic<common::Duration::rep> last_heartbeat{
+      common::TimePoint::min().time_since_epoch().count()};
   std::mutex mu;
   SessionReactor* reactor = nullptr;  // guarded by mu; null once the stream is done
   int node_id = 0;                    // set on the io_context
@@ -261,10 +262,10 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   builder.SetMaxReceiveMessageSize(8 << 20);
-  builder.AddListeningPort(options.listen_address,
-                           options.credentials ? options.credentials
-                                               : grpc::InsecureServerCredentials(),
-                           &server->port_);
+  builder.AddListeningPort(
+      options.listen_address,
+      options.credentials ? options.credentials : grpc::InsecureServerCredentials(),
+      &server->port_);
   builder.RegisterService(static_cast<v1::Scheduler::CallbackService*>(server->services_.get()));
   builder.RegisterService(static_cast<v1::KeyValue::CallbackService*>(server->services_.get()));
   server->server_ = builder.BuildAndStart();

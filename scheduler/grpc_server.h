@@ -7,14 +7,14 @@
 // RPC. Owned by the launcher; destroy it (which shuts the server down) before the
 // scheduler, the store and the io_context.
 
+#include <grpcpp/grpcpp.h>
+
 #include <atomic>
-#include <memory>
+#include <boost/asio/io_context.hpp>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
-
-#include <boost/asio/io_context.hpp>
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 #include "scheduler/kv_store.h"
@@ -23,8 +23,8 @@
 namespace gangrun::scheduler {
 
 struct ServerOptions {
-  std::string listen_address;  // host:port ([v6]:port)
-  std::string token;           // "" = no token required
+  std::string listen_address;                            // host:port ([v6]:port)
+  std::string token;                                     // "" = no token required
   std::shared_ptr<grpc::ServerCredentials> credentials;  // null = insecure
 };
 

@@ -7,8 +7,7 @@ namespace gangrun::scheduler {
 absl::Status KvStore::CheckKey(const std::string& key) const {
   if (key.empty()) return absl::InvalidArgumentError("empty key");
   if (key.size() > kMaxKeyBytes) {
-    return absl::InvalidArgumentError("key longer than " + std::to_string(kMaxKeyBytes) +
-                                      " bytes");
+    return absl::InvalidArgumentError("key longer than " + std::to_string(kMaxKeyBytes) + " bytes");
   }
   return absl::OkStatus();
 }

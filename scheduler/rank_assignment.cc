@@ -37,11 +37,11 @@ absl::Status CheckJoin(const Membership& joined, const NodeJoin& candidate, int 
     return absl::InvalidArgumentError(Describe(candidate) + " offers no workers");
   }
   if (joined.workers + candidate.local_worker_num > world_size) {
-    return absl::OutOfRangeError(
-        "extra node: " + Describe(candidate) + " brings " +
-        std::to_string(candidate.local_worker_num) + " worker(s) but only " +
-        std::to_string(world_size - joined.workers) + " of " + std::to_string(world_size) +
-        " are still wanted");
+    return absl::OutOfRangeError("extra node: " + Describe(candidate) + " brings " +
+                                 std::to_string(candidate.local_worker_num) +
+                                 " worker(s) but only " +
+                                 std::to_string(world_size - joined.workers) + " of " +
+                                 std::to_string(world_size) + " are still wanted");
   }
   return absl::OkStatus();
 }
@@ -60,15 +60,13 @@ absl::StatusOr<std::vector<NodeSlot>> AssignRanks(const std::vector<NodeJoin>& n
                                    std::to_string(count) + " node(s)");
     }
     if (!taken.insert(node.requested_rank).second) {
-      return absl::AlreadyExistsError("duplicate node rank " +
-                                      std::to_string(node.requested_rank) + " (" +
-                                      Describe(node) + ")");
+      return absl::AlreadyExistsError("duplicate node rank " + std::to_string(node.requested_rank) +
+                                      " (" + Describe(node) + ")");
     }
   }
   if (workers != world_size) {
     return absl::FailedPreconditionError("the nodes bring " + std::to_string(workers) +
-                                         " workers, the job wants " +
-                                         std::to_string(world_size));
+                                         " workers, the job wants " + std::to_string(world_size));
   }
   // Automatic nodes, by (address, name), fill the node ranks nobody asked for.
   std::vector<int> automatic;

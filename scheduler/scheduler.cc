@@ -33,7 +33,8 @@ void Scheduler::CheckHeartbeats() {
   for (int id : silent) {
     auto it = nodes_.find(id);
     if (it == nodes_.end() || phase_ == Phase::kFinished) continue;
-    auto silence = std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second.last_seen);
+    auto silence =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second.last_seen);
     OnNodeLost(id, it->second, "no heartbeat for " + std::to_string(silence.count()) + " ms");
   }
   if (phase_ == Phase::kFinished) return;
@@ -86,8 +87,7 @@ void Scheduler::WaitForReplacement() {
   root_cause_.reset();
   common::Logger("scheduler")
       ->warn("{}; waiting for a node to take its place ({} of {} restarts left)",
-             *awaiting_replacement_, options_.max_restarts - restarts_used_,
-             options_.max_restarts);
+             *awaiting_replacement_, options_.max_restarts - restarts_used_, options_.max_restarts);
   if (options_.cluster_timeout >= common::Duration::zero()) {
     formation_timer_ = clock_.After(options_.cluster_timeout, [this] { OnFormationTimeout(); });
   }
@@ -111,8 +111,8 @@ void Scheduler::LogProgress() {
   if (workers < options_.world_size) {
     common::Logger("scheduler")
         ->info("waiting for {} of {} workers ({} node(s) joined{}{})",
-               options_.world_size - workers, options_.world_size, count,
-               names.empty() ? "" : ": ", names);
+               options_.world_size - workers, options_.world_size, count, names.empty() ? "" : ": ",
+               names);
   }
 }
 
@@ -213,7 +213,8 @@ void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join
                      join.local_worker_num()};
   absl::Status status = absl::OkStatus();
   if (node.joined) {
-    status = absl::FailedPreconditionError(Describe(node) + " sent a second join; it has "
+    status = absl::FailedPreconditionError(Describe(node) +
+                                           " sent a second join; it has "
                                            "already joined");
   } else if (phase_ != Phase::kForming) {
     status = absl::FailedPreconditionError("node '" + join.node_name() +
@@ -236,8 +237,7 @@ void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join
   membership_.Add(candidate);
   common::Logger("scheduler")
       ->debug("node {} '{}' joined with {} worker(s); {} of {} workers present", node_id,
-              join.node_name(), join.local_worker_num(), membership_.workers,
-              options_.world_size);
+              join.node_name(), join.local_worker_num(), membership_.workers, options_.world_size);
   if (membership_.workers == options_.world_size) {
     Form();
   } else {
@@ -339,8 +339,7 @@ void Scheduler::MaybeGenerationOver() {
     WaitForReplacement();
     return;
   }
-  if (root_cause_ && !node_lost_ && stop_signal_ == 0 &&
-      restarts_used_ < options_.max_restarts) {
+  if (root_cause_ && !node_lost_ && stop_signal_ == 0 && restarts_used_ < options_.max_restarts) {
     ScheduleRestart();
     return;
   }
@@ -355,13 +354,14 @@ void Scheduler::ScheduleRestart() {
   delay = std::min(delay, options_.restart_backoff_cap);
   const auto& cause = *root_cause_;
   common::Logger("scheduler")
-      ->warn("{} on {} failed in generation {}; restarting in {} ms ({} of {} restarts left "
-             "after this one)",
-             cause.rank() >= 0 ? "rank " + std::to_string(cause.rank())
-                               : std::string("the MindSpore scheduler process"),
-             cause.host(), generation_,
-             std::chrono::duration_cast<std::chrono::milliseconds>(delay).count(),
-             options_.max_restarts - restarts_used_, options_.max_restarts);
+      ->warn(
+          "{} on {} failed in generation {}; restarting in {} ms ({} of {} restarts left "
+          "after this one)",
+          cause.rank() >= 0 ? "rank " + std::to_string(cause.rank())
+                            : std::string("the MindSpore scheduler process"),
+          cause.host(), generation_,
+          std::chrono::duration_cast<std::chrono::milliseconds>(delay).count(),
+          options_.max_restarts - restarts_used_, options_.max_restarts);
   root_cause_.reset();
   restart_timer_ = clock_.After(delay, [this] {
     restart_timer_.reset();
@@ -386,8 +386,9 @@ void Scheduler::OnFormationTimeout() {
   if (awaiting_replacement_) {
     v1::JobOutcome outcome;
     outcome.set_kind(v1::JobOutcome::KIND_NODE_LOST);
-    outcome.set_message(*awaiting_replacement_ + "; no node took its place within the cluster "
-                                                 "timeout");
+    outcome.set_message(*awaiting_replacement_ +
+                        "; no node took its place within the cluster "
+                        "timeout");
     Finish(std::move(outcome));
     return;
   }
@@ -402,9 +403,8 @@ void Scheduler::OnFormationTimeout() {
   outcome.set_kind(v1::JobOutcome::KIND_FORMATION_FAILED);
   outcome.set_message("the cluster did not form within the cluster timeout: " +
                       std::to_string(workers) + " of " + std::to_string(options_.world_size) +
-                      " workers joined (present: " + (present.empty() ? "none" : present) +
-                      "); " + std::to_string(options_.world_size - workers) +
-                      " worker(s) never came");
+                      " workers joined (present: " + (present.empty() ? "none" : present) + "); " +
+                      std::to_string(options_.world_size - workers) + " worker(s) never came");
   Finish(std::move(outcome));
 }
 

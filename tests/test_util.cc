@@ -1,10 +1,10 @@
 #include "tests/test_util.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -31,8 +31,8 @@ int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 
 bool WaitReadable(int fd, milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
-    auto left = std::chrono::duration_cast<milliseconds>(deadline -
-                                                         std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() < 0) return false;
     pollfd p{fd, POLLIN, 0};
     int rc = poll(&p, 1, static_cast<int>(left.count()));
@@ -78,8 +78,8 @@ std::optional<std::string> ReportFifo::ReadLine(milliseconds timeout) {
       buffer_.erase(0, nl + 1);
       return line;
     }
-    auto left = std::chrono::duration_cast<milliseconds>(deadline -
-                                                         std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0 || !WaitReadable(fd_, left)) return std::nullopt;
     char chunk[4096];
     ssize_t n = read(fd_, chunk, sizeof(chunk));
@@ -91,8 +91,8 @@ std::vector<std::string> ReportFifo::ReadLines(size_t count, milliseconds timeou
   auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<std::string> lines;
   while (lines.size() < count) {
-    auto left = std::chrono::duration_cast<milliseconds>(deadline -
-                                                         std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
     auto line = ReadLine(std::max(left, milliseconds(0)));
     if (!line) break;
     lines.push_back(*line);
@@ -136,8 +136,8 @@ bool WaitForStderr(const Launched& launched, const std::string& text, millisecon
   auto deadline = std::chrono::steady_clock::now() + timeout;
   bool found = false;
   while (!(found = launched.Stderr().find(text) != std::string::npos)) {
-    auto left = std::chrono::duration_cast<milliseconds>(deadline -
-                                                         std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     pollfd fds[2] = {{inotify, POLLIN, 0}, {pidfd, POLLIN, 0}};
     if (poll(fds, pidfd >= 0 ? 2 : 1, static_cast<int>(left.count())) <= 0) continue;

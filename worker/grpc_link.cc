@@ -49,12 +49,11 @@ class GrpcSchedulerLink::Stream : public grpc::ClientBidiReactor<v1::NodeEvent, 
       outgoing_.clear();
     }
     if (!cancelled_) {
-      std::string reason = status.ok() ? std::string("the scheduler closed the session")
-                                       : status.error_message();
+      std::string reason =
+          status.ok() ? std::string("the scheduler closed the session") : status.error_message();
       bool unauthenticated = status.error_code() == grpc::StatusCode::UNAUTHENTICATED;
-      boost::asio::post(io_, [handler = on_lost_, reason, unauthenticated] {
-        handler(reason, unauthenticated);
-      });
+      boost::asio::post(
+          io_, [handler = on_lost_, reason, unauthenticated] { handler(reason, unauthenticated); });
     }
     std::lock_guard<std::mutex> lock(mu_);
     finished_ = true;
@@ -99,9 +98,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetMaxReceiveMessageSize(8 << 20);
   if (!tls_target_name.empty()) args.SetSslTargetNameOverride(tls_target_name);
-  return grpc::CreateCustomChannel(target, credentials ? credentials
-                                                       : grpc::InsecureChannelCredentials(),
-                                   args);
+  return grpc::CreateCustomChannel(
+      target, credentials ? credentials : grpc::InsecureChannelCredentials(), args);
 }
 
 GrpcSchedulerLink::GrpcSchedulerLink(boost::asio::io_context& io, Options options)

@@ -6,15 +6,15 @@
 // (the node's strand). Send() may be called from the io_context's thread at any time.
 // Destroying the link cancels the stream and waits for gRPC to let go of it.
 
+#include <grpcpp/grpcpp.h>
+
+#include <boost/asio/io_context.hpp>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-
-#include <boost/asio/io_context.hpp>
-#include <grpcpp/grpcpp.h>
 
 #include "gangrun/v1/session.grpc.pb.h"
 #include "worker/node.h"

@@ -47,7 +47,9 @@ absl::StatusOr<std::unique_ptr<KeeperClient>> KeeperClient::Start(
 }
 
 KeeperClient::KeeperClient(boost::asio::io_context& io, int fd, pid_t keeper_pid)
-    : socket_(io, seq_packet_protocol(AF_UNIX, 0), fd), keeper_pid_(keeper_pid), buffer_(64 * 1024) {
+    : socket_(io, seq_packet_protocol(AF_UNIX, 0), fd),
+      keeper_pid_(keeper_pid),
+      buffer_(64 * 1024) {
   ReadNext();
 }
 
@@ -62,8 +64,7 @@ KeeperClient::~KeeperClient() {
   }
 }
 
-void KeeperClient::Spawn(const ProcessSpec& spec,
-                         std::function<void(absl::StatusOr<pid_t>)> done) {
+void KeeperClient::Spawn(const ProcessSpec& spec, std::function<void(absl::StatusOr<pid_t>)> done) {
   if (gone_) {
     done(absl::UnavailableError("the process keeper is gone"));
     return;
@@ -125,7 +126,8 @@ void KeeperClient::Send(const v1::KeeperRequest& request) {
 
 void KeeperClient::ReadNext() {
   socket_.async_receive(
-      boost::asio::buffer(buffer_), receive_flags_, [this](const boost::system::error_code& ec, size_t size) {
+      boost::asio::buffer(buffer_), receive_flags_,
+      [this](const boost::system::error_code& ec, size_t size) {
         if (ec == boost::asio::error::operation_aborted) return;
         if (ec || size == 0) {
           OnKeeperGone();
@@ -169,9 +171,9 @@ void KeeperClient::OnKeeperGone() {
     }
     return;
   }
-  common::Logger("process")->error(
-      "the process keeper (pid {}) {}; its workers died with it", keeper_pid_,
-      common::ExitStatus::FromWaitStatus(status).ToString());
+  common::Logger("process")->error("the process keeper (pid {}) {}; its workers died with it",
+                                   keeper_pid_,
+                                   common::ExitStatus::FromWaitStatus(status).ToString());
   auto spawns = std::move(pending_spawns_);
   for (auto& [id, callback] : spawns) callback(absl::UnavailableError("process keeper lost"));
   if (on_lost_) on_lost_();

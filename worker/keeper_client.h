@@ -6,13 +6,12 @@
 
 #include <sys/types.h>
 
+#include <boost/asio/generic/seq_packet_protocol.hpp>
+#include <boost/asio/io_context.hpp>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/generic/seq_packet_protocol.hpp>
 
 #include "common/clock.h"
 #include "worker/process_backend.h"

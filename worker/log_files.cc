@@ -50,8 +50,7 @@ std::vector<std::string> ReadLastLines(const std::string& path, size_t count) {
   return {kept.begin(), kept.end()};
 }
 
-LogFollower::LogFollower(boost::asio::io_context& io,
-                         std::function<void(const std::string&)> write)
+LogFollower::LogFollower(boost::asio::io_context& io, std::function<void(const std::string&)> write)
     : write_(std::move(write)), event_buffer_(64 * 1024) {
   inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (inotify_fd_ < 0) {

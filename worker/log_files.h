@@ -6,14 +6,13 @@
 // complete even if the worker or the launcher crashes. The follower is driven by inotify
 // on the launcher's io_context; it never polls. Runs on the io_context's single thread.
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
 
 namespace gangrun::worker {
 
@@ -50,7 +49,7 @@ class LogFollower {
   int inotify_fd_ = -1;
   std::unique_ptr<boost::asio::posix::stream_descriptor> events_;
   std::vector<char> event_buffer_;
-  std::map<int, File> files_;  // by inotify watch descriptor
+  std::map<int, File> files_;                      // by inotify watch descriptor
   std::map<std::string, off_t> finished_offsets_;  // where finished follows stopped
 };
 

@@ -199,8 +199,7 @@ void Node::OnSpawnFailed(const ProcessSpec& spec, const absl::Status& status) {
 void Node::RequestStop(int sig) {
   if (finished_) return;
   if (++stop_requests_ > 1) {
-    common::Logger("node")->warn("second {}: killing local processes now",
-                                 common::SignalName(sig));
+    common::Logger("node")->warn("second {}: killing local processes now", common::SignalName(sig));
     if (processes_) processes_->StopAll(common::Duration::zero());
     return;
   }

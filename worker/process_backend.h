@@ -15,7 +15,7 @@ namespace gangrun::worker {
 
 // What to run for one local process of a generation.
 struct ProcessSpec {
-  int rank = 0;          // global rank; -1 = the MindSpore scheduler process (msrun)
+  int rank = 0;  // global rank; -1 = the MindSpore scheduler process (msrun)
   int local_rank = 0;
   std::string exec_path;
   std::vector<std::string> argv;
@@ -31,8 +31,7 @@ class ProcessBackend {
  public:
   virtual ~ProcessBackend() = default;
   // Starts `spec`; `done` gets the pid (also its process group id) or the reason it failed.
-  virtual void Spawn(const ProcessSpec& spec,
-                     std::function<void(absl::StatusOr<pid_t>)> done) = 0;
+  virtual void Spawn(const ProcessSpec& spec, std::function<void(absl::StatusOr<pid_t>)> done) = 0;
   // kill(-pgid, sig).
   virtual void SignalGroup(pid_t pgid, int sig) = 0;
   // Called once for every spawned process, after it has been reaped.

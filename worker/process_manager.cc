@@ -6,8 +6,7 @@
 
 namespace gangrun::worker {
 
-ProcessManager::ProcessManager(ProcessBackend& backend, common::Clock& clock,
-                               Callbacks callbacks)
+ProcessManager::ProcessManager(ProcessBackend& backend, common::Clock& clock, Callbacks callbacks)
     : backend_(backend), clock_(clock), callbacks_(std::move(callbacks)) {
   backend_.SetExitHandler([this](pid_t pid, common::ExitStatus status) { OnExited(pid, status); });
 }

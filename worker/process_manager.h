@@ -54,7 +54,7 @@ class ProcessManager {
   ProcessBackend& backend_;
   common::Clock& clock_;
   Callbacks callbacks_;
-  size_t pending_ = 0;                     // spawn requests without an answer yet
+  size_t pending_ = 0;                    // spawn requests without an answer yet
   std::map<pid_t, ProcessSpec> running_;  // spawned, not yet reaped
   std::set<pid_t> groups_;                // every process group we created
   bool stopping_ = false;

@@ -68,18 +68,30 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
-    if (a == "--lines") lines = std::atoi(next().c_str());
-    else if (a == "--env") env_file = next();
-    else if (a == "--affinity") affinity = true;
-    else if (a == "--grandchild") grandchild = true;
-    else if (a == "--ignore-term") ignore_term = true;
-    else if (a == "--usr1") usr1 = true;
-    else if (a == "--fail-rank") fail_rank = std::atoi(next().c_str());
-    else if (a == "--exit") exit_code = std::atoi(next().c_str());
-    else if (a == "--signal") sig = std::atoi(next().c_str());
-    else if (a == "--abort") do_abort = true;
-    else if (a == "--hang") hang = true;
-    else if (a == "--only-generation") only_generation = std::atoi(next().c_str());
+    if (a == "--lines")
+      lines = std::atoi(next().c_str());
+    else if (a == "--env")
+      env_file = next();
+    else if (a == "--affinity")
+      affinity = true;
+    else if (a == "--grandchild")
+      grandchild = true;
+    else if (a == "--ignore-term")
+      ignore_term = true;
+    else if (a == "--usr1")
+      usr1 = true;
+    else if (a == "--fail-rank")
+      fail_rank = std::atoi(next().c_str());
+    else if (a == "--exit")
+      exit_code = std::atoi(next().c_str());
+    else if (a == "--signal")
+      sig = std::atoi(next().c_str());
+    else if (a == "--abort")
+      do_abort = true;
+    else if (a == "--hang")
+      hang = true;
+    else if (a == "--only-generation")
+      only_generation = std::atoi(next().c_str());
   }
   if (ignore_term) signal(SIGTERM, SIG_IGN);
   if (usr1) signal(SIGUSR1, OnUsr1);
@@ -121,9 +133,9 @@ int main(int argc, char** argv) {
   Report("ready " + std::to_string(rank) + " " + std::to_string(getpid()) + " " +
          std::to_string(grandchild_pid));
   const char* generation = std::getenv("GANGRUN_GENERATION");
-  const bool acts = (fail_rank < 0 || fail_rank == rank) &&
-                    (only_generation < 0 ||
-                     (generation != nullptr && std::atoi(generation) == only_generation));
+  const bool acts =
+      (fail_rank < 0 || fail_rank == rank) &&
+      (only_generation < 0 || (generation != nullptr && std::atoi(generation) == only_generation));
   if (acts && do_abort) abort();
   if (acts && sig > 0) {
     signal(sig, SIG_DFL);

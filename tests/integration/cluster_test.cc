@@ -19,8 +19,9 @@ class ClusterTest : public LauncherTest {
   // A launcher that is one node of a `world`-worker job with `local` workers here.
   Launched Node(int world, int local, std::vector<std::string> extra,
                 const std::vector<std::string>& worker_args) {
-    std::vector<std::string> args = {"--worker_num", std::to_string(world), "--local_worker_num",
-                                     std::to_string(local), "--master_port", port_,
+    std::vector<std::string> args = {"--worker_num",         std::to_string(world),
+                                     "--local_worker_num",   std::to_string(local),
+                                     "--master_port",        port_,
                                      "--heartbeat_interval", "0.2"};
     args.insert(args.end(), extra.begin(), extra.end());
     return Start(args, worker_args);
@@ -191,15 +192,14 @@ TEST_F(ClusterTest, FormationTimeoutNamesWhatNeverCame) {
 }
 
 TEST_F(ClusterTest, WorkersShareTheKeyValueStore) {
-  std::ofstream(dir_.File("kv.sh"))
-      << "#!/bin/sh\nG=" << GangrunBinary() << "\n"
-      << "[ \"$RANK\" = 0 ] && $G kv put uid token-42\n"
-      << "v=$($G kv wait uid --timeout 20) || exit 9\n"
-      << "n=$($G kv add arrived 1) || exit 8\n"
-      << "echo \"$v $n\"\n";
+  std::ofstream(dir_.File("kv.sh")) << "#!/bin/sh\nG=" << GangrunBinary() << "\n"
+                                    << "[ \"$RANK\" = 0 ] && $G kv put uid token-42\n"
+                                    << "v=$($G kv wait uid --timeout 20) || exit 9\n"
+                                    << "n=$($G kv add arrived 1) || exit 8\n"
+                                    << "echo \"$v $n\"\n";
   chmod(dir_.File("kv.sh").c_str(), 0755);
-  std::vector<std::string> common = {"--worker_num", "4", "--local_worker_num", "2",
-                                     "--master_port", port_, "--token", "t0k"};
+  std::vector<std::string> common = {
+      "--worker_num", "4", "--local_worker_num", "2", "--master_port", port_, "--token", "t0k"};
   auto argv = [&](const std::string& node_rank) {
     std::vector<std::string> v = {GangrunBinary()};
     v.insert(v.end(), common.begin(), common.end());

@@ -16,8 +16,8 @@ int CountLines(const std::string& text) {
 }
 
 TEST_F(LauncherTest, AllWorkersSucceedingExitsZeroWithCompleteLogs) {
-  auto run = Start({"--worker_num", "3", "--local_worker_num=3", "--log_dir", "logs"},
-                   {"--lines", "4"});
+  auto run =
+      Start({"--worker_num", "3", "--local_worker_num=3", "--log_dir", "logs"}, {"--lines", "4"});
   EXPECT_EQ(RunToEnd(run).code, 0) << run.Stderr();
   for (int rank = 0; rank < 3; ++rank) {
     std::string log = ReadFile(dir_.File("logs/worker_" + std::to_string(rank) + ".log"));
@@ -106,9 +106,9 @@ TEST_F(LauncherTest, TailWorkerLogShowsTheSelectedRanksWithAPrefix) {
 
 TEST_F(LauncherTest, WorkersGetTheirRankEnvironment) {
   const std::string port = std::to_string(FreePortPair());
-  auto run = Start({"--worker_num", "2", "--local_worker_num", "2", "--run_id", "job9",
-                    "--master_port", port},
-                   {"--env", dir_.File("env")});
+  auto run = Start(
+      {"--worker_num", "2", "--local_worker_num", "2", "--run_id", "job9", "--master_port", port},
+      {"--env", dir_.File("env")});
   EXPECT_EQ(RunToEnd(run).code, 0);
   std::string env = ReadFile(dir_.File("env.1"));
   for (const std::string& expected :
@@ -148,9 +148,9 @@ TEST_F(LauncherTest, BindCoreTrueSetsEachWorkersAffinity) {
 }
 
 TEST_F(LauncherTest, DryRunPrintsThePlanAndStartsNothing) {
-  auto run = Start({"--worker_num", "2", "--local_worker_num", "2", "--dry_run", "True",
-                    "--log_dir", "logs"},
-                   {"--lines", "1"});
+  auto run = Start(
+      {"--worker_num", "2", "--local_worker_num", "2", "--dry_run", "True", "--log_dir", "logs"},
+      {"--lines", "1"});
   EXPECT_EQ(RunToEnd(run).code, 0);
   std::string out = run.Stdout();
   EXPECT_NE(out.find("rank 1 (local 1)"), std::string::npos) << out;
@@ -185,9 +185,9 @@ TEST_F(LauncherTest, InvalidInputExitsTwoWithOneLineAndStartsNothing) {
 }
 
 TEST_F(LauncherTest, MissingTaskScriptExitsTwo) {
-  auto run = Launch({GangrunBinary(), "--worker_num", "1", "--local_worker_num", "1",
-                     dir_.File("absent.py")},
-                    {}, dir_.path(), dir_.path());
+  auto run = Launch(
+      {GangrunBinary(), "--worker_num", "1", "--local_worker_num", "1", dir_.File("absent.py")}, {},
+      dir_.path(), dir_.path());
   EXPECT_EQ(RunToEnd(run).code, 2);
   EXPECT_NE(run.Stderr().find("absent.py does not exist"), std::string::npos) << run.Stderr();
   auto none = Launch({GangrunBinary()}, {}, dir_.path(), dir_.path());
@@ -233,8 +233,7 @@ TEST_F(LauncherTest, SpentRestartBudgetEndsWithTheFailingRanksCode) {
 }
 
 TEST_F(LauncherTest, JoinFalseReturnsOnceWorkersRunAndKeepsSupervising) {
-  auto run = Start({"--worker_num", "2", "--local_worker_num", "2", "--join", "False"},
-                   {"--hang"});
+  auto run = Start({"--worker_num", "2", "--local_worker_num", "2", "--join", "False"}, {"--hang"});
   EXPECT_EQ(RunToEnd(run).code, 0) << run.Stderr();
   std::string out = run.Stdout();
   size_t at = out.find("supervised by pid ");

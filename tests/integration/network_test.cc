@@ -23,8 +23,10 @@ class NetworkTest : public LauncherTest {
  protected:
   NetworkTest() : port_(std::to_string(common::PickFreePort("127.0.0.1", {}).value_or(0))) {}
   std::vector<std::string> Job(int world, int local, const std::string& node_rank) {
-    return {"--worker_num", std::to_string(world), "--local_worker_num", std::to_string(local),
-            "--master_port", port_, "--node_rank", node_rank};
+    return {"--worker_num",       std::to_string(world),
+            "--local_worker_num", std::to_string(local),
+            "--master_port",      port_,
+            "--node_rank",        node_rank};
   }
   std::string port_;
 };
@@ -42,8 +44,9 @@ TEST_F(NetworkTest, MutualTlsJobFormsAndAPlainNodeCannotJoin) {
                     " && openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key "
                     "-CAcreateserial -out node.pem -days 1 -extfile ext.cnf"))
       << "openssl failed";
-  std::vector<std::string> tls = {"--tls_cert", d + "/node.pem", "--tls_key", d + "/node.key",
-                                  "--tls_ca", d + "/ca.pem", "--heartbeat_interval", "0.2"};
+  std::vector<std::string> tls = {
+      "--tls_cert",  d + "/node.pem",        "--tls_key", d + "/node.key", "--tls_ca",
+      d + "/ca.pem", "--heartbeat_interval", "0.2"};
   auto with_tls = [&](const std::string& rank) {
     auto args = Job(2, 1, rank);
     args.insert(args.end(), tls.begin(), tls.end());
@@ -78,7 +81,8 @@ TEST_F(NetworkTest, TwoNetworkNamespacesActAsTwoHosts) {
   Shell("ip netns add " + b);
   // A private link between the two test hosts only: nothing leaves this machine.
   bool up = Shell("ip link add " + va + " type veth peer name " + vb) &&
-            Shell("ip link set " + va + " netns " + a) && Shell("ip link set " + vb + " netns " + b) &&
+            Shell("ip link set " + va + " netns " + a) &&
+            Shell("ip link set " + vb + " netns " + b) &&
             Shell("ip -n " + a + " addr add 10.201.0.1/24 dev " + va) &&
             Shell("ip -n " + b + " addr add 10.201.0.2/24 dev " + vb) &&
             Shell("ip -n " + a + " link set " + va + " up") &&
@@ -86,7 +90,8 @@ TEST_F(NetworkTest, TwoNetworkNamespacesActAsTwoHosts) {
             Shell("ip -n " + a + " link set lo up") && Shell("ip -n " + b + " link set lo up");
   if (up) {
     auto in_ns = [&](const std::string& ns, const std::string& rank) {
-      std::vector<std::string> argv = {"/usr/bin/env", "ip", "netns", "exec", ns, GangrunBinary(),
+      std::vector<std::string> argv = {"/usr/bin/env",  "ip",        "netns",
+                                       "exec",          ns,          GangrunBinary(),
                                        "--master_addr", "10.201.0.1"};
       auto job = Job(2, 1, rank);
       argv.insert(argv.end(), job.begin(), job.end());

@@ -55,8 +55,8 @@ TEST_F(LauncherTest, MsrunJoinsFalseByDefault) {
 }
 
 TEST_F(LauncherTest, SimulationRunsOneProcessWithoutNetworkVariables) {
-  auto run = Start({"--worker_num", "8", "--local_worker_num", "8", "--join", "True",
-                    "--sim_level", "1", "--sim_rank_id", "3"},
+  auto run = Start({"--worker_num", "8", "--local_worker_num", "8", "--join", "True", "--sim_level",
+                    "1", "--sim_rank_id", "3"},
                    {"--env", dir_.File("env")}, MsrunBinary());
   EXPECT_EQ(RunToEnd(run).code, 0) << run.Stderr();
   std::string env = ReadFile(dir_.File("env.3"));

@@ -1,8 +1,8 @@
-#include "common/fake_clock.h"
-
 #include <gtest/gtest.h>
 
 #include <vector>
+
+#include "common/fake_clock.h"
 
 namespace gangrun::common {
 namespace {
@@ -26,7 +26,9 @@ TEST(FakeClockTest, CancelledOrDestroyedTimersNeverRun) {
   bool ran = false;
   auto t = clock.After(seconds(1), [&] { ran = true; });
   t->Cancel();
-  { auto gone = clock.After(seconds(1), [&] { ran = true; }); }
+  {
+    auto gone = clock.After(seconds(1), [&] { ran = true; });
+  }
   clock.Advance(seconds(10));
   EXPECT_FALSE(ran);
   EXPECT_EQ(clock.pending_timers(), 0u);

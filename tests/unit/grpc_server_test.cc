@@ -19,7 +19,8 @@ namespace {
 class GrpcServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server = SchedulerServer::Start(io_, scheduler_, store_, {"127.0.0.1:0", "s3cret", nullptr});
+    auto server =
+        SchedulerServer::Start(io_, scheduler_, store_, {"127.0.0.1:0", "s3cret", nullptr});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     thread_ = std::thread([this] { io_.run(); });
@@ -44,8 +45,8 @@ class GrpcServerTest : public ::testing::Test {
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_ =
       boost::asio::make_work_guard(io_);
   common::AsioClock clock_{io_.get_executor()};
-  Scheduler scheduler_{clock_, Scheduler::Options{2, std::chrono::seconds(60),
-                                                  std::chrono::seconds(60)}};
+  Scheduler scheduler_{clock_,
+                       Scheduler::Options{2, std::chrono::seconds(60), std::chrono::seconds(60)}};
   KvStore store_{clock_};
   std::unique_ptr<SchedulerServer> server_;
   std::thread thread_;
@@ -79,8 +80,7 @@ TEST_F(GrpcServerTest, HugeMessagesAreRefusedWithoutHarm) {
   v1::PutResponse response;
   grpc::ClientContext context;
   Authorize(context, "s3cret");
-  EXPECT_EQ(kv_->Put(&context, huge, &response).error_code(),
-            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(kv_->Put(&context, huge, &response).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   v1::GetStatusResponse status;
   grpc::ClientContext after;
   Authorize(after, "s3cret");

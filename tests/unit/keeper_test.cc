@@ -1,11 +1,10 @@
-#include "worker/keeper_client.h"
-
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <boost/asio/io_context.hpp>
 
 #include "tests/process_test.h"
+#include "worker/keeper_client.h"
 
 namespace gangrun::worker {
 namespace {
@@ -19,9 +18,8 @@ class KeeperTest : public testing::ProcessTest {
     auto client = KeeperClient::Start(io, {"/proc/self/exe", "__keeper"});
     ASSERT_TRUE(client.ok()) << client.status();
     keeper = std::move(*client);
-    keeper->SetExitHandler([this](pid_t pid, common::ExitStatus status) {
-      exits.emplace_back(pid, status);
-    });
+    keeper->SetExitHandler(
+        [this](pid_t pid, common::ExitStatus status) { exits.emplace_back(pid, status); });
   }
 
   void TearDown() override {

@@ -89,7 +89,8 @@ TEST(OptionsTest, MalformedNumbersAreNamed) {
 }
 
 TEST(OptionsTest, UnknownOptionIsRejected) {
-  EXPECT_EQ(Error({"--wroker_num", "2", "t.py"}), "unknown option --wroker_num (see gangrun --help)");
+  EXPECT_EQ(Error({"--wroker_num", "2", "t.py"}),
+            "unknown option --wroker_num (see gangrun --help)");
   EXPECT_EQ(Error({"--bogus=1", "t.py"}), "unknown option --bogus (see gangrun --help)");
 }
 
@@ -103,8 +104,8 @@ TEST(OptionsTest, EnvironmentOverridesDefaultsAndFlagsWin) {
                     {{"GANGRUN_WORKER_NUM", "3"}, {"GANGRUN_JOIN", "False"}});
   EXPECT_EQ(o.worker_num, 3);
   EXPECT_FALSE(o.join);
-  Options flag = Parse({"--worker_num", "5", "t.py"}, Personality::kGangrun,
-                       {{"GANGRUN_WORKER_NUM", "3"}});
+  Options flag =
+      Parse({"--worker_num", "5", "t.py"}, Personality::kGangrun, {{"GANGRUN_WORKER_NUM", "3"}});
   EXPECT_EQ(flag.worker_num, 5);
 }
 
@@ -132,10 +133,9 @@ TEST(OptionsTest, MalformedBindCoreDictIsRejected) {
 }
 
 TEST(OptionsTest, TailWorkerLogIsAListOfRanks) {
-  EXPECT_EQ(Parse({"--tail_worker_log", "0,3", "t.py"}).tail_worker_log,
-            (std::vector<int>{0, 3}));
-  EXPECT_FALSE(ParseCommandLine(Personality::kGangrun, {"--tail_worker_log", "a", "t.py"}, Env())
-                   .ok());
+  EXPECT_EQ(Parse({"--tail_worker_log", "0,3", "t.py"}).tail_worker_log, (std::vector<int>{0, 3}));
+  EXPECT_FALSE(
+      ParseCommandLine(Personality::kGangrun, {"--tail_worker_log", "a", "t.py"}, Env()).ok());
 }
 
 TEST(OptionsTest, HelpIsReturnedNotAnError) {

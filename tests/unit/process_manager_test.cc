@@ -20,8 +20,9 @@ class ProcessManagerTest : public ::testing::Test {
     callbacks.on_started = [this](const ProcessSpec& spec, pid_t pid) {
       started.push_back(spec.rank);
     };
-    callbacks.on_exited = [this](const ProcessSpec& spec, pid_t, ExitStatus status,
-                                 bool stopped) { exits.push_back({spec.rank, status, stopped}); };
+    callbacks.on_exited = [this](const ProcessSpec& spec, pid_t, ExitStatus status, bool stopped) {
+      exits.push_back({spec.rank, status, stopped});
+    };
     callbacks.on_spawn_failed = [this](const ProcessSpec& spec, const absl::Status&) {
       failed.push_back(spec.rank);
     };

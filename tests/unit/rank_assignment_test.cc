@@ -15,9 +15,8 @@ TEST(RankAssignmentTest, ExplicitNodeRanksGiveMsrunRanks) {
 }
 
 TEST(RankAssignmentTest, AutomaticNodesAreOrderedByAddressThenName) {
-  auto slots =
-      AssignRanks({{"n2", "10.0.0.2", -1, 2}, {"n1b", "10.0.0.1", -1, 2}, {"n1a", "10.0.0.1", -1, 2}},
-                  6);
+  auto slots = AssignRanks(
+      {{"n2", "10.0.0.2", -1, 2}, {"n1b", "10.0.0.1", -1, 2}, {"n1a", "10.0.0.1", -1, 2}}, 6);
   ASSERT_TRUE(slots.ok());
   EXPECT_EQ((*slots)[2].node_rank, 0);  // n1a
   EXPECT_EQ((*slots)[1].node_rank, 1);  // n1b

@@ -21,13 +21,13 @@ class SchedulerTest : public ::testing::Test {
  protected:
   void Make(int world_size, common::Duration timeout = seconds(60),
             common::Duration node_timeout = seconds(5)) {
-    scheduler = std::make_unique<Scheduler>(
-        clock, Scheduler::Options{world_size, timeout, node_timeout});
+    scheduler =
+        std::make_unique<Scheduler>(clock, Scheduler::Options{world_size, timeout, node_timeout});
     scheduler->SetOnFinished([this](const v1::JobOutcome& o) { outcome = o; });
     scheduler->Start();
   }
-  int Join(RecordingLink& link, const std::string& name, const std::string& address,
-           int node_rank, int workers, int free_port = 1000) {
+  int Join(RecordingLink& link, const std::string& name, const std::string& address, int node_rank,
+           int workers, int free_port = 1000) {
     int id = scheduler->AddNode(&link);
     v1::NodeEvent event;
     auto* join = event.mutable_join();
@@ -152,7 +152,8 @@ TEST_F(SchedulerTest, FormationTimesOutNamingWhatIsMissing) {
   clock.Advance(seconds(1));
   ASSERT_TRUE(outcome.has_value());
   EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_FORMATION_FAILED);
-  EXPECT_NE(outcome->message().find("2 of 4 workers joined (present: node 'early' (10.0.0.1))"), std::string::npos)
+  EXPECT_NE(outcome->message().find("2 of 4 workers joined (present: node 'early' (10.0.0.1))"),
+            std::string::npos)
       << outcome->message();
 }
 
@@ -291,7 +292,7 @@ TEST_F(RestartTest, LostNodeIsReplacedAndARejoinDoesNotResetTheBudget) {
   ASSERT_TRUE(a.commands.back().has_abort());
   Exited(ia, 0, 0, true, SIGTERM);
   Ended(ia);
-  EXPECT_FALSE(outcome.has_value());  // waiting for a replacement
+  EXPECT_FALSE(outcome.has_value());        // waiting for a replacement
   int ic = Join(c, "b", "10.0.0.2", 1, 1);  // b started again
   ASSERT_EQ(Starts(c), 1);
   EXPECT_EQ(c.commands.back().generation(), 2u);
