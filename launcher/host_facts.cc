@@ -51,7 +51,7 @@ absl::StatusOr<HostFacts> GatherHostFacts(const Options& options) {
       break;
     }
   }
-  facts.single_host = options.local_worker_num == options.worker_num;
+  facts.single_host = options.local_worker_num == options.worker_num && !options.elastic();
   // A single-host job's scheduler listens on loopback only.
   if (facts.single_host && facts.is_master) {
     facts.scheduler_host = facts.master_ip.find(':') != std::string::npos ? "::1" : "127.0.0.1";

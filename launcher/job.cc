@@ -128,6 +128,8 @@ absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io, co
   if (!facts.is_master && !simulating) return role;
   scheduler::Scheduler::Options scheduler_options;
   scheduler_options.world_size = simulating ? options.local_worker_num : options.worker_num;
+  scheduler_options.min_world_size = simulating ? options.local_worker_num : options.min_workers();
+  scheduler_options.last_call = Seconds(options.last_call);
   scheduler_options.cluster_timeout =
       options.cluster_time_out < 0 ? common::Duration(-1) : Seconds(options.cluster_time_out);
   scheduler_options.node_timeout = Seconds(options.node_timeout);

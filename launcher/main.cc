@@ -13,6 +13,7 @@
 #include "launcher/kv_command.h"
 #include "launcher/launcher.h"
 #include "launcher/options.h"
+#include "launcher/scale_command.h"
 #include "worker/keeper.h"
 
 namespace {
@@ -42,6 +43,9 @@ int main(int argc, char** argv) {
       [](gpr_log_func_args* args) { gangrun::common::Logger("grpc")->debug("{}", args->message); });
   if (argc >= 2 && std::string(argv[1]) == "kv") {
     return gl::RunKvCommand({argv + 2, argv + argc}, gl::ProcessEnv());
+  }
+  if (argc >= 2 && std::string(argv[1]) == "scale") {
+    return gl::RunScaleCommand({argv + 2, argv + argc}, gl::ProcessEnv());
   }
 
   std::vector<std::string> args(argv, argv + argc);

@@ -122,6 +122,24 @@ absl::Status SetBindCore(Options& o, const std::string& v) {
   return absl::OkStatus();
 }
 
+// N, or MIN:MAX for an elastic job.
+absl::Status SetWorkerNum(Options& o, const std::string& v) {
+  std::vector<std::string> parts = absl::StrSplit(v, ':');
+  int first = 0, second = 0;
+  if (parts.size() == 1 && absl::SimpleAtoi(parts[0], &first)) {
+    o.worker_num = first;
+    o.worker_num_min = 0;
+    return absl::OkStatus();
+  }
+  if (parts.size() == 2 && absl::SimpleAtoi(parts[0], &first) &&
+      absl::SimpleAtoi(parts[1], &second)) {
+    o.worker_num_min = first;
+    o.worker_num = second;
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError("integer, or MIN:MAX");
+}
+
 absl::Status SetTail(Options& o, const std::string& v) {
   std::vector<int> ranks;
   for (absl::string_view part : absl::StrSplit(v, ',')) {
@@ -153,7 +171,9 @@ absl::Status SetBackoff(Options& o, const std::string& v) {
 
 const std::vector<OptionDef>& Definitions() {
   static const std::vector<OptionDef> defs = {
-      {"worker_num", "total number of workers in the job (default 8)", Int(&Options::worker_num)},
+      {"worker_num",
+       "total number of workers in the job, or MIN:MAX for an elastic job (default 8)",
+       SetWorkerNum},
       {"local_worker_num", "workers on this host (default 8)", Int(&Options::local_worker_num)},
       {"master_addr", "scheduler address: IPv4, IPv6 or host name (default 127.0.0.1)",
        String(&Options::master_addr)},
@@ -185,6 +205,10 @@ const std::vector<OptionDef>& Definitions() {
        Seconds(&Options::node_timeout)},
       {"grace_period", "seconds between SIGTERM and SIGKILL when stopping (default 30)",
        Seconds(&Options::grace_period)},
+      {"last_call",
+       "elastic jobs: seconds to wait for late joiners once MIN workers joined "
+       "(default 1)",
+       Seconds(&Options::last_call)},
       {"token", "shared secret of the job", String(&Options::token)},
       {"token_file", "file holding the shared secret", String(&Options::token_file)},
       {"tls_cert", "TLS certificate (PEM)", String(&Options::tls_cert)},

@@ -25,7 +25,8 @@ struct BindCore {
 struct Options {
   Personality personality = Personality::kGangrun;
   // msrun's options.
-  int worker_num = 8;
+  int worker_num = 8;      // the job's size; with MIN:MAX, the maximum
+  int worker_num_min = 0;  // MIN of --worker_num MIN:MAX; 0 = a fixed size (= worker_num)
   int local_worker_num = 8;
   std::string master_addr = "127.0.0.1";
   int master_port = 8118;
@@ -46,6 +47,7 @@ struct Options {
   double heartbeat_interval = 1.0;
   double node_timeout = 5.0;
   double grace_period = 30.0;
+  double last_call = 1.0;  // elastic jobs: how long to wait for late joiners once MIN is met
   std::string token;
   std::string token_file;
   std::string tls_cert;
@@ -57,6 +59,8 @@ struct Options {
   // The task.
   std::string task_script;
   std::vector<std::string> task_args;
+  int min_workers() const { return worker_num_min > 0 ? worker_num_min : worker_num; }
+  bool elastic() const { return min_workers() < worker_num; }
 };
 
 // Looks up an environment variable; nullopt when unset.

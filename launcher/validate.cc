@@ -28,6 +28,10 @@ absl::Status Validate(const Options& o) {
     return Invalid("--worker_num must be greater than 0 (got " + std::to_string(o.worker_num) +
                    ")");
   }
+  if (o.worker_num_min < 0 || (o.worker_num_min > 0 && o.worker_num_min > o.worker_num)) {
+    return Invalid("--worker_num MIN:MAX needs 1 <= MIN <= MAX (got " +
+                   std::to_string(o.worker_num_min) + ":" + std::to_string(o.worker_num) + ")");
+  }
   if (o.local_worker_num <= 0) {
     return Invalid("--local_worker_num must be greater than 0 (got " +
                    std::to_string(o.local_worker_num) + ")");

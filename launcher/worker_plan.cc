@@ -35,9 +35,12 @@ std::vector<std::string> MergeEnv(
 using EnvList = std::vector<std::pair<std::string, std::string>>;
 
 // The variables every process of the job gets (workers and the MindSpore scheduler).
-EnvList CommonEnv(const Options& options, const HostFacts& facts, uint64_t generation) {
+EnvList CommonEnv(const Options& options, const HostFacts& facts, int world_size,
+                  uint64_t generation) {
   EnvList env;
-  std::string rank_size = std::to_string(options.worker_num);
+  // A simulation keeps msrun's sizes: the whole job's, not the one simulated process's.
+  const int size = Simulating(options) ? options.worker_num : world_size;
+  std::string rank_size = std::to_string(size);
   if (Simulating(options)) {
     for (const auto& entry : facts.base_env) {
       if (entry.rfind("RANK_SIZE=", 0) == 0) rank_size = entry.substr(10);
@@ -49,7 +52,7 @@ EnvList CommonEnv(const Options& options, const HostFacts& facts, uint64_t gener
   if (Simulating(options)) {
     env.emplace_back("MS_SIMULATION_LEVEL", std::to_string(options.sim_level));
   }
-  env.emplace_back("MS_WORKER_NUM", std::to_string(options.worker_num));
+  env.emplace_back("MS_WORKER_NUM", std::to_string(size));
   if (!Simulating(options)) {
     env.emplace_back("MS_SCHED_HOST", facts.master_ip);
     env.emplace_back("MS_SCHED_PORT", std::to_string(options.master_port));
@@ -96,7 +99,7 @@ absl::StatusOr<std::vector<worker::ProcessSpec>> PlanProcesses(const Options& op
                                                                uint64_t generation,
                                                                int restart_count) {
   std::vector<worker::ProcessSpec> specs;
-  const EnvList common = CommonEnv(options, facts, generation);
+  const EnvList common = CommonEnv(options, facts, assignment.world_size(), generation);
   const bool simulating = Simulating(options);
 
   if (options.personality == Personality::kMsrun && facts.is_master && !simulating) {

@@ -171,6 +171,17 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
     return reactor;
   }
 
+  grpc::ServerUnaryReactor* Scale(grpc::CallbackServerContext* context,
+                                  const v1::ScaleRequest* request, v1::ScaleResponse*) override {
+    auto* reactor = context->DefaultReactor();
+    if (!Refuse(context, reactor)) {
+      boost::asio::post(io_, [this, reactor, request] {
+        reactor->Finish(ToGrpc(scheduler_.Scale(request->worker_num())));
+      });
+    }
+    return reactor;
+  }
+
   grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext* context, const v1::PutRequest* request,
                                 v1::PutResponse*) override {
     auto* reactor = context->DefaultReactor();

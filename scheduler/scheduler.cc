@@ -58,6 +58,14 @@ void Scheduler::OnNodeLost(int node_id, NodeState& node, const std::string& why)
     return;
   }
   const std::string what = Describe(node) + " was lost: " + why;
+  if (Elastic() && stop_signal_ == 0 && !node_lost_ &&
+      membership_.workers - node.join.local_worker_num >= min_world()) {
+    // An elastic job shrinks: the survivors form a smaller job (no restart is used).
+    membership_.Remove(node.join);
+    nodes_.erase(node_id);
+    Reform(what);
+    return;
+  }
   if (stop_signal_ == 0 && !node_lost_ && restarts_used_ < options_.max_restarts) {
     // Survivors stop and wait for a node to take its place (the same host's launcher
     // started again, typically); the restart budget stays with the scheduler.
@@ -166,7 +174,8 @@ void Scheduler::OnNodeDisconnected(int node_id) {
     Finish(CurrentOutcome());
     return;
   }
-  if (node.ended) return;  // its part is done; keep it for the outcome
+  // A node whose part is done may go, unless a later generation could need it.
+  if (node.ended && !Elastic() && restarts_used_ >= options_.max_restarts) return;
   OnNodeLost(node_id, node, "its connection broke");
 }
 
@@ -191,8 +200,8 @@ void Scheduler::OnNodeEvent(int node_id, const v1::NodeEvent& event) {
     return;
   }
   if (event.has_worker_started()) {
-    if (event.worker_started().rank() >= 0 && ++started_ranks_ == options_.world_size &&
-        failed_at_ && failed_at_->first < generation_) {
+    if (event.worker_started().rank() >= 0 && ++started_ranks_ == current_world_ && failed_at_ &&
+        failed_at_->first < generation_) {
       // The restart latency: failure heard -> every worker of the new generation running.
       common::Logger("scheduler")
           ->info("generation {} running on every node {} ms after the failure", generation_,
@@ -216,7 +225,8 @@ void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join
     status = absl::FailedPreconditionError(Describe(node) +
                                            " sent a second join; it has "
                                            "already joined");
-  } else if (phase_ != Phase::kForming) {
+  } else if (phase_ != Phase::kForming &&
+             !(Elastic() && phase_ != Phase::kFinished && !restart_timer_)) {
     status = absl::FailedPreconditionError("node '" + join.node_name() +
                                            "' cannot join: the job has already formed");
   } else {
@@ -238,11 +248,82 @@ void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join
   common::Logger("scheduler")
       ->debug("node {} '{}' joined with {} worker(s); {} of {} workers present", node_id,
               join.node_name(), join.local_worker_num(), membership_.workers, options_.world_size);
+  if (phase_ != Phase::kForming) {
+    // An elastic job grows: the newcomer waits for the next generation.
+    node.ended = true;
+    Reform(Describe(node) + " joined");
+    return;
+  }
   if (membership_.workers == options_.world_size) {
     Form();
+  } else if (membership_.workers >= min_world()) {
+    if (!last_call_timer_) {
+      common::Logger("scheduler")
+          ->info("{} of {} to {} workers present; forming in {} ms unless more join",
+                 membership_.workers, min_world(), options_.world_size,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(options_.last_call).count());
+      last_call_timer_ = clock_.After(options_.last_call, [this] {
+        last_call_timer_.reset();
+        if (phase_ == Phase::kForming && membership_.workers >= min_world()) Form();
+      });
+    }
   } else {
     LogProgress();
   }
+}
+
+void Scheduler::Reform(const std::string& why) {
+  membership_changed_ = true;
+  if (phase_ == Phase::kRunning) {
+    phase_ = Phase::kStopping;
+    AbortAll(why + ": the job re-forms with " + std::to_string(membership_.workers) + " workers");
+  }
+  MaybeGenerationOver();
+}
+
+void Scheduler::Release(int node_id, const std::string& why) {
+  NodeState& node = nodes_.at(node_id);
+  v1::NodeCommand command;
+  v1::JobOutcome* outcome = command.mutable_finished()->mutable_outcome();
+  outcome->set_kind(v1::JobOutcome::KIND_SUCCEEDED);
+  outcome->set_message(why);
+  SendTo(node, std::move(command));
+  if (node.link != nullptr) node.link->Close();
+  membership_.Remove(node.join);
+  nodes_.erase(node_id);
+}
+
+absl::Status Scheduler::Scale(int target) {
+  if (!Elastic()) {
+    return absl::FailedPreconditionError("the job is not elastic (--worker_num MIN:MAX)");
+  }
+  if (target < min_world()) {
+    return absl::InvalidArgumentError("cannot scale to " + std::to_string(target) +
+                                      ": the job's minimum is " + std::to_string(min_world()));
+  }
+  if (phase_ == Phase::kFinished) return absl::FailedPreconditionError("the job is over");
+  common::Logger("scheduler")->info("scaling the job to at most {} workers", target);
+  options_.world_size = target;
+  // Release the nodes with the highest node ranks until the job fits.
+  std::vector<std::pair<int, int>> by_rank;  // (node rank, id)
+  for (const auto& [id, node] : nodes_) {
+    if (node.joined) by_rank.emplace_back(node.slot.node_rank, id);
+  }
+  std::sort(by_rank.rbegin(), by_rank.rend());
+  bool released = false;
+  for (const auto& [rank, id] : by_rank) {
+    if (membership_.workers <= target) break;
+    const int workers = nodes_.at(id).join.local_worker_num;
+    if (membership_.workers - workers < min_world()) continue;
+    Release(id, "released: the job was scaled to " + std::to_string(target) + " workers");
+    released = true;
+  }
+  if (membership_.workers > target) {
+    return absl::FailedPreconditionError("no set of whole nodes brings the job to " +
+                                         std::to_string(target) + " workers");
+  }
+  if (released && phase_ != Phase::kForming) Reform("scaled to " + std::to_string(target));
+  return absl::OkStatus();
 }
 
 void Scheduler::Form() {
@@ -253,7 +334,21 @@ void Scheduler::Form() {
     joins.push_back(node.join);
     states.push_back(&node);
   }
-  auto slots = AssignRanks(joins, options_.world_size);
+  if (Elastic()) {
+    // Nodes come and go: explicit node ranks order the nodes but need not be contiguous.
+    std::vector<int> explicit_ranks;
+    for (const auto& join : joins) {
+      if (join.requested_rank >= 0) explicit_ranks.push_back(join.requested_rank);
+    }
+    std::sort(explicit_ranks.begin(), explicit_ranks.end());
+    for (auto& join : joins) {
+      if (join.requested_rank < 0) continue;
+      join.requested_rank = static_cast<int>(
+          std::lower_bound(explicit_ranks.begin(), explicit_ranks.end(), join.requested_rank) -
+          explicit_ranks.begin());
+    }
+  }
+  auto slots = AssignRanks(joins, membership_.workers);
   if (!slots.ok()) {
     v1::JobOutcome outcome;
     outcome.set_kind(v1::JobOutcome::KIND_FORMATION_FAILED);
@@ -262,6 +357,9 @@ void Scheduler::Form() {
     return;
   }
   formation_timer_.reset();
+  last_call_timer_.reset();
+  membership_changed_ = false;
+  current_world_ = membership_.workers;
   for (size_t i = 0; i < states.size(); ++i) states[i]->slot = (*slots)[i];
   if (awaiting_replacement_) {
     awaiting_replacement_.reset();
@@ -282,10 +380,11 @@ void Scheduler::StartGeneration() {
   phase_ = Phase::kRunning;
   stopped_ranks_.clear();
   started_ranks_ = 0;
+  succeeded_ranks_ = 0;
   ++generation_;
   common::Logger("scheduler")
       ->info("generation {}: {} node(s), {} worker(s){}", generation_, states.size(),
-             options_.world_size,
+             current_world_,
              restarts_used_ > 0 ? " (restart " + std::to_string(restarts_used_) + " of " +
                                       std::to_string(options_.max_restarts) + ")"
                                 : std::string());
@@ -296,7 +395,7 @@ void Scheduler::StartGeneration() {
     assignment->set_node_count(static_cast<int>(states.size()));
     assignment->set_first_rank(node->slot.first_rank);
     assignment->set_local_worker_num(node->join.local_worker_num);
-    assignment->set_world_size(options_.world_size);
+    assignment->set_world_size(current_world_);
     assignment->set_master_addr(rank0->join.host_address);
     assignment->set_master_port(rank0->free_port);
     command.mutable_start()->set_restart_count(restarts_used_);
@@ -306,6 +405,7 @@ void Scheduler::StartGeneration() {
 
 void Scheduler::OnWorkerExited(NodeState& node, const v1::WorkerExited& exited) {
   const bool failed = exited.exit().exit_code() != 0 || exited.exit().signal() != 0;
+  if (!failed && !exited.stopped_by_us() && exited.rank() >= 0) ++succeeded_ranks_;
   if (phase_ == Phase::kRunning && failed && !exited.stopped_by_us()) {
     v1::RootCause cause;
     cause.set_host(node.join.node_name);
@@ -339,6 +439,14 @@ void Scheduler::MaybeGenerationOver() {
     WaitForReplacement();
     return;
   }
+  if (!root_cause_ && succeeded_ranks_ == current_world_) {
+    Finish(CurrentOutcome());  // done, whatever joined or left meanwhile
+    return;
+  }
+  if (!root_cause_ && membership_changed_ && stop_signal_ == 0 && !node_lost_) {
+    Form();
+    return;
+  }
   if (root_cause_ && !node_lost_ && stop_signal_ == 0 && restarts_used_ < options_.max_restarts) {
     ScheduleRestart();
     return;
@@ -365,7 +473,7 @@ void Scheduler::ScheduleRestart() {
   root_cause_.reset();
   restart_timer_ = clock_.After(delay, [this] {
     restart_timer_.reset();
-    StartGeneration();
+    Form();  // same ranks unless the membership changed meanwhile
   });
 }
 

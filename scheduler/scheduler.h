@@ -36,7 +36,7 @@ class NodeLink {
 class Scheduler {
  public:
   struct Options {
-    int world_size = 1;
+    int world_size = 1;  // the job's size; for an elastic job, its maximum
     // How long formation may take; a negative value waits forever.
     common::Duration cluster_timeout = std::chrono::seconds(600);
     // Silence after which a joined node is lost; zero or negative disables the check.
@@ -45,6 +45,9 @@ class Scheduler {
     int max_restarts = 0;
     common::Duration restart_backoff_initial = std::chrono::seconds(1);
     common::Duration restart_backoff_cap = std::chrono::seconds(30);
+    int min_world_size = 0;  // elastic jobs: the minimum (0 = fixed size)
+    // Elastic jobs: once the minimum has joined, how long to wait for more before forming.
+    common::Duration last_call = std::chrono::seconds(1);
   };
 
   Scheduler(common::Clock& clock, Options options);
@@ -59,6 +62,9 @@ class Scheduler {
   }
   uint64_t generation() const { return generation_; }
   v1::GetStatusResponse Status() const;
+  // `gangrun scale`: sets the elastic job's maximum size. Below the current size, the
+  // newest nodes are released and the job re-forms. Refuses sizes below the minimum.
+  absl::Status Scale(int target);
 
  private:
   enum class Phase { kForming, kRunning, kStopping, kFinished };
@@ -79,6 +85,13 @@ class Scheduler {
   void StartGeneration();
   void ScheduleRestart();
   void MaybeGenerationOver();
+  bool Elastic() const { return min_world() < options_.world_size; }
+  int min_world() const {
+    return options_.min_world_size > 0 ? options_.min_world_size : options_.world_size;
+  }
+  // Membership changed while a generation ran: stop it and form again (no budget used).
+  void Reform(const std::string& why);
+  void Release(int node_id, const std::string& why);
   void WaitForReplacement();
   void OnWorkerExited(NodeState& node, const v1::WorkerExited& exited);
   void OnGenerationEnded(NodeState& node);
@@ -104,7 +117,12 @@ class Scheduler {
   std::unique_ptr<common::Timer> heartbeat_timer_;
   std::unique_ptr<common::Timer> restart_timer_;
   int restarts_used_ = 0;
-  int started_ranks_ = 0;  // workers of this generation that have started, job-wide
+  int started_ranks_ = 0;
+  int succeeded_ranks_ = 0;  // exited 0 on their own in this generation
+  int current_world_ = 0;    // the size of the running generation
+  bool membership_changed_ = false;
+  std::unique_ptr<common::Timer>
+      last_call_timer_;  // workers of this generation that have started, job-wide
   // When the last failure was heard of, and in which generation.
   std::optional<std::pair<uint64_t, common::TimePoint>> failed_at_;
   // A node was lost and the budget allows a restart: wait for a node to take its place.

@@ -19,10 +19,10 @@ class ClusterTest : public LauncherTest {
   // A launcher that is one node of a `world`-worker job with `local` workers here.
   Launched Node(int world, int local, std::vector<std::string> extra,
                 const std::vector<std::string>& worker_args) {
-    std::vector<std::string> args = {"--worker_num",         std::to_string(world),
-                                     "--local_worker_num",   std::to_string(local),
+    std::vector<std::string> args = {"--local_worker_num",   std::to_string(local),
                                      "--master_port",        port_,
                                      "--heartbeat_interval", "0.2"};
+    if (world > 0) args.insert(args.end(), {"--worker_num", std::to_string(world)});
     args.insert(args.end(), extra.begin(), extra.end());
     return Start(args, worker_args);
   }
@@ -136,6 +136,62 @@ TEST_F(ClusterTest, ALostNodeStartedAgainRejoinsWithinTheBudget) {
       << master.Stderr();
   EXPECT_NE(master.Stderr().find("generation 2"), std::string::npos);
   for (const auto& r : ready) EXPECT_FALSE(IsAlive(r.pid));
+}
+
+// Elastic jobs: generation 1 hangs, later generations exit 0 at once.
+const std::vector<std::string> kHangInFirstGeneration = {"--fail-rank", "99", "--only-generation",
+                                                         "1"};
+
+TEST_F(ClusterTest, ElasticJobGrowsFromMinToMaxWhenANodeJoins) {
+  auto worker = kHangInFirstGeneration;
+  worker.insert(worker.end(), {"--env", dir_.File("env")});
+  auto a = Node(0, 2, {"--worker_num", "2:4", "--last_call", "0.1"}, worker);
+  WaitReady(2);  // generation 1 runs with 2 workers
+  auto b = Node(0, 2, {"--worker_num", "2:4", "--last_call", "0.1"}, worker);
+  EXPECT_EQ(RunToEnd(a).code, 0) << a.Stderr();
+  EXPECT_EQ(RunToEnd(b).code, 0) << b.Stderr();
+  EXPECT_NE(a.Stderr().find("the job re-forms with 4 workers"), std::string::npos) << a.Stderr();
+  for (int rank = 0; rank < 4; ++rank) {
+    std::string env = Env(rank);
+    EXPECT_EQ(Var(env, "WORLD_SIZE"), "4") << rank;
+    EXPECT_EQ(Var(env, "GANGRUN_GENERATION"), "2") << rank;
+    EXPECT_EQ(Var(env, "TORCHELASTIC_RESTART_COUNT"), "0") << rank;
+  }
+}
+
+TEST_F(ClusterTest, ElasticJobShrinksWhenANodeIsLost) {
+  auto worker = kHangInFirstGeneration;
+  worker.insert(worker.end(), {"--env", dir_.File("env")});
+  auto a = Node(0, 2, {"--worker_num", "2:4", "--node_rank", "0"}, worker);
+  auto b = Node(0, 2, {"--worker_num", "2:4", "--node_rank", "1"}, worker);
+  auto ready = WaitReady(4);
+  bool b_joined = b.Stderr().find("joining the scheduler") != std::string::npos;
+  const Launched& master = b_joined ? a : b;
+  const Launched& lost = b_joined ? b : a;
+  kill(lost.pid, SIGKILL);
+  RunToEnd(lost);
+  EXPECT_EQ(RunToEnd(master).code, 0) << master.Stderr();
+  EXPECT_NE(master.Stderr().find("the job re-forms with 2 workers"), std::string::npos)
+      << master.Stderr();
+  EXPECT_EQ(Var(Env(0), "WORLD_SIZE"), "2");
+  for (const auto& r : ready) EXPECT_FALSE(IsAlive(r.pid));
+}
+
+TEST_F(ClusterTest, ScaleCommandShrinksARunningElasticJob) {
+  auto a = Node(0, 2, {"--worker_num", "2:4", "--node_rank", "0"}, kHangInFirstGeneration);
+  auto b = Node(0, 2, {"--worker_num", "2:4", "--node_rank", "1"}, kHangInFirstGeneration);
+  WaitReady(4);
+  auto scale =
+      Launch({GangrunBinary(), "scale", "--master", "127.0.0.1:" + port_, "--worker_num", "2"}, {},
+             dir_.path(), dir_.path());
+  EXPECT_EQ(RunToEnd(scale).code, 0) << scale.Stderr();
+  EXPECT_EQ(RunToEnd(a).code, 0) << a.Stderr();
+  EXPECT_EQ(RunToEnd(b).code, 0) << b.Stderr();
+  EXPECT_NE((a.Stderr() + b.Stderr()).find("re-forms with 2 workers"), std::string::npos);
+  auto refused =
+      Launch({GangrunBinary(), "scale", "--master", "127.0.0.1:" + port_, "--worker_num", "0"}, {},
+             dir_.path(), dir_.path());
+  EXPECT_EQ(RunToEnd(refused).code, 2);
 }
 
 TEST_F(ClusterTest, StoppedNodeIsLostAfterTheNodeTimeout) {

@@ -59,6 +59,14 @@ TEST(OptionsTest, AcceptsBothSpellingsOfValues) {
   EXPECT_EQ(o.master_addr, "::1");
 }
 
+TEST(OptionsTest, WorkerNumMayBeAnElasticRange) {
+  Options o = Parse({"--worker_num", "2:6", "t.py"});
+  EXPECT_EQ(o.min_workers(), 2);
+  EXPECT_EQ(o.worker_num, 6);
+  EXPECT_TRUE(o.elastic());
+  EXPECT_FALSE(Parse({"--worker_num", "4", "t.py"}).elastic());
+}
+
 TEST(OptionsTest, EverythingAfterTheScriptBelongsToIt) {
   Options o = Parse({"--worker_num", "2", "train.py", "--worker_num", "5", "-x", "--", "y"});
   EXPECT_EQ(o.worker_num, 2);
@@ -81,9 +89,9 @@ TEST(OptionsTest, BooleansTakeMsrunLiteralsAndCommonSpellings) {
 
 TEST(OptionsTest, MalformedNumbersAreNamed) {
   EXPECT_EQ(Error({"--worker_num", "abc", "t.py"}),
-            "invalid value 'abc' for --worker_num: expected integer");
-  EXPECT_EQ(Error({"--worker_num", "1.5", "t.py"}),
-            "invalid value '1.5' for --worker_num: expected integer");
+            "invalid value 'abc' for --worker_num: expected integer, or MIN:MAX");
+  EXPECT_EQ(Error({"--local_worker_num", "1.5", "t.py"}),
+            "invalid value '1.5' for --local_worker_num: expected integer");
   EXPECT_EQ(Error({"--grace_period", "-1", "t.py"}),
             "invalid value '-1' for --grace_period: expected a number of seconds >= 0");
 }
@@ -178,6 +186,12 @@ TEST(ValidateTest, RejectsBadCountsWithOneClearLine) {
   o = Valid();
   o.local_worker_num = -1;
   EXPECT_EQ(Invalid(o), "--local_worker_num must be greater than 0 (got -1)");
+}
+
+TEST(ValidateTest, RejectsAnElasticMinimumAboveTheMaximum) {
+  Options o = Valid();
+  o.worker_num_min = 3;
+  EXPECT_EQ(Invalid(o), "--worker_num MIN:MAX needs 1 <= MIN <= MAX (got 3:2)");
 }
 
 TEST(ValidateTest, RejectsPortsOutsideTheRange) {

@@ -340,6 +340,110 @@ TEST_F(RestartTest, StopDuringTheBackoffEndsTheJob) {
   EXPECT_EQ(Starts(a), 1);
 }
 
+class ElasticTest : public RestartTest {
+ protected:
+  void MakeElastic(int min, int max) {
+    Scheduler::Options options{max, seconds(60), seconds(60)};
+    options.min_world_size = min;
+    options.last_call = seconds(1);
+    scheduler = std::make_unique<Scheduler>(clock, options);
+    scheduler->SetOnFinished([this](const v1::JobOutcome& o) { outcome = o; });
+    scheduler->Start();
+  }
+  // Every rank of the current generation on `id` exits (stopped) and the node reports.
+  void StopAll(int id, std::initializer_list<int> ranks) {
+    for (int rank : ranks) Exited(id, rank, 0, true, SIGTERM);
+    Ended(id);
+  }
+};
+
+TEST_F(ElasticTest, FormsAtTheMinimumAfterTheLastCall) {
+  MakeElastic(2, 4);
+  RecordingLink a;
+  Join(a, "a", "10.0.0.1", -1, 2);
+  clock.Advance(std::chrono::milliseconds(999));
+  EXPECT_EQ(Starts(a), 0);
+  clock.Advance(std::chrono::milliseconds(1));
+  ASSERT_EQ(Starts(a), 1);
+  EXPECT_EQ(a.commands.back().start().assignment().world_size(), 2);
+}
+
+TEST_F(ElasticTest, FormsAtOnceAtTheMaximum) {
+  MakeElastic(2, 4);
+  RecordingLink a, b;
+  Join(a, "a", "10.0.0.1", -1, 2);
+  Join(b, "b", "10.0.0.2", -1, 2);
+  ASSERT_EQ(Starts(b), 1);
+  EXPECT_EQ(b.commands.back().start().assignment().world_size(), 4);
+}
+
+TEST_F(ElasticTest, GrowsWhenANodeJoinsLaterWithoutUsingTheBudget) {
+  MakeElastic(2, 4);
+  RecordingLink a, b;
+  int ia = Join(a, "a", "10.0.0.1", -1, 2);
+  clock.Advance(seconds(1));
+  ASSERT_EQ(Starts(a), 1);
+  int ib = Join(b, "b", "10.0.0.2", -1, 2);
+  ASSERT_TRUE(a.commands.back().has_abort());
+  StopAll(ia, {0, 1});
+  ASSERT_EQ(Starts(a), 2);
+  ASSERT_EQ(Starts(b), 1);
+  EXPECT_EQ(b.commands.back().generation(), 2u);
+  EXPECT_EQ(b.commands.back().start().assignment().world_size(), 4);
+  EXPECT_EQ(b.commands.back().start().assignment().first_rank(), 2);
+  EXPECT_EQ(b.commands.back().start().restart_count(), 0);
+  for (int rank : {0, 1}) Exited(ia, rank, 0);
+  for (int rank : {2, 3}) Exited(ib, rank, 0);
+  Ended(ia);
+  Ended(ib);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_SUCCEEDED);
+}
+
+TEST_F(ElasticTest, ShrinksWhenANodeIsLostAndEnoughRemain) {
+  MakeElastic(2, 4);
+  RecordingLink a, b;
+  int ia = Join(a, "a", "10.0.0.1", -1, 2);
+  int ib = Join(b, "b", "10.0.0.2", -1, 2);
+  scheduler->OnNodeDisconnected(ib);
+  ASSERT_TRUE(a.commands.back().has_abort());
+  StopAll(ia, {0, 1});
+  ASSERT_EQ(Starts(a), 2);
+  EXPECT_EQ(a.commands.back().start().assignment().world_size(), 2);
+  EXPECT_FALSE(outcome.has_value());
+}
+
+TEST_F(ElasticTest, LosingANodeBelowTheMinimumLosesTheJob) {
+  MakeElastic(3, 4);
+  RecordingLink a, b;
+  int ia = Join(a, "a", "10.0.0.1", -1, 2);
+  int ib = Join(b, "b", "10.0.0.2", -1, 2);
+  scheduler->OnNodeDisconnected(ib);
+  StopAll(ia, {0, 1});
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_NODE_LOST);
+}
+
+TEST_F(ElasticTest, ScaleReleasesTheHighestNodesAndReforms) {
+  MakeElastic(2, 4);
+  RecordingLink a, b;
+  int ia = Join(a, "a", "10.0.0.1", 0, 2);
+  Join(b, "b", "10.0.0.2", 1, 2);
+  EXPECT_EQ(scheduler->Scale(1).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(scheduler->Scale(2).ok());
+  ASSERT_TRUE(b.commands.back().has_finished());
+  EXPECT_EQ(b.commands.back().finished().outcome().kind(), v1::JobOutcome::KIND_SUCCEEDED);
+  ASSERT_TRUE(a.commands.back().has_abort());
+  StopAll(ia, {0, 1});
+  ASSERT_EQ(Starts(a), 2);
+  EXPECT_EQ(a.commands.back().start().assignment().world_size(), 2);
+}
+
+TEST_F(SchedulerTest, ScaleIsRefusedForAFixedSizeJob) {
+  Make(2);
+  EXPECT_EQ(scheduler->Scale(4).code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(SchedulerTest, ExtraNodeIsRejectedByName) {
   Make(2);
   RecordingLink a, b;
