@@ -39,6 +39,15 @@ bool UsesTls(const Options& o) {
 
 }  // namespace
 
+Options ClientAccessFromEnv(const EnvLookup& env) {
+  Options access;
+  access.token = env("GANGRUN_TOKEN").value_or("");
+  access.tls_ca = env("GANGRUN_TLS_CA").value_or("");
+  access.tls_cert = env("GANGRUN_TLS_CERT").value_or("");
+  access.tls_key = env("GANGRUN_TLS_KEY").value_or("");
+  return access;
+}
+
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const Options& options) {
   if (!UsesTls(options)) return std::shared_ptr<grpc::ServerCredentials>();

@@ -19,4 +19,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
     const Options& options);
 
+// The token and TLS files a client subcommand (kv, scale) starts from: GANGRUN_TOKEN,
+// GANGRUN_TLS_CA, GANGRUN_TLS_CERT, GANGRUN_TLS_KEY.
+Options ClientAccessFromEnv(const EnvLookup& env);
+
 }  // namespace gangrun::launcher

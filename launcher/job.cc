@@ -303,7 +303,9 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
   signals.cancel();
   remote.reset();  // ends the stream before the node goes away
 
-  log->debug("peak resident memory {} KiB", PeakResidentKiB());
+  if (log->should_log(spdlog::level::debug)) {
+    log->debug("peak resident memory {} KiB", PeakResidentKiB());
+  }
   if (!outcome) return absl::InternalError("the job ended without an outcome");
   if (outcome->kind() == v1::JobOutcome::KIND_SUCCEEDED) {
     log->info("job succeeded: all {} local worker(s) exited 0", options.local_worker_num);

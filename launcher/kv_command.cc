@@ -46,18 +46,13 @@ int RunKvCommand(const std::vector<std::string>& args, const EnvLookup& env) {
   auto target = env("GANGRUN_SCHEDULER");
   if (!target || target->empty())
     return Usage("GANGRUN_SCHEDULER is not set (run me from a worker)");
-  Options tls;
-  tls.tls_ca = env("GANGRUN_TLS_CA").value_or("");
-  tls.tls_cert = env("GANGRUN_TLS_CERT").value_or("");
-  tls.tls_key = env("GANGRUN_TLS_KEY").value_or("");
-  auto credentials = MakeChannelCredentials(tls);
+  const Options access = ClientAccessFromEnv(env);
+  auto credentials = MakeChannelCredentials(access);
   if (!credentials.ok()) return Usage(std::string(credentials.status().message()));
   auto stub = v1::KeyValue::NewStub(
       worker::MakeChannel(*target, *credentials, "", std::chrono::seconds(30)));
   grpc::ClientContext context;
-  if (auto token = env("GANGRUN_TOKEN"); token && !token->empty()) {
-    context.AddMetadata("authorization", "Bearer " + *token);
-  }
+  worker::AddToken(context, access.token);
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
 
   if (verb == "put" && args.size() == 3) {

@@ -22,11 +22,7 @@ int Usage(const std::string& problem) {
 
 int RunScaleCommand(const std::vector<std::string>& args, const EnvLookup& env) {
   std::string master = env("GANGRUN_MASTER").value_or("");
-  Options tls;
-  tls.token = env("GANGRUN_TOKEN").value_or("");
-  tls.tls_ca = env("GANGRUN_TLS_CA").value_or("");
-  tls.tls_cert = env("GANGRUN_TLS_CERT").value_or("");
-  tls.tls_key = env("GANGRUN_TLS_KEY").value_or("");
+  Options tls = ClientAccessFromEnv(env);
   int worker_num = 0;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i], value;
@@ -39,13 +35,20 @@ int RunScaleCommand(const std::vector<std::string>& args, const EnvLookup& env) 
     } else {
       return Usage("missing value for " + flag);
     }
-    if (flag == "--master") master = value;
-    else if (flag == "--worker_num" && absl::SimpleAtoi(value, &worker_num)) continue;
-    else if (flag == "--token") tls.token = value;
-    else if (flag == "--tls_ca") tls.tls_ca = value;
-    else if (flag == "--tls_cert") tls.tls_cert = value;
-    else if (flag == "--tls_key") tls.tls_key = value;
-    else return Usage("bad option " + flag);
+    if (flag == "--master")
+      master = value;
+    else if (flag == "--worker_num" && absl::SimpleAtoi(value, &worker_num))
+      continue;
+    else if (flag == "--token")
+      tls.token = value;
+    else if (flag == "--tls_ca")
+      tls.tls_ca = value;
+    else if (flag == "--tls_cert")
+      tls.tls_cert = value;
+    else if (flag == "--tls_key")
+      tls.tls_key = value;
+    else
+      return Usage("bad option " + flag);
   }
   if (master.empty()) return Usage("--master is required");
   if (worker_num <= 0) return Usage("--worker_num must be a positive integer");
@@ -54,7 +57,7 @@ int RunScaleCommand(const std::vector<std::string>& args, const EnvLookup& env) 
   auto stub = v1::Scheduler::NewStub(
       worker::MakeChannel(master, *credentials, "", std::chrono::seconds(30)));
   grpc::ClientContext context;
-  if (!tls.token.empty()) context.AddMetadata("authorization", "Bearer " + tls.token);
+  worker::AddToken(context, tls.token);
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::ScaleRequest request;
   request.set_worker_num(worker_num);

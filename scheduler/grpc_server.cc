@@ -161,98 +161,76 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const v1::GetStatusRequest*,
                                       v1::GetStatusResponse* response) override {
-    auto* reactor = context->DefaultReactor();
-    if (!Refuse(context, reactor)) {
-      boost::asio::post(io_, [this, reactor, response] {
-        *response = scheduler_.Status();
-        reactor->Finish(grpc::Status::OK);
-      });
-    }
-    return reactor;
+    return Serve(context, [this, response](grpc::ServerUnaryReactor* reactor) {
+      *response = scheduler_.Status();
+      reactor->Finish(grpc::Status::OK);
+    });
   }
 
   grpc::ServerUnaryReactor* Scale(grpc::CallbackServerContext* context,
                                   const v1::ScaleRequest* request, v1::ScaleResponse*) override {
-    auto* reactor = context->DefaultReactor();
-    if (!Refuse(context, reactor)) {
-      boost::asio::post(io_, [this, reactor, request] {
-        reactor->Finish(ToGrpc(scheduler_.Scale(request->worker_num())));
-      });
-    }
-    return reactor;
+    return Serve(context, [this, request](grpc::ServerUnaryReactor* reactor) {
+      reactor->Finish(ToGrpc(scheduler_.Scale(request->worker_num())));
+    });
   }
 
   grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext* context, const v1::PutRequest* request,
                                 v1::PutResponse*) override {
-    auto* reactor = context->DefaultReactor();
-    if (!Refuse(context, reactor)) {
-      boost::asio::post(io_, [this, reactor, request] {
-        reactor->Finish(ToGrpc(store_.Put(request->key(), request->value())));
-      });
-    }
-    return reactor;
+    return Serve(context, [this, request](grpc::ServerUnaryReactor* reactor) {
+      reactor->Finish(ToGrpc(store_.Put(request->key(), request->value())));
+    });
   }
 
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context, const v1::GetRequest* request,
                                 v1::GetResponse* response) override {
-    auto* reactor = context->DefaultReactor();
-    if (!Refuse(context, reactor)) {
-      boost::asio::post(io_, [this, reactor, request, response] {
-        store_.Get(request->key(), WaitFromMs(request->wait_ms()),
-                   [reactor, response](absl::StatusOr<std::string> value) {
-                     if (value.ok()) response->set_value(*value);
-                     reactor->Finish(ToGrpc(value.status()));
-                   });
-      });
-    }
-    return reactor;
+    return Serve(context, [this, request, response](grpc::ServerUnaryReactor* reactor) {
+      store_.Get(request->key(), WaitFromMs(request->wait_ms()),
+                 [reactor, response](absl::StatusOr<std::string> value) {
+                   if (value.ok()) response->set_value(*value);
+                   reactor->Finish(ToGrpc(value.status()));
+                 });
+    });
   }
 
   grpc::ServerUnaryReactor* Add(grpc::CallbackServerContext* context, const v1::AddRequest* request,
                                 v1::AddResponse* response) override {
-    auto* reactor = context->DefaultReactor();
-    if (!Refuse(context, reactor)) {
-      boost::asio::post(io_, [this, reactor, request, response] {
-        auto value = store_.Add(request->key(), request->delta());
-        if (value.ok()) response->set_value(*value);
-        reactor->Finish(ToGrpc(value.status()));
-      });
-    }
-    return reactor;
+    return Serve(context, [this, request, response](grpc::ServerUnaryReactor* reactor) {
+      auto value = store_.Add(request->key(), request->delta());
+      if (value.ok()) response->set_value(*value);
+      reactor->Finish(ToGrpc(value.status()));
+    });
   }
 
   grpc::ServerUnaryReactor* Delete(grpc::CallbackServerContext* context,
                                    const v1::DeleteRequest* request,
                                    v1::DeleteResponse* response) override {
-    auto* reactor = context->DefaultReactor();
-    if (!Refuse(context, reactor)) {
-      boost::asio::post(io_, [this, reactor, request, response] {
-        response->set_existed(store_.Delete(request->key()));
-        reactor->Finish(grpc::Status::OK);
-      });
-    }
-    return reactor;
+    return Serve(context, [this, request, response](grpc::ServerUnaryReactor* reactor) {
+      response->set_existed(store_.Delete(request->key()));
+      reactor->Finish(grpc::Status::OK);
+    });
   }
 
   grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* context,
                                     const v1::BarrierRequest* request,
                                     v1::BarrierResponse*) override {
-    auto* reactor = context->DefaultReactor();
-    if (!Refuse(context, reactor)) {
-      boost::asio::post(io_, [this, reactor, request] {
-        store_.Barrier(request->name(), request->count(), WaitFromMs(request->wait_ms()),
-                       [reactor](absl::Status status) { reactor->Finish(ToGrpc(status)); });
-      });
-    }
-    return reactor;
+    return Serve(context, [this, request](grpc::ServerUnaryReactor* reactor) {
+      store_.Barrier(request->name(), request->count(), WaitFromMs(request->wait_ms()),
+                     [reactor](absl::Status status) { reactor->Finish(ToGrpc(status)); });
+    });
   }
 
  private:
-  // Finishes the call with UNAUTHENTICATED when the token is wrong; returns true if it did.
-  bool Refuse(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor) {
-    if (Authorized(*context, token_)) return false;
-    reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong or missing token"));
-    return true;
+  // Every unary call: refused with UNAUTHENTICATED without the token, otherwise `work` runs
+  // on the io_context (the scheduler's strand) and finishes the call there.
+  template <typename Work>
+  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context, Work work) {
+    auto* reactor = context->DefaultReactor();
+    if (!Authorized(*context, token_)) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong or missing token"));
+      return reactor;
+    }
+    boost::asio::post(io_, [reactor, work = std::move(work)]() mutable { work(reactor); });
+    return reactor;
   }
 
   boost::asio::io_context& io_;

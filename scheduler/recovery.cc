@@ -36,8 +36,7 @@ void Scheduler::Release(int node_id, const std::string& why) {
   v1::JobOutcome* outcome = command.mutable_finished()->mutable_outcome();
   outcome->set_kind(v1::JobOutcome::KIND_SUCCEEDED);
   outcome->set_message(why);
-  SendTo(node, std::move(command));
-  if (node.link != nullptr) node.link->Close();
+  SendAndClose(node, std::move(command));
   membership_.Remove(node.join);
   nodes_.erase(node_id);
 }

@@ -224,8 +224,7 @@ void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join
     common::Logger("scheduler")->error("rejected: {}", std::string(status.message()));
     v1::NodeCommand command;
     command.mutable_rejected()->set_reason(std::string(status.message()));
-    SendTo(node, std::move(command));
-    if (node.link != nullptr) node.link->Close();
+    SendAndClose(node, std::move(command));
     return;
   }
   node.joined = true;
@@ -443,18 +442,17 @@ v1::JobOutcome Scheduler::CurrentOutcome() const {
   std::sort(stopped.begin(), stopped.end());
   if (!root_cause_ && node_lost_) {
     outcome = *node_lost_;
-    for (int rank : stopped) outcome.add_stopped_ranks(rank);
   } else if (root_cause_) {
     outcome.set_kind(v1::JobOutcome::KIND_WORKER_FAILED);
     *outcome.mutable_root_cause() = *root_cause_;
-    for (int rank : stopped) outcome.add_stopped_ranks(rank);
   } else if (stop_signal_ != 0) {
     outcome.set_kind(v1::JobOutcome::KIND_STOPPED_BY_SIGNAL);
     outcome.set_signal(stop_signal_);
-    for (int rank : stopped) outcome.add_stopped_ranks(rank);
   } else {
     outcome.set_kind(v1::JobOutcome::KIND_SUCCEEDED);
+    return outcome;
   }
+  for (int rank : stopped) outcome.add_stopped_ranks(rank);
   return outcome;
 }
 
@@ -463,14 +461,18 @@ void Scheduler::Finish(v1::JobOutcome outcome) {
   formation_timer_.reset();
   heartbeat_timer_.reset();
   restart_timer_.reset();
+  last_call_timer_.reset();
   for (auto& [id, node] : nodes_) {
-    if (node.link == nullptr) continue;
     v1::NodeCommand command;
     *command.mutable_finished()->mutable_outcome() = outcome;
-    SendTo(node, std::move(command));
-    node.link->Close();
+    SendAndClose(node, std::move(command));
   }
   if (on_finished_) on_finished_(outcome);
+}
+
+void Scheduler::SendAndClose(NodeState& node, v1::NodeCommand command) {
+  SendTo(node, std::move(command));
+  if (node.link != nullptr) node.link->Close();
 }
 
 void Scheduler::SendTo(NodeState& node, v1::NodeCommand command) {

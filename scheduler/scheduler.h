@@ -106,6 +106,8 @@ class Scheduler {
   void Finish(v1::JobOutcome outcome);
   v1::JobOutcome CurrentOutcome() const;
   void SendTo(NodeState& node, v1::NodeCommand command);
+  // The last command a node gets on this connection (finished, rejected).
+  void SendAndClose(NodeState& node, v1::NodeCommand command);
 
   common::Clock& clock_;
   Options options_;

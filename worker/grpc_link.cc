@@ -15,7 +15,7 @@ class GrpcSchedulerLink::Stream : public grpc::ClientBidiReactor<v1::NodeEvent, 
       : io_(io), on_command_(std::move(on_command)), on_lost_(std::move(on_lost)) {}
 
   void Begin(v1::Scheduler::Stub* stub, const std::string& token) {
-    if (!token.empty()) context_.AddMetadata("authorization", "Bearer " + token);
+    AddToken(context_, token);
     context_.set_wait_for_ready(true);  // the scheduler may not be listening yet
     stub->async()->Session(&context_, this);
     StartRead(&incoming_);
@@ -80,6 +80,10 @@ class GrpcSchedulerLink::Stream : public grpc::ClientBidiReactor<v1::NodeEvent, 
   bool finished_ = false;               // guarded by mu_
   std::atomic<bool> cancelled_{false};
 };
+
+void AddToken(grpc::ClientContext& context, const std::string& token) {
+  if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+}
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
                                            std::shared_ptr<grpc::ChannelCredentials> credentials,

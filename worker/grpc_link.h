@@ -51,6 +51,9 @@ class GrpcSchedulerLink : public SchedulerLink {
   std::unique_ptr<Stream> stream_;
 };
 
+// Adds the job's token to a call ("authorization: Bearer <token>"); nothing for "".
+void AddToken(grpc::ClientContext& context, const std::string& token);
+
 // A channel to `target` with gangrun's settings (fast reconnects, keepalive pings).
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
                                            std::shared_ptr<grpc::ChannelCredentials> credentials,

@@ -27,6 +27,18 @@ class ClusterTest : public LauncherTest {
     return Start(args, worker_args);
   }
 
+  // Of two launchers of one job, the one hosting the scheduler (the first to bind its port)
+  // and the one that joined it as a node.
+  struct Roles {
+    const Launched& master;
+    const Launched& node;
+    bool b_is_node;
+  };
+  static Roles RolesOf(const Launched& a, const Launched& b) {
+    bool b_joined = b.Stderr().find("joining the scheduler") != std::string::npos;
+    return b_joined ? Roles{a, b, true} : Roles{b, a, false};
+  }
+
   std::string Env(int rank) { return ReadFile(dir_.File("env." + std::to_string(rank))); }
   static std::string Var(const std::string& env, const std::string& name) {
     size_t at = env.find("\n" + name + "=");
@@ -104,11 +116,7 @@ TEST_F(ClusterTest, KillingTheSchedulersLauncherStopsTheOtherNodes) {
   auto a = Node(4, 2, {"--node_rank", "0"}, {"--hang"});
   auto b = Node(4, 2, {"--node_rank", "1"}, {"--hang"});
   auto ready = WaitReady(4);
-  // The first to bind hosts the scheduler; find out which by asking who has MS_SCHED... the
-  // one whose stderr says it is joining is the plain node.
-  bool b_joined = b.Stderr().find("joining the scheduler") != std::string::npos;
-  const Launched& master = b_joined ? a : b;
-  const Launched& other = b_joined ? b : a;
+  auto [master, other, b_is_node] = RolesOf(a, b);
   kill(master.pid, SIGKILL);
   EXPECT_EQ(RunToEnd(other).code, 4) << other.Stderr();
   EXPECT_NE(other.Stderr().find("lost the scheduler"), std::string::npos) << other.Stderr();
@@ -119,14 +127,11 @@ TEST_F(ClusterTest, KillingTheSchedulersLauncherStopsTheOtherNodes) {
 TEST_F(ClusterTest, ALostNodeStartedAgainRejoinsWithinTheBudget) {
   // Generation 1 hangs (bystanders of a rank that never fails); generation 2 exits 0.
   std::vector<std::string> worker = {"--fail-rank", "99", "--only-generation", "1"};
-  std::vector<std::string> restarts = {"--max_restarts", "1"};
   auto a = Node(2, 1, {"--node_rank", "0", "--max_restarts", "1"}, worker);
   auto b = Node(2, 1, {"--node_rank", "1", "--max_restarts", "1"}, worker);
   auto ready = WaitReady(2);
-  bool b_joined = b.Stderr().find("joining the scheduler") != std::string::npos;
-  const Launched& master = b_joined ? a : b;
-  const Launched& lost = b_joined ? b : a;
-  const std::string lost_rank = b_joined ? "1" : "0";
+  auto [master, lost, b_is_node] = RolesOf(a, b);
+  const std::string lost_rank = b_is_node ? "1" : "0";
   kill(lost.pid, SIGKILL);
   RunToEnd(lost);
   auto again = Node(2, 1, {"--node_rank", lost_rank, "--max_restarts", "1"}, worker);
@@ -165,9 +170,7 @@ TEST_F(ClusterTest, ElasticJobShrinksWhenANodeIsLost) {
   auto a = Node(0, 2, {"--worker_num", "2:4", "--node_rank", "0"}, worker);
   auto b = Node(0, 2, {"--worker_num", "2:4", "--node_rank", "1"}, worker);
   auto ready = WaitReady(4);
-  bool b_joined = b.Stderr().find("joining the scheduler") != std::string::npos;
-  const Launched& master = b_joined ? a : b;
-  const Launched& lost = b_joined ? b : a;
+  auto [master, lost, b_is_node] = RolesOf(a, b);
   kill(lost.pid, SIGKILL);
   RunToEnd(lost);
   EXPECT_EQ(RunToEnd(master).code, 0) << master.Stderr();
@@ -198,9 +201,7 @@ TEST_F(ClusterTest, StoppedNodeIsLostAfterTheNodeTimeout) {
   auto a = Node(2, 1, {"--node_rank", "0", "--node_timeout", "1"}, {"--hang"});
   auto b = Node(2, 1, {"--node_rank", "1", "--node_timeout", "1"}, {"--hang"});
   auto ready = WaitReady(2);
-  bool b_joined = b.Stderr().find("joining the scheduler") != std::string::npos;
-  const Launched& master = b_joined ? a : b;
-  const Launched& stopped = b_joined ? b : a;
+  auto [master, stopped, b_is_node] = RolesOf(a, b);
   kill(stopped.pid, SIGSTOP);
   EXPECT_EQ(RunToEnd(master).code, 4) << master.Stderr();
   EXPECT_NE(master.Stderr().find("no heartbeat"), std::string::npos) << master.Stderr();

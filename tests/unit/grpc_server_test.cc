@@ -38,7 +38,7 @@ class GrpcServerTest : public ::testing::Test {
     server_.reset();
   }
   static void Authorize(grpc::ClientContext& context, const std::string& token) {
-    context.AddMetadata("authorization", "Bearer " + token);
+    worker::AddToken(context, token);
   }
 
   boost::asio::io_context io_;
