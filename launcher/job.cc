@@ -29,6 +29,7 @@
 #include "launcher/local_link.h"
 #include "scheduler/grpc_server.h"
 #include "scheduler/kv_store.h"
+#include "scheduler/metrics.h"
 #include "scheduler/scheduler.h"
 #include "worker/grpc_link.h"
 #include "worker/keeper_client.h"
@@ -113,9 +114,11 @@ class ReadyNotifier {
 
 // The scheduler side of this launcher, when it hosts one.
 struct SchedulerRole {
+  std::unique_ptr<scheduler::Telemetry> telemetry;
   std::unique_ptr<scheduler::Scheduler> scheduler;
   std::unique_ptr<scheduler::KvStore> store;
   std::unique_ptr<scheduler::SchedulerServer> server;  // null when simulating
+  std::unique_ptr<scheduler::MetricsServer> metrics;   // with --metrics_port
   std::unique_ptr<LocalLink> link;
 };
 
@@ -126,17 +129,16 @@ absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io, co
   SchedulerRole role;
   const bool simulating = Simulating(options);
   if (!facts.is_master && !simulating) return role;
-  scheduler::Scheduler::Options scheduler_options;
-  scheduler_options.world_size = simulating ? options.local_worker_num : options.worker_num;
-  scheduler_options.min_world_size = simulating ? options.local_worker_num : options.min_workers();
-  scheduler_options.last_call = Seconds(options.last_call);
-  scheduler_options.cluster_timeout =
-      options.cluster_time_out < 0 ? common::Duration(-1) : Seconds(options.cluster_time_out);
-  scheduler_options.node_timeout = Seconds(options.node_timeout);
-  scheduler_options.max_restarts = options.max_restarts;
-  scheduler_options.restart_backoff_initial = Seconds(options.restart_backoff_initial);
-  scheduler_options.restart_backoff_cap = Seconds(options.restart_backoff_cap);
+  if (std::getenv(kNodeOnlyEnv) != nullptr) return role;  // a daemon's job: it has the scheduler
+  scheduler::Scheduler::Options scheduler_options = SchedulerOptionsFor(options);
+  if (simulating) {
+    scheduler_options.world_size = options.local_worker_num;
+    scheduler_options.min_world_size = options.local_worker_num;
+  }
   role.scheduler = std::make_unique<scheduler::Scheduler>(clock, scheduler_options);
+  role.telemetry = std::make_unique<scheduler::Telemetry>(facts.run_id);
+  if (!options.event_log.empty()) RETURN_IF_ERROR(role.telemetry->OpenEventLog(options.event_log));
+  role.scheduler->SetTelemetry(role.telemetry.get());
   role.store = std::make_unique<scheduler::KvStore>(clock);
   if (!simulating) {
     ASSIGN_OR_RETURN(auto credentials, MakeServerCredentials(options));
@@ -161,11 +163,33 @@ absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io, co
     role.server = std::move(*server);
     facts.scheduler_port = role.server->port();
   }
+  if (options.metrics_port >= 0 && !simulating) {
+    ASSIGN_OR_RETURN(role.metrics,
+                     scheduler::MetricsServer::Start(
+                         io, "0.0.0.0", options.metrics_port,
+                         [&scheduler = *role.scheduler, &telemetry = *role.telemetry] {
+                           return scheduler::RenderMetrics({{&scheduler, &telemetry}});
+                         }));
+  }
   role.link = std::make_unique<LocalLink>(io, *role.scheduler);
   return role;
 }
 
 }  // namespace
+
+scheduler::Scheduler::Options SchedulerOptionsFor(const Options& options) {
+  scheduler::Scheduler::Options scheduler_options;
+  scheduler_options.world_size = options.worker_num;
+  scheduler_options.min_world_size = options.min_workers();
+  scheduler_options.last_call = Seconds(options.last_call);
+  scheduler_options.cluster_timeout =
+      options.cluster_time_out < 0 ? common::Duration(-1) : Seconds(options.cluster_time_out);
+  scheduler_options.node_timeout = Seconds(options.node_timeout);
+  scheduler_options.max_restarts = options.max_restarts;
+  scheduler_options.restart_backoff_initial = Seconds(options.restart_backoff_initial);
+  scheduler_options.restart_backoff_cap = Seconds(options.restart_backoff_cap);
+  return scheduler_options;
+}
 
 absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& host_facts,
                                       const RunContext& context) {

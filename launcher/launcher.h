@@ -9,6 +9,7 @@
 #include "gangrun/v1/session.pb.h"
 #include "launcher/options.h"
 #include "launcher/worker_plan.h"
+#include "scheduler/scheduler.h"
 
 namespace gangrun::launcher {
 
@@ -25,6 +26,9 @@ struct RunContext {
   int ready_fd = -1;     // --join False: where the detached supervisor reports "running"
 };
 
+// The scheduler's settings from the launcher's options (world size, timeouts, restarts).
+scheduler::Scheduler::Options SchedulerOptionsFor(const Options& options);
+
 // Runs the job to its end (SIGINT/SIGTERM/SIGHUP end it early).
 absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& facts,
                                       const RunContext& context);
@@ -39,5 +43,8 @@ absl::StatusOr<int> RunDetached(const std::vector<std::string>& argv, const Opti
 
 // The environment variable that marks the detached supervisor and names its ready pipe.
 inline constexpr char kReadyFdEnv[] = "GANGRUN_INTERNAL_READY_FD";
+// Set by `gangrun agent` for the launchers it starts: the daemon hosts the job's scheduler,
+// so this launcher only joins it as a node, even on the daemon's own host.
+inline constexpr char kNodeOnlyEnv[] = "GANGRUN_INTERNAL_NODE_ONLY";
 
 }  // namespace gangrun::launcher

@@ -9,6 +9,9 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "common/service.h"
+#include "launcher/control_command.h"
+#include "launcher/daemon_command.h"
 #include "launcher/exit_codes.h"
 #include "launcher/kv_command.h"
 #include "launcher/launcher.h"
@@ -36,6 +39,8 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "__keeper") {
     return gangrun::worker::RunKeeper(std::atoi(argv[2]));
   }
+  // As a container's first process: stay PID 1 as a reaper and signal relay, run in a child.
+  if (auto code = gangrun::common::MaybeBecomeInit()) return *code;
   const char* level = std::getenv("GANGRUN_LOG_LEVEL");
   gangrun::common::SetLogLevel(level != nullptr ? level : "info");
   // gRPC's own log lines go through our logger, at debug level.
@@ -44,8 +49,15 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "kv") {
     return gl::RunKvCommand({argv + 2, argv + argc}, gl::ProcessEnv());
   }
-  if (argc >= 2 && std::string(argv[1]) == "scale") {
-    return gl::RunScaleCommand({argv + 2, argv + argc}, gl::ProcessEnv());
+  if (argc >= 2) {
+    const std::string command = argv[1];
+    const std::vector<std::string> rest(argv + 2, argv + argc);
+    if (command == "scale") return gl::RunScaleCommand(rest, gl::ProcessEnv());
+    if (command == "status") return gl::RunStatusCommand(rest, gl::ProcessEnv());
+    if (command == "stop") return gl::RunStopCommand(rest, gl::ProcessEnv());
+    if (command == "scheduler") return gl::RunSchedulerCommand(rest, gl::ProcessEnv());
+    if (command == "agent") return gl::RunAgentCommand(rest, gl::ProcessEnv(), SelfExe());
+    if (command == "submit") return gl::RunSubmitCommand(rest, gl::ProcessEnv());
   }
 
   std::vector<std::string> args(argv, argv + argc);

@@ -221,6 +221,11 @@ const std::vector<OptionDef>& Definitions() {
        "console prefix of worker lines; {host} {rank} {local_rank} (default "
        "'[{host}:{rank}] ')",
        String(&Options::log_prefix)},
+      {"metrics_port",
+       "the scheduler serves Prometheus metrics on http://0.0.0.0:PORT/metrics (default -1: off)",
+       Int(&Options::metrics_port)},
+      {"event_log", "the scheduler appends a JSON line per job event to this file",
+       String(&Options::event_log)},
   };
   return defs;
 }

@@ -56,6 +56,8 @@ struct Options {
   std::string run_id;
   bool dry_run = false;
   std::string log_prefix = "[{host}:{rank}] ";
+  int metrics_port = -1;  // the scheduler's Prometheus endpoint; -1 = none, 0 = any free port
+  std::string event_log;  // the scheduler's JSON-lines event log
   // The task.
   std::string task_script;
   std::vector<std::string> task_args;

@@ -31,7 +31,10 @@ std::string FormatOutcome(const v1::JobOutcome& outcome) {
       break;
     }
     case v1::JobOutcome::KIND_STOPPED_BY_SIGNAL:
-      out << "gangrun: job stopped: the launcher received " << common::SignalName(outcome.signal())
+      out << "gangrun: job stopped: "
+          << (outcome.message().empty()
+                  ? "the launcher received " + common::SignalName(outcome.signal())
+                  : outcome.message())
           << ".\n";
       break;
     case v1::JobOutcome::KIND_FORMATION_FAILED:

@@ -58,6 +58,10 @@ absl::Status Validate(const Options& o) {
     return Invalid("--sim_rank_id must be -1 or >= 0 (got " + std::to_string(o.sim_rank_id) + ")");
   }
   if (o.max_restarts < 0) return Invalid("--max_restarts must be >= 0");
+  if (o.metrics_port < -1 || o.metrics_port > 65535) {
+    return Invalid("--metrics_port must be -1 (off), 0 (any free port) or 1..65535 (got " +
+                   std::to_string(o.metrics_port) + ")");
+  }
   if (o.heartbeat_interval <= 0) return Invalid("--heartbeat_interval must be greater than 0");
   if (o.node_timeout <= 0) return Invalid("--node_timeout must be greater than 0");
   if (!o.rank_table_file.empty()) {

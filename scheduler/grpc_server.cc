@@ -1,12 +1,12 @@
 #include "scheduler/grpc_server.h"
 
 #include <boost/asio/post.hpp>
-#include <deque>
-#include <mutex>
+#include <csignal>
 
 #include "common/logging.h"
 #include "gangrun/v1/kv.grpc.pb.h"
 #include "gangrun/v1/session.grpc.pb.h"
+#include "scheduler/server_stream.h"
 
 namespace gangrun::scheduler {
 namespace {
@@ -18,117 +18,44 @@ grpc::Status ToGrpc(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
-class SessionReactor;
+using SessionStream = ServerStream<v1::NodeEvent, v1::NodeCommand>;
 
-// What the scheduler holds for one node stream. It outlives the reactor: the reactor may be
-// gone (the stream ended) while the scheduler has not yet heard of it.
+// What the scheduler holds for one node stream. It outlives the stream: the stream may be
+// gone (the node disconnected) while the scheduler has not yet heard of it.
 class StreamLink : public NodeLink {
  public:
-  void Send(const v1::NodeCommand& command) override;
-  void Close() override;
+  void Send(const v1::NodeCommand& command) override { handle->Send(command); }
+  void Close() override { handle->Close(); }
   common::TimePoint LastHeartbeat() const override {
     return common::TimePoint(common::Duration(last_heartbeat.load(std::memory_order_relaxed)));
   }
+  std::shared_ptr<SessionStream::Handle> handle = std::make_shared<SessionStream::Handle>();
   std::atomic<common::Duration::rep> last_heartbeat{
       common::TimePoint::min().time_since_epoch().count()};
-  std::mutex mu;
-  SessionReactor* reactor = nullptr;  // guarded by mu; null once the stream is done
-  int node_id = 0;                    // set on the io_context
+  int node_id = 0;  // set on the io_context
 };
 
-class SessionReactor : public grpc::ServerBidiReactor<v1::NodeEvent, v1::NodeCommand> {
- public:
-  SessionReactor(boost::asio::io_context& io, Scheduler& scheduler, bool authorized)
-      : io_(io), scheduler_(scheduler), link_(std::make_shared<StreamLink>()) {
-    if (!authorized) {
-      FinishOnce(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong or missing token"));
-      return;
-    }
-    link_->reactor = this;
-    boost::asio::post(io_, [link = link_, &scheduler = scheduler_] {
-      link->node_id = scheduler.AddNode(link.get());
-    });
-    StartRead(&incoming_);
-  }
-
-  // Called with link_->mu held.
-  void QueueLocked(const v1::NodeCommand& command) {
-    if (finished_ || closing_) return;
-    outgoing_.push_back(command);
-    if (outgoing_.size() == 1) StartWrite(&outgoing_.front());
-  }
-  void CloseLocked() {
-    closing_ = true;
-    if (outgoing_.empty()) FinishOnce(grpc::Status::OK);
-  }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) {
-      boost::asio::post(io_, [link = link_, &scheduler = scheduler_] {
-        scheduler.OnNodeDisconnected(link->node_id);
-      });
-      std::lock_guard<std::mutex> lock(link_->mu);
-      if (outgoing_.empty()) FinishOnce(grpc::Status::OK);
-      closing_ = true;
-      return;
-    }
-    if (incoming_.has_heartbeat()) {
+SessionStream* OpenSession(boost::asio::io_context& io, Scheduler& scheduler, bool authorized) {
+  auto link = std::make_shared<StreamLink>();
+  SessionStream::Handlers handlers;
+  handlers.on_read = [&io, &scheduler, link](const v1::NodeEvent& event) {
+    if (event.has_heartbeat()) {
       // Counted here, not posted: a heartbeat costs no trip to the scheduler's strand.
-      link_->last_heartbeat.store(std::chrono::steady_clock::now().time_since_epoch().count(),
-                                  std::memory_order_relaxed);
-    } else {
-      boost::asio::post(io_, [link = link_, &scheduler = scheduler_, event = incoming_] {
-        scheduler.OnNodeEvent(link->node_id, event);
-      });
-    }
-    StartRead(&incoming_);
-  }
-
-  void OnWriteDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(link_->mu);
-    outgoing_.pop_front();
-    if (!ok) {
-      outgoing_.clear();
-      FinishOnce(grpc::Status::OK);
+      link->last_heartbeat.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                                 std::memory_order_relaxed);
       return;
     }
-    if (!outgoing_.empty()) {
-      StartWrite(&outgoing_.front());
-    } else if (closing_) {
-      FinishOnce(grpc::Status::OK);
-    }
+    boost::asio::post(io,
+                      [link, &scheduler, event] { scheduler.OnNodeEvent(link->node_id, event); });
+  };
+  handlers.on_end = [&io, &scheduler, link] {
+    boost::asio::post(io, [link, &scheduler] { scheduler.OnNodeDisconnected(link->node_id); });
+  };
+  if (authorized) {
+    // Posted before the first read can post an event, so the node has its id by then.
+    boost::asio::post(io, [link, &scheduler] { link->node_id = scheduler.AddNode(link.get()); });
   }
-
-  void OnDone() override {
-    {
-      std::lock_guard<std::mutex> lock(link_->mu);
-      link_->reactor = nullptr;
-    }
-    delete this;
-  }
-
- private:
-  void FinishOnce(const grpc::Status& status) {
-    if (!finished_.exchange(true)) Finish(status);
-  }
-
-  boost::asio::io_context& io_;
-  Scheduler& scheduler_;
-  std::shared_ptr<StreamLink> link_;
-  v1::NodeEvent incoming_;
-  std::deque<v1::NodeCommand> outgoing_;  // guarded by link_->mu
-  bool closing_ = false;                  // guarded by link_->mu
-  std::atomic<bool> finished_{false};
-};
-
-void StreamLink::Send(const v1::NodeCommand& command) {
-  std::lock_guard<std::mutex> lock(mu);
-  if (reactor != nullptr) reactor->QueueLocked(command);
-}
-
-void StreamLink::Close() {
-  std::lock_guard<std::mutex> lock(mu);
-  if (reactor != nullptr) reactor->CloseLocked();
+  return new SessionStream(link->handle, authorized, std::move(handlers));
 }
 
 common::Duration WaitFromMs(int64_t wait_ms) {
@@ -155,7 +82,7 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
 
   grpc::ServerBidiReactor<v1::NodeEvent, v1::NodeCommand>* Session(
       grpc::CallbackServerContext* context) override {
-    return new SessionReactor(io_, scheduler_, Authorized(*context, token_));
+    return OpenSession(io_, scheduler_, Authorized(*context, token_));
   }
 
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
@@ -171,6 +98,17 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
                                   const v1::ScaleRequest* request, v1::ScaleResponse*) override {
     return Serve(context, [this, request](grpc::ServerUnaryReactor* reactor) {
       reactor->Finish(ToGrpc(scheduler_.Scale(request->worker_num())));
+    });
+  }
+
+  grpc::ServerUnaryReactor* Stop(grpc::CallbackServerContext* context,
+                                 const v1::StopJobRequest* request,
+                                 v1::StopJobResponse* response) override {
+    return Serve(context, [this, request, response](grpc::ServerUnaryReactor* reactor) {
+      response->set_stopped(scheduler_.finished() ? 0 : 1);
+      scheduler_.Stop(request->signal() > 0 ? request->signal() : SIGTERM,
+                      request->reason().empty() ? "stopped by gangrun stop" : request->reason());
+      reactor->Finish(grpc::Status::OK);
     });
   }
 
@@ -220,17 +158,9 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
   }
 
  private:
-  // Every unary call: refused with UNAUTHENTICATED without the token, otherwise `work` runs
-  // on the io_context (the scheduler's strand) and finishes the call there.
   template <typename Work>
   grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context, Work work) {
-    auto* reactor = context->DefaultReactor();
-    if (!Authorized(*context, token_)) {
-      reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong or missing token"));
-      return reactor;
-    }
-    boost::asio::post(io_, [reactor, work = std::move(work)]() mutable { work(reactor); });
-    return reactor;
+    return ServeOnStrand(io_, context, token_, std::move(work));
   }
 
   boost::asio::io_context& io_;

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "scheduler/kv_store.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/server_stream.h"
 
 namespace gangrun::scheduler {
 
@@ -50,8 +51,5 @@ class SchedulerServer {
   int port_ = 0;
   std::thread shutdown_thread_;
 };
-
-// True when `context` carries "authorization: Bearer <token>" (always true for "").
-bool Authorized(const grpc::ServerContextBase& context, const std::string& token);
 
 }  // namespace gangrun::scheduler

@@ -23,6 +23,7 @@ void Scheduler::WaitForReplacement() {
 
 void Scheduler::Reform(const std::string& why) {
   membership_changed_ = true;
+  Record("membership_changed", {{"reason", why}, {"workers", membership_.workers}});
   if (phase_ == Phase::kRunning) {
     phase_ = Phase::kStopping;
     AbortAll(why + ": the job re-forms with " + std::to_string(membership_.workers) + " workers");
@@ -32,6 +33,7 @@ void Scheduler::Reform(const std::string& why) {
 
 void Scheduler::Release(int node_id, const std::string& why) {
   NodeState& node = nodes_.at(node_id);
+  Record("node_released", {{"node", node.join.node_name}, {"reason", why}});
   v1::NodeCommand command;
   v1::JobOutcome* outcome = command.mutable_finished()->mutable_outcome();
   outcome->set_kind(v1::JobOutcome::KIND_SUCCEEDED);
@@ -51,6 +53,7 @@ absl::Status Scheduler::Scale(int target) {
   }
   if (phase_ == Phase::kFinished) return absl::FailedPreconditionError("the job is over");
   common::Logger("scheduler")->info("scaling the job to at most {} workers", target);
+  Record("scaled", {{"worker_num", target}});
   options_.world_size = target;
   // Release the nodes with the highest node ranks until the job fits.
   std::vector<std::pair<int, int>> by_rank;  // (node rank, id)
@@ -90,9 +93,15 @@ void Scheduler::ScheduleRestart() {
           cause.host(), generation_,
           std::chrono::duration_cast<std::chrono::milliseconds>(delay).count(),
           options_.max_restarts - restarts_used_, options_.max_restarts);
+  Record("restart_scheduled",
+         {{"generation", generation_},
+          {"delay_ms", std::chrono::duration_cast<std::chrono::milliseconds>(delay).count()},
+          {"restart", restarts_used_},
+          {"max_restarts", options_.max_restarts}});
   root_cause_.reset();
   restart_timer_ = clock_.After(delay, [this] {
     restart_timer_.reset();
+    generation_requested_at_ = clock_.Now();
     Form();  // same ranks unless the membership changed meanwhile
   });
 }

@@ -12,6 +12,7 @@ Scheduler::Scheduler(common::Clock& clock, Options options)
 Scheduler::~Scheduler() = default;
 
 void Scheduler::Start() {
+  generation_requested_at_ = clock_.Now();
   if (options_.cluster_timeout >= common::Duration::zero()) {
     formation_timer_ = clock_.After(options_.cluster_timeout, [this] { OnFormationTimeout(); });
   }
@@ -51,6 +52,13 @@ std::string Scheduler::Describe(const NodeState& node) const {
 void Scheduler::OnNodeLost(int node_id, NodeState& node, const std::string& why) {
   node.lost = true;
   common::Logger("scheduler")->error("lost {}: {}", Describe(node), why);
+  Record("node_lost",
+         {{"node", node.join.node_name},
+          {"address", node.join.host_address},
+          {"pid", node.pid},
+          {"generation", generation_},
+          {"cause", why.rfind("no heartbeat", 0) == 0 ? "heartbeat_timeout" : "connection_lost"},
+          {"reason", why}});
   if (phase_ == Phase::kForming) {
     membership_.Remove(node.join);
     nodes_.erase(node_id);  // its workers no longer count; another node may take its place
@@ -115,20 +123,39 @@ void Scheduler::LogProgress() {
 v1::GetStatusResponse Scheduler::Status() const {
   v1::GetStatusResponse status;
   static const char* kPhases[] = {"forming", "running", "stopping", "finished"};
-  status.set_phase(kPhases[static_cast<int>(phase_)]);
+  status.set_phase(restart_timer_ ? "restarting" : kPhases[static_cast<int>(phase_)]);
   status.set_generation(generation_);
   status.set_world_size(options_.world_size);
+  status.set_min_world_size(min_world());
+  status.set_restarts(restarts_used_);
+  status.set_max_restarts(options_.max_restarts);
+  if (outcome_) *status.mutable_outcome() = *outcome_;
+  if (telemetry_ != nullptr) status.set_job_id(telemetry_->job_id());
+  const common::TimePoint now = clock_.Now();
   for (const auto& [id, node] : nodes_) {
     if (!node.joined) continue;
     auto* n = status.add_nodes();
     n->set_node_name(node.join.node_name);
     n->set_host_address(node.join.host_address);
-    n->set_node_rank(phase_ == Phase::kForming ? -1 : node.slot.node_rank);
-    n->set_first_rank(phase_ == Phase::kForming ? -1 : node.slot.first_rank);
+    n->set_node_rank(generation_ == 0 ? -1 : node.slot.node_rank);
+    n->set_first_rank(generation_ == 0 ? -1 : node.slot.first_rank);
     n->set_local_worker_num(node.join.local_worker_num);
     n->set_launcher_pid(node.pid);
+    n->set_state(generation_ == 0 ? "joined" : node.ended ? "ended" : "running");
+    common::TimePoint heard = node.last_seen;
+    if (node.link != nullptr) heard = std::max(heard, node.link->LastHeartbeat());
+    n->set_heartbeat_age_seconds(std::chrono::duration<double>(now - heard).count());
+    for (const auto& [rank, worker] : node.workers) *n->add_workers() = worker;
   }
   return status;
+}
+
+void Scheduler::Stop(int signal, const std::string& reason) {
+  if (phase_ == Phase::kFinished) return;
+  v1::StopRequest request;
+  request.set_reason(reason);
+  request.set_signal(signal);
+  OnStopRequest(request);
 }
 
 int Scheduler::AddNode(NodeLink* link) {
@@ -188,7 +215,22 @@ void Scheduler::OnNodeEvent(int node_id, const v1::NodeEvent& event) {
     return;
   }
   if (event.has_worker_started()) {
-    if (event.worker_started().rank() >= 0 && ++started_ranks_ == current_world_ && failed_at_ &&
+    const int rank = event.worker_started().rank();
+    if (rank >= 0) {
+      auto& worker = node.workers[rank];
+      worker.set_pid(event.worker_started().pid());
+      worker.set_state("running");
+    }
+    if (rank >= 0 && started_ranks_ + 1 == current_world_) {
+      const auto latency = clock_.Now() - generation_requested_at_;
+      if (telemetry_ != nullptr) telemetry_->ObserveRendezvous(latency);
+      Record(
+          "generation_running",
+          {{"generation", generation_},
+           {"workers", current_world_},
+           {"latency_ms", std::chrono::duration_cast<std::chrono::milliseconds>(latency).count()}});
+    }
+    if (rank >= 0 && ++started_ranks_ == current_world_ && failed_at_ &&
         failed_at_->first < generation_) {
       // The restart latency: failure heard -> every worker of the new generation running.
       common::Logger("scheduler")
@@ -222,6 +264,9 @@ void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join
   }
   if (!status.ok()) {
     common::Logger("scheduler")->error("rejected: {}", std::string(status.message()));
+    Record("node_rejected", {{"node", join.node_name()},
+                             {"address", join.host_address()},
+                             {"reason", std::string(status.message())}});
     v1::NodeCommand command;
     command.mutable_rejected()->set_reason(std::string(status.message()));
     SendAndClose(node, std::move(command));
@@ -232,6 +277,13 @@ void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join
   node.free_port = join.free_port();
   node.pid = join.pid();
   membership_.Add(candidate);
+  Record("node_joined", {{"node", join.node_name()},
+                         {"address", join.host_address()},
+                         {"pid", join.pid()},
+                         {"node_rank", join.node_rank()},
+                         {"workers", join.local_worker_num()},
+                         {"present", membership_.workers},
+                         {"world_size", options_.world_size}});
   common::Logger("scheduler")
       ->debug("node {} '{}' joined with {} worker(s); {} of {} workers present", node_id,
               join.node_name(), join.local_worker_num(), membership_.workers, options_.world_size);
@@ -307,6 +359,12 @@ void Scheduler::StartGeneration() {
   for (auto& [id, node] : nodes_) {
     if (!node.joined) continue;
     node.ended = false;
+    node.workers.clear();
+    for (int i = 0; i < node.join.local_worker_num; ++i) {
+      auto& worker = node.workers[node.slot.first_rank + i];
+      worker.set_rank(node.slot.first_rank + i);
+      worker.set_state("starting");
+    }
     states.push_back(&node);
     if (node.slot.node_rank == 0) rank0 = &node;
   }
@@ -321,6 +379,11 @@ void Scheduler::StartGeneration() {
              restarts_used_ > 0 ? " (restart " + std::to_string(restarts_used_) + " of " +
                                       std::to_string(options_.max_restarts) + ")"
                                 : std::string());
+  Record("generation_started", {{"generation", generation_},
+                                {"nodes", states.size()},
+                                {"workers", current_world_},
+                                {"restart", restarts_used_},
+                                {"max_restarts", options_.max_restarts}});
   for (NodeState* node : states) {
     v1::NodeCommand command;
     auto* assignment = command.mutable_start()->mutable_assignment();
@@ -338,6 +401,12 @@ void Scheduler::StartGeneration() {
 
 void Scheduler::OnWorkerExited(NodeState& node, const v1::WorkerExited& exited) {
   const bool failed = exited.exit().exit_code() != 0 || exited.exit().signal() != 0;
+  if (exited.rank() >= 0) {
+    auto& worker = node.workers[exited.rank()];
+    worker.set_pid(exited.pid());
+    worker.set_state(!failed ? "succeeded" : exited.stopped_by_us() ? "stopped" : "failed");
+    *worker.mutable_exit() = exited.exit();
+  }
   if (!failed && !exited.stopped_by_us() && exited.rank() >= 0) ++succeeded_ranks_;
   if (phase_ == Phase::kRunning && failed && !exited.stopped_by_us()) {
     v1::RootCause cause;
@@ -350,6 +419,13 @@ void Scheduler::OnWorkerExited(NodeState& node, const v1::WorkerExited& exited) 
     root_cause_ = std::move(cause);
     failed_at_ = std::make_pair(generation_, clock_.Now());
     phase_ = Phase::kStopping;
+    Record("worker_failed", {{"generation", generation_},
+                             {"rank", exited.rank()},
+                             {"node", node.join.node_name},
+                             {"pid", exited.pid()},
+                             {"exit_code", exited.exit().exit_code()},
+                             {"signal", exited.exit().signal()},
+                             {"log", exited.log_path()}});
     std::string who = exited.rank() >= 0 ? "rank " + std::to_string(exited.rank())
                                          : std::string("the MindSpore scheduler process");
     AbortAll(who + " on " + node.join.node_name + " failed");
@@ -368,6 +444,16 @@ void Scheduler::MaybeGenerationOver() {
     if (other.joined && !other.ended) return;
   }
   if (phase_ == Phase::kForming || phase_ == Phase::kFinished) return;
+  nlohmann::json ended = {{"generation", generation_}};
+  if (abort_sent_at_) {
+    const auto latency = clock_.Now() - *abort_sent_at_;
+    if (telemetry_ != nullptr) telemetry_->ObserveStop(latency);
+    ended["stop_latency_ms"] =
+        std::chrono::duration_cast<std::chrono::milliseconds>(latency).count();
+    abort_sent_at_.reset();
+  }
+  Record("generation_ended", std::move(ended));
+  generation_requested_at_ = clock_.Now();
   if (awaiting_replacement_) {
     WaitForReplacement();
     return;
@@ -389,7 +475,11 @@ void Scheduler::MaybeGenerationOver() {
 
 void Scheduler::OnStopRequest(const v1::StopRequest& request) {
   common::Logger("scheduler")->info("stop requested: {}", request.reason());
-  if (stop_signal_ == 0) stop_signal_ = request.signal();
+  Record("stop_requested", {{"reason", request.reason()}, {"signal", request.signal()}});
+  if (stop_signal_ == 0) {
+    stop_signal_ = request.signal();
+    stop_reason_ = request.reason();
+  }
   if (phase_ == Phase::kForming || restart_timer_) {
     restart_timer_.reset();
     Finish(CurrentOutcome());
@@ -428,6 +518,8 @@ void Scheduler::OnFormationTimeout() {
 
 void Scheduler::AbortAll(const std::string& reason) {
   common::Logger("scheduler")->info("aborting generation {}: {}", generation_, reason);
+  if (!abort_sent_at_) abort_sent_at_ = clock_.Now();
+  Record("generation_aborted", {{"generation", generation_}, {"reason", reason}});
   for (auto& [id, node] : nodes_) {
     if (!node.joined || node.link == nullptr) continue;
     v1::NodeCommand command;
@@ -448,6 +540,7 @@ v1::JobOutcome Scheduler::CurrentOutcome() const {
   } else if (stop_signal_ != 0) {
     outcome.set_kind(v1::JobOutcome::KIND_STOPPED_BY_SIGNAL);
     outcome.set_signal(stop_signal_);
+    outcome.set_message(stop_reason_);
   } else {
     outcome.set_kind(v1::JobOutcome::KIND_SUCCEEDED);
     return outcome;
@@ -458,6 +551,16 @@ v1::JobOutcome Scheduler::CurrentOutcome() const {
 
 void Scheduler::Finish(v1::JobOutcome outcome) {
   phase_ = Phase::kFinished;
+  outcome_ = outcome;
+  static const char* kKinds[] = {"unspecified",       "succeeded",        "worker_failed",
+                                 "stopped_by_signal", "formation_failed", "node_lost"};
+  nlohmann::json fields = {{"generation", generation_},
+                           {"outcome", kKinds[outcome.kind()]},
+                           {"restarts", restarts_used_}};
+  if (!outcome.message().empty()) fields["message"] = outcome.message();
+  if (outcome.has_root_cause()) fields["rank"] = outcome.root_cause().rank();
+  if (outcome.signal() != 0) fields["signal"] = outcome.signal();
+  Record("job_finished", std::move(fields));
   formation_timer_.reset();
   heartbeat_timer_.reset();
   restart_timer_.reset();

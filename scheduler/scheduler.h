@@ -18,7 +18,9 @@
 
 #include "common/clock.h"
 #include "gangrun/v1/session.pb.h"
+#include "nlohmann/json.hpp"
 #include "scheduler/rank_assignment.h"
+#include "scheduler/telemetry.h"
 
 namespace gangrun::scheduler {
 
@@ -63,6 +65,11 @@ class Scheduler {
   }
   uint64_t generation() const { return generation_; }
   v1::GetStatusResponse Status() const;
+  // Events and counters go here (the event log and /metrics); may stay unset.
+  void SetTelemetry(Telemetry* telemetry) { telemetry_ = telemetry; }
+  // `gangrun stop`, a daemon's job being cancelled: as if a launcher had got `signal`.
+  void Stop(int signal, const std::string& reason);
+  bool finished() const { return phase_ == Phase::kFinished; }
   // `gangrun scale`: sets the elastic job's maximum size. Below the current size, the
   // newest nodes are released and the job re-forms. Refuses sizes below the minimum.
   absl::Status Scale(int target);
@@ -79,6 +86,7 @@ class Scheduler {
     bool lost = false;
     int pid = 0;
     common::TimePoint last_seen;
+    std::map<int, v1::WorkerStatus> workers;  // this generation's, by rank
   };
 
   void OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join);
@@ -108,6 +116,9 @@ class Scheduler {
   void SendTo(NodeState& node, v1::NodeCommand command);
   // The last command a node gets on this connection (finished, rejected).
   void SendAndClose(NodeState& node, v1::NodeCommand command);
+  void Record(const std::string& event, nlohmann::json fields = nlohmann::json::object()) {
+    if (telemetry_ != nullptr) telemetry_->Record(event, std::move(fields));
+  }
 
   common::Clock& clock_;
   Options options_;
@@ -134,8 +145,15 @@ class Scheduler {
   common::TimePoint last_progress_log_;
   std::optional<v1::RootCause> root_cause_;
   int stop_signal_ = 0;
+  std::string stop_reason_;
   std::vector<int> stopped_ranks_;
   std::function<void(const v1::JobOutcome&)> on_finished_;
+  Telemetry* telemetry_ = nullptr;
+  std::optional<v1::JobOutcome> outcome_;  // once finished
+  // Since when the scheduler has been bringing up the next generation (for the rendezvous
+  // latency), and when the running one was told to abort (for the stop latency).
+  common::TimePoint generation_requested_at_;
+  std::optional<common::TimePoint> abort_sent_at_;
 };
 
 }  // namespace gangrun::scheduler

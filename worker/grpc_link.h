@@ -17,6 +17,7 @@
 #include <string>
 
 #include "gangrun/v1/session.grpc.pb.h"
+#include "worker/client_stream.h"
 #include "worker/node.h"
 
 namespace gangrun::worker {
@@ -41,18 +42,14 @@ class GrpcSchedulerLink : public SchedulerLink {
   void Connect(CommandHandler on_command, LostHandler on_lost);
   void Send(const v1::NodeEvent& event) override;
 
-  class Stream;
-
  private:
+  using Stream = ClientStream<v1::NodeEvent, v1::NodeCommand>;
   boost::asio::io_context& io_;
   Options options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Scheduler::Stub> stub_;
   std::unique_ptr<Stream> stream_;
 };
-
-// Adds the job's token to a call ("authorization: Bearer <token>"); nothing for "".
-void AddToken(grpc::ClientContext& context, const std::string& token);
 
 // A channel to `target` with gangrun's settings (fast reconnects, keepalive pings).
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,

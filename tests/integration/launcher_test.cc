@@ -4,6 +4,8 @@
 
 #include <fstream>
 
+#include "common/exit_status.h"
+#include "common/net.h"
 #include "tests/integration/launcher_fixture.h"
 
 namespace gangrun::testing {
@@ -56,7 +58,10 @@ TEST_P(StopSignalTest, SignalToTheLauncherStopsEveryWorker) {
   kill(run.pid, sig);
   EXPECT_EQ(RunToEnd(run).code, 128 + sig);
   for (const auto& r : ready) EXPECT_FALSE(IsAlive(r.pid)) << "rank " << r.rank;
-  EXPECT_NE(run.Stderr().find("job stopped: the launcher received"), std::string::npos);
+  EXPECT_NE(run.Stderr().find("job stopped: launcher on " + common::Hostname() + " received " +
+                              common::SignalName(sig)),
+            std::string::npos)
+      << run.Stderr();
 }
 
 INSTANTIATE_TEST_SUITE_P(Signals, StopSignalTest, ::testing::Values(SIGTERM, SIGINT, SIGHUP));

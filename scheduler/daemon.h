@@ -1,0 +1,137 @@
+#pragma once
+// The daemon (`gangrun scheduler --listen`): a long-lived scheduler that keeps a registry of
+// agents (`gangrun agent`) and runs submitted jobs (`gangrun submit`) on their free slots.
+//
+// Each job gets what a one-shot job's master launcher has: a Scheduler, a KvStore and a
+// SchedulerServer on a port of its own; the agents start one ordinary launcher per job that
+// joins that port as a node. The daemon places jobs first come, first served, relays the
+// launchers' output to the submitter, and answers the submitter with the job's outcome once
+// every launcher of the job has exited. An actor on the io_context, like the Scheduler.
+
+#include <grpcpp/grpcpp.h>
+
+#include <boost/asio/io_context.hpp>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "gangrun/v1/daemon.pb.h"
+#include "scheduler/grpc_server.h"
+#include "scheduler/kv_store.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/server_stream.h"
+#include "scheduler/telemetry.h"
+
+namespace gangrun::scheduler {
+
+class Daemon {
+ public:
+  using AgentStream = ServerStream<v1::AgentEvent, v1::AgentCommand>;
+  using SubmitStream = ServerStream<v1::SubmitEvent, v1::SubmitReply>;
+  // A job's scheduler settings from its launcher options (parsed by the launcher library).
+  using Configure = std::function<absl::StatusOr<Scheduler::Options>(const v1::SubmitJob&)>;
+
+  struct Options {
+    std::string listen_host;  // where the jobs' own ports listen (the daemon's host)
+    std::string token;
+    std::shared_ptr<grpc::ServerCredentials> credentials;  // null = insecure
+    std::string event_log;                                 // "" = none
+  };
+
+  Daemon(boost::asio::io_context& io, common::Clock& clock, Options options, Configure configure);
+  ~Daemon();
+
+  // Agents and submitters, as their streams connect, talk and end.
+  int AddAgent(std::shared_ptr<AgentStream::Handle> handle);
+  void OnAgentEvent(int agent_id, const v1::AgentEvent& event);
+  void OnAgentGone(int agent_id);
+  int AddSubmitter(std::shared_ptr<SubmitStream::Handle> handle);
+  void OnSubmitEvent(int submit_id, const v1::SubmitEvent& event);
+  void OnSubmitterGone(int submit_id);
+
+  v1::DaemonStatusResponse Status() const;
+  // Stops one job ("" = all); returns how many were running or waiting.
+  int Stop(const std::string& job_id, int signal, const std::string& reason);
+  std::string Metrics() const;
+  // Stops every job and runs `done` once all of them have ended (their launchers exited).
+  void Shutdown(std::function<void()> done);
+  bool idle() const { return jobs_.empty(); }
+
+ private:
+  struct Agent {
+    std::shared_ptr<AgentStream::Handle> handle;
+    v1::AgentRegister info;
+    bool registered = false;
+    int used_slots = 0;
+    std::map<std::string, int> jobs;  // job id -> slots
+  };
+  struct Job {
+    std::string id;
+    int submit_id = 0;
+    v1::SubmitJob spec;
+    std::unique_ptr<common::Timer> wait_timer;  // no free slots within the cluster timeout
+    bool waiting_reported = false;
+    // Once placed:
+    std::unique_ptr<Telemetry> telemetry;
+    std::unique_ptr<Scheduler> scheduler;
+    std::unique_ptr<KvStore> store;
+    std::unique_ptr<SchedulerServer> server;
+    std::vector<std::pair<int, int>> placement;  // (agent id, workers), in node-rank order
+    int launchers_running = 0;
+    std::string launcher_failure;  // a launcher that ended before the job did
+    std::optional<v1::JobOutcome> outcome;
+    bool closing = false;
+  };
+
+  void Record(const std::string& event, nlohmann::json fields);
+  void TryPlace();
+  // Agents and worker counts for `job`, or why it cannot be placed now.
+  absl::StatusOr<std::vector<std::pair<int, int>>> Place(const Job& job) const;
+  absl::Status StartJob(Job& job, std::vector<std::pair<int, int>> placement);
+  void OnLauncherExited(int agent_id, const v1::LauncherExited& exited);
+  void MaybeJobDone(Job& job);
+  void EndJob(const std::string& job_id, const v1::JobOutcome& outcome);
+  void Reply(const Job& job, const v1::SubmitReply& reply);
+  Job* FindJob(const std::string& id);
+
+  boost::asio::io_context& io_;
+  common::Clock& clock_;
+  Options options_;
+  Configure configure_;
+  Telemetry telemetry_;  // the daemon's own events (agents, submissions)
+  std::string id_prefix_;
+  int next_id_ = 1;
+  int64_t jobs_submitted_ = 0;
+  std::map<std::string, uint64_t> jobs_finished_;  // by outcome
+  std::map<int, Agent> agents_;
+  std::map<int, std::shared_ptr<SubmitStream::Handle>> submitters_;
+  std::map<std::string, std::unique_ptr<Job>> jobs_;
+  std::deque<std::string> pending_;  // job ids waiting for slots, oldest first
+  std::function<void()> on_idle_;    // Shutdown's `done`
+};
+
+// The daemon's gRPC face: the Daemon service and the health service on one port.
+class DaemonServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<DaemonServer>> Start(
+      boost::asio::io_context& io, Daemon& daemon, const std::string& listen_address,
+      const std::string& token, std::shared_ptr<grpc::ServerCredentials> credentials);
+  ~DaemonServer();
+  int port() const { return port_; }
+  void ShutdownAsync(boost::asio::io_context& io, std::function<void()> done);
+
+  class Service;
+
+ private:
+  DaemonServer() = default;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::thread shutdown_thread_;
+};
+
+}  // namespace gangrun::scheduler

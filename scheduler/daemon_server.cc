@@ -1,0 +1,116 @@
+// The Daemon service over gRPC: agent and submit streams, Status and Stop. As for the job
+// schedulers, reactors only post to the io_context, where the Daemon actor lives.
+
+#include "gangrun/v1/daemon.grpc.pb.h"
+#include "scheduler/daemon.h"
+
+namespace gangrun::scheduler {
+
+class DaemonServer::Service : public v1::Daemon::CallbackService {
+ public:
+  Service(boost::asio::io_context& io, Daemon& daemon, std::string token)
+      : io_(io), daemon_(daemon), token_(std::move(token)) {}
+
+  grpc::ServerBidiReactor<v1::AgentEvent, v1::AgentCommand>* Agent(
+      grpc::CallbackServerContext* context) override {
+    return Open<Daemon::AgentStream>(
+        context, [](Daemon& d, auto handle) { return d.AddAgent(std::move(handle)); },
+        [](Daemon& d, int id, const v1::AgentEvent& e) { d.OnAgentEvent(id, e); },
+        [](Daemon& d, int id) { d.OnAgentGone(id); });
+  }
+
+  grpc::ServerBidiReactor<v1::SubmitEvent, v1::SubmitReply>* Submit(
+      grpc::CallbackServerContext* context) override {
+    return Open<Daemon::SubmitStream>(
+        context, [](Daemon& d, auto handle) { return d.AddSubmitter(std::move(handle)); },
+        [](Daemon& d, int id, const v1::SubmitEvent& e) { d.OnSubmitEvent(id, e); },
+        [](Daemon& d, int id) { d.OnSubmitterGone(id); });
+  }
+
+  grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* context,
+                                   const v1::DaemonStatusRequest*,
+                                   v1::DaemonStatusResponse* response) override {
+    return ServeOnStrand(io_, context, token_, [this, response](grpc::ServerUnaryReactor* r) {
+      *response = daemon_.Status();
+      r->Finish(grpc::Status::OK);
+    });
+  }
+
+  grpc::ServerUnaryReactor* Stop(grpc::CallbackServerContext* context,
+                                 const v1::StopJobRequest* request,
+                                 v1::StopJobResponse* response) override {
+    return ServeOnStrand(
+        io_, context, token_, [this, request, response](grpc::ServerUnaryReactor* r) {
+          response->set_stopped(daemon_.Stop(
+              request->job_id(), request->signal(),
+              request->reason().empty() ? "stopped by gangrun stop" : request->reason()));
+          if (!request->job_id().empty() && response->stopped() == 0) {
+            r->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                   "no running or waiting job '" + request->job_id() + "'"));
+            return;
+          }
+          r->Finish(grpc::Status::OK);
+        });
+  }
+
+ private:
+  // A stream whose events go to the daemon in order: added first, then each message, then
+  // its end, all posted to the io_context.
+  template <typename Stream, typename Add, typename OnEvent, typename OnGone>
+  Stream* Open(grpc::CallbackServerContext* context, Add add, OnEvent on_event, OnGone on_gone) {
+    const bool authorized = Authorized(*context, token_);
+    auto handle = std::make_shared<typename Stream::Handle>();
+    auto id = std::make_shared<int>(0);  // set on the io_context before any event is posted
+    if (authorized) {
+      boost::asio::post(io_, [this, handle, id, add] { *id = add(daemon_, handle); });
+    }
+    typename Stream::Handlers handlers;
+    handlers.on_read = [this, id, on_event](const auto& event) {
+      boost::asio::post(io_, [this, id, on_event, event] { on_event(daemon_, *id, event); });
+    };
+    handlers.on_end = [this, id, on_gone] {
+      boost::asio::post(io_, [this, id, on_gone] { on_gone(daemon_, *id); });
+    };
+    return new Stream(handle, authorized, std::move(handlers));
+  }
+
+  boost::asio::io_context& io_;
+  Daemon& daemon_;
+  std::string token_;
+};
+
+absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
+    boost::asio::io_context& io, Daemon& daemon, const std::string& listen_address,
+    const std::string& token, std::shared_ptr<grpc::ServerCredentials> credentials) {
+  std::unique_ptr<DaemonServer> server(new DaemonServer());
+  server->service_ = std::make_unique<Service>(io, daemon, token);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder.SetMaxReceiveMessageSize(8 << 20);
+  builder.AddListeningPort(listen_address,
+                           credentials ? credentials : grpc::InsecureServerCredentials(),
+                           &server->port_);
+  builder.RegisterService(server->service_.get());
+  server->server_ = builder.BuildAndStart();
+  if (!server->server_ || server->port_ == 0) {
+    return absl::UnavailableError("cannot listen on " + listen_address +
+                                  " (address in use or not local)");
+  }
+  return server;
+}
+
+void DaemonServer::ShutdownAsync(boost::asio::io_context& io, std::function<void()> done) {
+  shutdown_thread_ = std::thread([this, &io, done = std::move(done)] {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    boost::asio::post(io, done);
+  });
+}
+
+DaemonServer::~DaemonServer() {
+  if (shutdown_thread_.joinable()) shutdown_thread_.join();
+}
+
+}  // namespace gangrun::scheduler

@@ -1,0 +1,241 @@
+#include "scheduler/metrics.h"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <sstream>
+
+#include "common/logging.h"
+
+namespace gangrun::scheduler {
+namespace {
+
+namespace http = boost::beast::http;
+using boost::asio::ip::tcp;
+
+// Label values escape backslash, double quote and newline.
+std::string Escape(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+class Writer {
+ public:
+  void Family(const std::string& name, const char* type, const char* help) {
+    out_ << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+  }
+  void Sample(const std::string& name, const std::string& labels, double value) {
+    out_ << name;
+    if (!labels.empty()) out_ << '{' << labels << '}';
+    out_ << ' ' << value << '\n';
+  }
+  std::string str() const { return out_.str(); }
+
+ private:
+  std::ostringstream out_;
+};
+
+}  // namespace
+
+std::string RenderMetrics(const std::vector<JobView>& jobs,
+                          const std::map<std::string, std::vector<std::string>>& extra) {
+  static const char* kNodeStates[] = {"joined", "running", "ended"};
+  static const char* kWorkerStates[] = {"starting", "running", "succeeded", "failed", "stopped"};
+  static const char* kPhases[] = {"forming", "running", "stopping", "restarting", "finished"};
+  struct Snapshot {
+    std::string job;
+    v1::GetStatusResponse status;
+    const Telemetry* telemetry;
+  };
+  std::vector<Snapshot> snapshots;
+  for (const auto& view : jobs) {
+    snapshots.push_back(
+        {Escape(view.telemetry->job_id()), view.scheduler->Status(), view.telemetry});
+  }
+  auto job = [](const Snapshot& s) { return "job=\"" + s.job + "\""; };
+  Writer w;
+  w.Family("gangrun_job_phase", "gauge", "1 for the phase the job is in.");
+  for (const auto& s : snapshots) {
+    for (const char* phase : kPhases) {
+      w.Sample("gangrun_job_phase", job(s) + ",phase=\"" + phase + "\"", s.status.phase() == phase);
+    }
+  }
+  w.Family("gangrun_world_size", "gauge", "Workers the job runs with (its maximum when elastic).");
+  for (const auto& s : snapshots) w.Sample("gangrun_world_size", job(s), s.status.world_size());
+  std::vector<std::pair<std::map<std::string, int>, std::map<std::string, int>>> counts;
+  for (const auto& s : snapshots) {
+    std::map<std::string, int> nodes, workers;
+    for (const auto& node : s.status.nodes()) {
+      ++nodes[node.state()];
+      for (const auto& worker : node.workers()) ++workers[worker.state()];
+    }
+    counts.emplace_back(std::move(nodes), std::move(workers));
+  }
+  w.Family("gangrun_nodes", "gauge", "Joined nodes by state.");
+  for (size_t i = 0; i < snapshots.size(); ++i) {
+    for (const char* state : kNodeStates) {
+      w.Sample("gangrun_nodes", job(snapshots[i]) + ",state=\"" + state + "\"",
+               counts[i].first[state]);
+    }
+  }
+  w.Family("gangrun_workers", "gauge", "Workers of the current generation by state.");
+  for (size_t i = 0; i < snapshots.size(); ++i) {
+    for (const char* state : kWorkerStates) {
+      w.Sample("gangrun_workers", job(snapshots[i]) + ",state=\"" + state + "\"",
+               counts[i].second[state]);
+    }
+  }
+  w.Family("gangrun_generation", "gauge", "The current generation (0 before the first).");
+  for (const auto& s : snapshots) w.Sample("gangrun_generation", job(s), s.status.generation());
+  w.Family("gangrun_generations_total", "counter", "Generations started.");
+  for (const auto& s : snapshots) {
+    w.Sample("gangrun_generations_total", job(s), s.telemetry->generations());
+  }
+  w.Family("gangrun_restarts_total", "counter", "Restarts after worker failures or lost nodes.");
+  for (const auto& s : snapshots) w.Sample("gangrun_restarts_total", job(s), s.status.restarts());
+  w.Family("gangrun_failures_total", "counter",
+           "Failures by cause: worker_exit, heartbeat_timeout, connection_lost, "
+           "formation_timeout.");
+  for (const auto& s : snapshots) {
+    for (const char* cause :
+         {"worker_exit", "heartbeat_timeout", "connection_lost", "formation_timeout"}) {
+      auto it = s.telemetry->failures().find(cause);
+      w.Sample("gangrun_failures_total", job(s) + ",cause=\"" + cause + "\"",
+               it == s.telemetry->failures().end() ? 0 : it->second);
+    }
+  }
+  auto summary = [&](const std::string& name, const char* help, auto stat) {
+    w.Family(name, "summary", help);
+    for (const auto& s : snapshots) {
+      const DurationStat& d = stat(*s.telemetry);
+      w.Sample(name + "_sum", job(s), d.sum_seconds);
+      w.Sample(name + "_count", job(s), d.count);
+    }
+  };
+  summary("gangrun_rendezvous_seconds",
+          "From asking for a generation (start, or after a restart's backoff) to all its "
+          "workers running.",
+          [](const Telemetry& t) -> const DurationStat& { return t.rendezvous(); });
+  summary("gangrun_stop_seconds", "From telling a generation to stop to all its workers gone.",
+          [](const Telemetry& t) -> const DurationStat& { return t.stop(); });
+  w.Family("gangrun_heartbeat_lag_seconds", "gauge",
+           "The longest time since the scheduler last heard of a joined node.");
+  for (const auto& s : snapshots) {
+    double lag = 0;
+    for (const auto& node : s.status.nodes()) lag = std::max(lag, node.heartbeat_age_seconds());
+    w.Sample("gangrun_heartbeat_lag_seconds", job(s), lag);
+  }
+  std::string text = w.str();
+  for (const auto& [name, lines] : extra) {
+    const bool counter = name.size() > 6 && name.compare(name.size() - 6, 6, "_total") == 0;
+    text += "# TYPE " + name + (counter ? " counter\n" : " gauge\n");
+    for (const auto& line : lines) text += line + "\n";
+  }
+  return text;
+}
+
+// Accepts connections and answers each with one response.
+class MetricsServer::Acceptor : public std::enable_shared_from_this<Acceptor> {
+ public:
+  Acceptor(boost::asio::io_context& io, Render render)
+      : io_(io), acceptor_(io), render_(std::move(render)) {}
+
+  boost::system::error_code Listen(const tcp::endpoint& endpoint) {
+    boost::system::error_code ec;
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(64, ec);
+    return ec;
+  }
+  int port() const { return acceptor_.local_endpoint().port(); }
+  void Close() {
+    render_ = nullptr;  // what it renders may be gone; late scrapes get 503
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+  }
+
+  void Accept() {
+    acceptor_.async_accept(
+        [self = shared_from_this()](boost::system::error_code ec, tcp::socket socket) {
+          if (ec == boost::asio::error::operation_aborted) return;
+          if (!ec) Serve(self, std::move(socket));
+          self->Accept();
+        });
+  }
+
+ private:
+  struct Connection {
+    explicit Connection(tcp::socket s) : socket(std::move(s)) {}
+    tcp::socket socket;
+    boost::beast::flat_buffer buffer;
+    http::request<http::empty_body> request;
+    http::response<http::string_body> response;
+  };
+
+  static void Serve(const std::shared_ptr<Acceptor>& self, tcp::socket socket) {
+    auto c = std::make_shared<Connection>(std::move(socket));
+    http::async_read(
+        c->socket, c->buffer, c->request, [self, c](boost::system::error_code ec, size_t) {
+          if (ec) return;
+          std::string target(c->request.target());
+          const bool metrics = target == "/metrics" || target.rfind("/metrics?", 0) == 0;
+          c->response.version(c->request.version());
+          c->response.keep_alive(false);
+          if (!self->render_) {
+            c->response.result(http::status::service_unavailable);
+          } else if (c->request.method() == http::verb::get && metrics) {
+            c->response.result(http::status::ok);
+            c->response.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+            c->response.body() = self->render_();
+          } else {
+            c->response.result(http::status::not_found);
+            c->response.set(http::field::content_type, "text/plain");
+            c->response.body() = "only GET /metrics is served here\n";
+          }
+          c->response.prepare_payload();
+          http::async_write(c->socket, c->response, [c](boost::system::error_code, size_t) {
+            boost::system::error_code ignored;
+            c->socket.shutdown(tcp::socket::shutdown_both, ignored);
+          });
+        });
+  }
+
+  boost::asio::io_context& io_;
+  tcp::acceptor acceptor_;
+  Render render_;
+};
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(boost::asio::io_context& io,
+                                                                    const std::string& host,
+                                                                    int port, Render render) {
+  boost::system::error_code ec;
+  auto address = boost::asio::ip::make_address(host, ec);
+  if (ec) return absl::InvalidArgumentError("--metrics_port: bad address '" + host + "'");
+  std::unique_ptr<MetricsServer> server(new MetricsServer());
+  server->acceptor_ = std::make_shared<Acceptor>(io, std::move(render));
+  ec = server->acceptor_->Listen(tcp::endpoint(address, static_cast<unsigned short>(port)));
+  if (ec) {
+    return absl::UnavailableError("cannot serve metrics on " + host + ":" + std::to_string(port) +
+                                  ": " + ec.message());
+  }
+  server->port_ = server->acceptor_->port();
+  server->acceptor_->Accept();
+  common::Logger("scheduler")
+      ->info("serving Prometheus metrics on http://{}:{}/metrics", host, server->port_);
+  return server;
+}
+
+MetricsServer::~MetricsServer() {
+  if (acceptor_) acceptor_->Close();
+}
+
+}  // namespace gangrun::scheduler

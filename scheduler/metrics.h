@@ -1,0 +1,48 @@
+#pragma once
+// Prometheus metrics over HTTP (--metrics_port): GET /metrics answers the text exposition
+// format (version 0.0.4), rendered on the io_context from the schedulers' live state and
+// their Telemetry counters. Anything else gets 404. Served by Boost.Beast on the scheduler's
+// own io_context: one short connection per scrape, no extra thread.
+
+#include <boost/asio/io_context.hpp>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/telemetry.h"
+
+namespace gangrun::scheduler {
+
+struct JobView {
+  const Scheduler* scheduler;
+  const Telemetry* telemetry;
+};
+
+// The exposition text for these jobs, plus `extra` gauges given as full sample lines keyed
+// by metric name ("gangrun_agents" -> {"gangrun_agents 2"}), each with its TYPE line.
+std::string RenderMetrics(const std::vector<JobView>& jobs,
+                          const std::map<std::string, std::vector<std::string>>& extra = {});
+
+class MetricsServer {
+ public:
+  using Render = std::function<std::string()>;
+  // Listens on host:port (port 0 = any); `render` runs on `io` for every scrape.
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(boost::asio::io_context& io,
+                                                              const std::string& host, int port,
+                                                              Render render);
+  ~MetricsServer();
+  int port() const { return port_; }
+
+  class Acceptor;
+
+ private:
+  MetricsServer() = default;
+  std::shared_ptr<Acceptor> acceptor_;
+  int port_ = 0;
+};
+
+}  // namespace gangrun::scheduler

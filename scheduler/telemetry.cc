@@ -1,0 +1,70 @@
+#include "scheduler/telemetry.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+
+#include "common/logging.h"
+#include "common/status.h"
+
+namespace gangrun::scheduler {
+namespace {
+
+// UTC, millisecond precision: 2026-11-29T10:00:00.123Z
+std::string NowIso8601() {
+  auto now = std::chrono::system_clock::now();
+  std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) % 1000;
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char buf[32];
+  size_t n = std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(buf + n, sizeof(buf) - n, ".%03dZ", static_cast<int>(ms.count()));
+  return buf;
+}
+
+}  // namespace
+
+void DurationStat::Observe(common::Duration d) {
+  last_seconds = std::chrono::duration<double>(d).count();
+  sum_seconds += last_seconds;
+  ++count;
+}
+
+Telemetry::~Telemetry() {
+  if (fd_ >= 0) close(fd_);
+}
+
+absl::Status Telemetry::OpenEventLog(const std::string& path) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) return common::ErrnoToStatus(errno, "cannot open --event_log " + path);
+  if (fd_ >= 0) close(fd_);
+  fd_ = fd;
+  return absl::OkStatus();
+}
+
+void Telemetry::Record(const std::string& event, nlohmann::json fields) {
+  if (event == "generation_started") ++generations_;
+  if (event == "restart_scheduled") ++restarts_;
+  if (event == "worker_failed") ++failures_["worker_exit"];
+  if (event == "node_lost") ++failures_[fields.value("cause", std::string("node_lost"))];
+  if (event == "job_finished" && fields.value("outcome", std::string()) == "formation_failed") {
+    ++failures_["formation_timeout"];
+  }
+  if (fd_ < 0) return;
+  nlohmann::json line = {{"ts", NowIso8601()}, {"job", job_id_}, {"event", event}};
+  line.update(fields);
+  std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  // O_APPEND and one write: the line lands whole, after every earlier one.
+  ssize_t n;
+  do {
+    n = write(fd_, text.data(), text.size());
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(text.size())) {
+    common::Logger("scheduler")->warn("event log: short write ({}): {}", n, std::strerror(errno));
+  }
+}
+
+}  // namespace gangrun::scheduler

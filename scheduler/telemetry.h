@@ -1,0 +1,59 @@
+#pragma once
+// What a scheduler tells operators: a JSON-lines event log (--event_log) of every membership
+// change, failure, restart and stop, and the counters behind the Prometheus metrics
+// (metrics.h). The scheduler calls Record() on its strand; nothing here is shared.
+//
+// One event per line, written with a single write(2) on an O_APPEND descriptor, so a line is
+// never torn or lost when the process dies right after:
+//   {"ts":"2026-11-29T10:00:00.123Z","job":"3f2a","event":"worker_failed","rank":3,...}
+
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/clock.h"
+#include "nlohmann/json.hpp"
+
+namespace gangrun::scheduler {
+
+// A running count and sum of observed durations (a Prometheus summary without quantiles).
+struct DurationStat {
+  uint64_t count = 0;
+  double sum_seconds = 0;
+  double last_seconds = 0;
+  void Observe(common::Duration d);
+};
+
+class Telemetry {
+ public:
+  explicit Telemetry(std::string job_id) : job_id_(std::move(job_id)) {}
+  ~Telemetry();
+  Telemetry(const Telemetry&) = delete;
+  Telemetry& operator=(const Telemetry&) = delete;
+
+  // Appends events to `path` (created 0600 if missing). Without it, events are only counted.
+  absl::Status OpenEventLog(const std::string& path);
+
+  // Writes one event line and updates the counters it feeds.
+  void Record(const std::string& event, nlohmann::json fields = nlohmann::json::object());
+  void ObserveRendezvous(common::Duration d) { rendezvous_.Observe(d); }
+  void ObserveStop(common::Duration d) { stop_.Observe(d); }
+
+  const std::string& job_id() const { return job_id_; }
+  uint64_t generations() const { return generations_; }
+  uint64_t restarts() const { return restarts_; }
+  const std::map<std::string, uint64_t>& failures() const { return failures_; }
+  const DurationStat& rendezvous() const { return rendezvous_; }
+  const DurationStat& stop() const { return stop_; }
+
+ private:
+  std::string job_id_;
+  int fd_ = -1;
+  uint64_t generations_ = 0;
+  uint64_t restarts_ = 0;
+  std::map<std::string, uint64_t> failures_;  // by cause
+  DurationStat rendezvous_;
+  DurationStat stop_;
+};
+
+}  // namespace gangrun::scheduler
