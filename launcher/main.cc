@@ -17,6 +17,7 @@
 #include "launcher/launcher.h"
 #include "launcher/options.h"
 #include "launcher/scale_command.h"
+#include "launcher/slurm.h"
 #include "worker/keeper.h"
 
 namespace {
@@ -69,6 +70,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   gl::Options& options = parsed->options;
+  auto slurm = gl::ApplySlurm(options, parsed->given, gl::ProcessEnv());
+  if (!slurm.ok()) return Fail(slurm.status());
+  if (!slurm->empty()) gangrun::common::Logger("launcher")->info("{}", *slurm);
   for (const auto& warning : gl::ApplyMsrunRules(options, gl::ProcessEnv())) {
     gangrun::common::Logger("launcher")->warn("{}", warning);
   }

@@ -293,6 +293,7 @@ absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
     } else {
       continue;
     }
+    result.given.insert(def.name);
     absl::Status status = def.set(options, value);
     if (!status.ok()) {
       return absl::InvalidArgumentError("invalid value '" + value + "' for " + source +

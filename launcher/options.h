@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,7 +71,8 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 
 struct ParseResult {
   Options options;
-  std::string help;  // non-empty when --help was asked for: print it and exit 0
+  std::string help;             // non-empty when --help was asked for: print it and exit 0
+  std::set<std::string> given;  // options set by a flag or a GANGRUN_* variable (no "--")
 };
 
 // Parses argv[1..] (argv[0] is not read). Errors are InvalidArgument with one line that

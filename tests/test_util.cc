@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -115,6 +116,12 @@ Launched Launch(const std::vector<std::string>& argv, const std::vector<std::str
   int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
   common::SpawnOptions options;
   options.exec_path = argv.at(0);
+  if (options.exec_path.find('/') == std::string::npos) {
+    const char* path = std::getenv("PATH");
+    auto found =
+        common::FindExecutable(options.exec_path, path != nullptr ? path : "/usr/bin:/bin");
+    if (found.ok()) options.exec_path = *found;
+  }
   options.argv = argv;
   options.env = common::CurrentEnvironment();
   options.env.insert(options.env.end(), extra_env.begin(), extra_env.end());
@@ -126,6 +133,7 @@ Launched Launch(const std::vector<std::string>& argv, const std::vector<std::str
   close(err);
   close(in);
   launched.pid = pid.ok() ? *pid : -1;
+  if (!pid.ok()) ADD_FAILURE() << "cannot start " << argv.at(0) << ": " << pid.status().message();
   return launched;
 }
 

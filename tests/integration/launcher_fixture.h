@@ -28,6 +28,7 @@ class LauncherTest : public ProcessTest {
 
   // Starts, waits for the exit (60 s at most) and returns it.
   common::ExitStatus RunToEnd(const Launched& launched) {
+    if (launched.pid <= 0) return common::ExitStatus::Exited(-1);  // never started
     auto status = WaitExit(launched.pid, std::chrono::seconds(60));
     EXPECT_TRUE(status.has_value()) << "the launcher did not exit";
     return status.value_or(common::ExitStatus::Exited(-1));

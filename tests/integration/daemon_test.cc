@@ -1,0 +1,232 @@
+// Daemon mode (gangrun scheduler / agent / submit), systemd readiness, and gangrun as PID 1.
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+
+#include "common/net.h"
+#include "tests/integration/launcher_fixture.h"
+
+namespace gangrun::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+std::string FreePort() { return std::to_string(common::PickFreePort("127.0.0.1", {}).value_or(0)); }
+
+// A unix datagram socket standing in for systemd's NOTIFY_SOCKET.
+class NotifySocket {
+ public:
+  explicit NotifySocket(const std::string& path) : path_(path) {
+    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::snprintf(address.sun_path, sizeof(address.sun_path), "%s", path.c_str());
+    bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  }
+  ~NotifySocket() { close(fd_); }
+  const std::string& path() const { return path_; }
+  // The next message, or "" after `timeout`.
+  std::string Next(milliseconds timeout) {
+    timeval tv{static_cast<time_t>(timeout.count() / 1000),
+               static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char buf[4096];
+    ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+class DaemonTest : public LauncherTest {
+ protected:
+  Launched Gangrun(const std::vector<std::string>& args, std::vector<std::string> env = {}) {
+    std::vector<std::string> argv = {GangrunBinary()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    env.push_back("GANGRUN_TEST_READY=" + fifo_.path());
+    return Launch(argv, env, dir_.path(), dir_.path());
+  }
+  // Stops a long-lived daemon and expects a clean exit.
+  void StopDaemon(const Launched& daemon) {
+    kill(daemon.pid, SIGTERM);
+    EXPECT_EQ(RunToEnd(daemon).code, 0) << daemon.Stderr();
+  }
+};
+
+TEST_F(DaemonTest, TwoAgentsRunTwoConsecutiveJobsWithoutNewDaemons) {
+  const std::string master = "127.0.0.1:" + FreePort();
+  NotifySocket notify(dir_.File("notify"));
+  auto scheduler = Gangrun({"scheduler", "--listen", master, "--token", "s3cret"},
+                           {"NOTIFY_SOCKET=" + notify.path()});
+  // Ready only once it listens.
+  EXPECT_EQ(notify.Next(seconds(10)).rfind("READY=1", 0), 0u);
+  auto agent_a = Gangrun({"agent", "--master", master, "--slots", "2", "--name", "agent-a"},
+                         {"GANGRUN_TOKEN=s3cret"});
+  auto agent_b = Gangrun({"agent", "--master", master, "--slots", "2", "--name", "agent-b"},
+                         {"GANGRUN_TOKEN=s3cret"});
+
+  // Job 1 succeeds on both agents, and every rank's output comes back to the submitter.
+  auto first = Gangrun({"submit", "--master", master, "--token", "s3cret", "--worker_num", "4",
+                        TestWorkerBinary(), "--lines", "1", "--env", dir_.File("env")});
+  EXPECT_EQ(RunToEnd(first).code, 0) << first.Stderr();
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_NE(first.Stdout().find("line 0 of rank " + std::to_string(rank)), std::string::npos)
+        << first.Stdout();
+    std::string env = ReadFile(dir_.File("env." + std::to_string(rank)));
+    EXPECT_NE(env.find("\nWORLD_SIZE=4\n"), std::string::npos);
+  }
+  std::set<std::string> agents;
+  for (const char* name : {"agent-a", "agent-b"}) {
+    if (first.Stderr().find(name) != std::string::npos) agents.insert(name);
+  }
+  EXPECT_EQ(agents.size(), 2u) << first.Stderr();
+
+  // Job 2 fails on rank 1: the submitter exits with its code; the agents stay up.
+  auto second =
+      Gangrun({"submit", "--master", master, "--token", "s3cret", "--worker_num", "4",
+               "--local_worker_num", "2", TestWorkerBinary(), "--fail-rank", "1", "--exit", "9"});
+  EXPECT_EQ(RunToEnd(second).code, 9) << second.Stderr();
+  EXPECT_NE(second.Stderr().find("Root cause: rank 1"), std::string::npos) << second.Stderr();
+  EXPECT_EQ(kill(agent_a.pid, 0), 0);
+  EXPECT_EQ(kill(agent_b.pid, 0), 0);
+
+  // The daemon's status lists both agents, idle again.
+  auto status = Gangrun({"status", "--master", master, "--token", "s3cret"});
+  EXPECT_EQ(RunToEnd(status).code, 0);
+  EXPECT_NE(status.Stdout().find("agents 2  jobs 0 running or waiting  2 submitted"),
+            std::string::npos)
+      << status.Stdout();
+  // A wrong token is refused with exit code 3.
+  auto refused = Gangrun(
+      {"submit", "--master", master, "--token", "wrong", "--worker_num", "1", TestWorkerBinary()});
+  EXPECT_EQ(RunToEnd(refused).code, 3) << refused.Stderr();
+
+  StopDaemon(agent_a);
+  StopDaemon(agent_b);
+  StopDaemon(scheduler);
+}
+
+TEST_F(DaemonTest, StopEndsASubmittedJobAndAgentStopKillsItsWorkers) {
+  const std::string master = "127.0.0.1:" + FreePort();
+  auto scheduler = Gangrun({"scheduler", "--listen", master});
+  NotifySocket notify(dir_.File("notify"));
+  auto agent =
+      Gangrun({"agent", "--master", master, "--slots", "2"}, {"NOTIFY_SOCKET=" + notify.path()});
+  // Ready only once registered.
+  EXPECT_EQ(notify.Next(seconds(10)).rfind("READY=1", 0), 0u);
+  auto job =
+      Gangrun({"submit", "--master", master, "--worker_num", "2", TestWorkerBinary(), "--hang"});
+  auto ready = WaitReady(2);
+  ASSERT_EQ(ready.size(), 2u);
+  auto stop = Gangrun({"stop", "--master", master});
+  EXPECT_EQ(RunToEnd(stop).code, 0) << stop.Stderr();
+  EXPECT_EQ(RunToEnd(job).code, 128 + SIGTERM) << job.Stderr();
+  for (const auto& r : ready) EXPECT_TRUE(WaitGone(r.pid, seconds(5)));
+
+  // A job running when its agent is told to stop: the agent stops it and exits; no worker
+  // outlives the agent.
+  auto doomed =
+      Gangrun({"submit", "--master", master, "--worker_num", "2", TestWorkerBinary(), "--hang"});
+  ready = WaitReady(2);
+  ASSERT_EQ(ready.size(), 2u);
+  StopDaemon(agent);
+  for (const auto& r : ready) EXPECT_TRUE(WaitGone(r.pid, seconds(5)));
+  EXPECT_NE(RunToEnd(doomed).code, 0);
+  StopDaemon(scheduler);
+}
+
+TEST_F(DaemonTest, SubmitWaitsForSlotsAndGivesUpAfterTheClusterTimeout) {
+  const std::string master = "127.0.0.1:" + FreePort();
+  auto scheduler = Gangrun({"scheduler", "--listen", master});
+  auto job = Gangrun({"submit", "--master", master, "--worker_num", "2", "--cluster_time_out", "1",
+                      TestWorkerBinary()});
+  EXPECT_EQ(RunToEnd(job).code, 3) << job.Stderr();
+  EXPECT_NE(job.Stderr().find("waiting for 2 free worker slots; 0 free on 0 agent(s)"),
+            std::string::npos)
+      << job.Stderr();
+  auto bad = Gangrun(
+      {"submit", "--master", master, "--worker_num", "2", "--node_rank", "1", TestWorkerBinary()});
+  EXPECT_EQ(RunToEnd(bad).code, 2);
+  EXPECT_NE(bad.Stderr().find("--node_rank is chosen by the daemon"), std::string::npos);
+  StopDaemon(scheduler);
+}
+
+TEST_F(DaemonTest, WatchdogPingsWhileTheLoopRuns) {
+  const std::string master = "127.0.0.1:" + FreePort();
+  NotifySocket notify(dir_.File("notify"));
+  auto scheduler = Gangrun({"scheduler", "--listen", master},
+                           {"NOTIFY_SOCKET=" + notify.path(), "WATCHDOG_USEC=200000"});
+  std::set<std::string> seen;
+  for (int i = 0; i < 4; ++i) seen.insert(notify.Next(seconds(5)).substr(0, 10));
+  EXPECT_TRUE(seen.count("WATCHDOG=1")) << "no watchdog ping";
+  EXPECT_TRUE(seen.count("READY=1\nST")) << "no READY";
+  StopDaemon(scheduler);
+}
+
+// The pid of `parent`'s only child, from /proc (0 when there is none yet).
+pid_t ChildOf(pid_t parent) {
+  std::string children =
+      ReadFile("/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) + "/children");
+  return children.empty() ? 0 : std::stoi(children);
+}
+
+// Waits (bounded) until `pid` has been reaped: its /proc entry is gone. A zombie keeps it.
+bool WaitReaped(pid_t pid, milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (access(("/proc/" + std::to_string(pid)).c_str(), F_OK) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    usleep(5000);
+  }
+  return true;
+}
+
+TEST_F(DaemonTest, AsPid1ItReapsOrphansAndForwardsSignals) {
+  // gangrun as the first process of a new PID namespace, as in a container.
+  auto job = Launch({"unshare", "--pid", "--fork", GangrunBinary(), "--worker_num", "2",
+                     "--local_worker_num", "2", TestWorkerBinary(), "--hang", "--usr1"},
+                    {"GANGRUN_TEST_READY=" + fifo_.path()}, dir_.path(), dir_.path());
+  auto ready = WaitReady(2);
+  if (ready.size() != 2 && job.Stderr().find("unshare failed") != std::string::npos) {
+    RunToEnd(job);
+    GTEST_SKIP() << "cannot create a PID namespace here: " << job.Stderr();
+  }
+  ASSERT_EQ(ready.size(), 2u) << job.Stderr();
+  for (const auto& r : ready) EXPECT_LE(r.pid, 16) << "the workers are not in a new namespace";
+  const pid_t init = ChildOf(job.pid);  // gangrun, PID 1 inside
+  ASSERT_GT(init, 0);
+
+  // An orphan in the namespace (its parent exits first) is re-parented to PID 1 and reaped.
+  const std::string report = dir_.File("orphan");
+  auto orphan = Launch({"nsenter", "--target", std::to_string(init), "--pid", "sh", "-c",
+                        "p=$$; (while kill -0 $p 2>/dev/null; do :; done; "
+                        "read pid comm state ppid rest < /proc/self/stat; echo \"$pid $ppid\" > " +
+                            report + ".tmp; mv " + report + ".tmp " + report + ") & exit 0"},
+                       {}, dir_.path(), dir_.path());
+  EXPECT_EQ(RunToEnd(orphan).code, 0) << orphan.Stderr();
+  std::string text;
+  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+  while ((text = ReadFile(report)).empty() && std::chrono::steady_clock::now() < deadline) {
+    usleep(5000);
+  }
+  ASSERT_FALSE(text.empty()) << "the orphan never reported";
+  const pid_t orphan_pid = std::stoi(text);
+  EXPECT_EQ(std::stoi(text.substr(text.find(' ') + 1)), init) << "not re-parented to PID 1";
+  EXPECT_TRUE(WaitReaped(orphan_pid, seconds(5))) << "PID 1 left a zombie";
+
+  // Signals to PID 1 reach the launcher: SIGUSR1 is passed on to the workers, SIGTERM stops.
+  kill(init, SIGUSR1);
+  auto usr1 = fifo_.ReadLines(2, seconds(10));
+  EXPECT_EQ(usr1.size(), 2u);
+  kill(init, SIGTERM);
+  EXPECT_EQ(RunToEnd(job).code, 128 + SIGTERM) << job.Stderr();
+}
+
+}  // namespace
+}  // namespace gangrun::testing

@@ -1,0 +1,191 @@
+// Operations: gangrun status/stop, /metrics, the event log, Slurm variables, daemon mode
+// (scheduler, agents, submit), sd_notify and PID 1.
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "common/net.h"
+#include "tests/integration/launcher_fixture.h"
+
+namespace gangrun::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+std::string FreePort() { return std::to_string(common::PickFreePort("127.0.0.1", {}).value_or(0)); }
+
+// GET http://127.0.0.1:port/target -> (status code, body); (0, error) when unreachable.
+std::pair<int, std::string> HttpGet(const std::string& port, const std::string& target) {
+  namespace http = boost::beast::http;
+  try {
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::resolver resolver(io);
+    boost::beast::tcp_stream stream(io);
+    stream.connect(resolver.resolve("127.0.0.1", port));
+    http::request<http::empty_body> request(http::verb::get, target, 11);
+    request.set(http::field::host, "127.0.0.1");
+    http::write(stream, request);
+    boost::beast::flat_buffer buffer;
+    http::response<http::string_body> response;
+    http::read(stream, buffer, response);
+    return {response.result_int(), response.body()};
+  } catch (const std::exception& e) {
+    return {0, e.what()};
+  }
+}
+
+// The value of the sample `name{labels}` in an exposition text, or -1 when absent.
+double Sample(const std::string& text, const std::string& series) {
+  size_t at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + series.size() + 2));
+}
+
+class OperationsTest : public LauncherTest {
+ protected:
+  // Runs `gangrun <args>` to its end; returns (exit code, stdout).
+  std::pair<int, std::string> Command(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {GangrunBinary()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto run = Launch(argv, {}, dir_.path(), dir_.path());
+    int code = RunToEnd(run).code;
+    return {code, run.Stdout() + run.Stderr()};
+  }
+};
+
+TEST_F(OperationsTest, StatusShowsNodesRanksAndPidsAndStopEndsTheJobCleanly) {
+  const std::string port = FreePort();
+  auto job =
+      Start({"--worker_num", "2", "--local_worker_num", "2", "--master_port", port}, {"--hang"});
+  auto ready = WaitReady(2);
+  ASSERT_EQ(ready.size(), 2u);
+  auto [code, table] = Command({"status", "--master", "127.0.0.1:" + port});
+  EXPECT_EQ(code, 0) << table;
+  EXPECT_NE(table.find("phase running  generation 1"), std::string::npos) << table;
+  for (const auto& r : ready) {
+    EXPECT_NE(table.find(std::to_string(r.pid) + " running"), std::string::npos) << table;
+  }
+  auto [json_code, json_text] = Command({"status", "--master", "127.0.0.1:" + port, "--json"});
+  ASSERT_EQ(json_code, 0) << json_text;
+  auto json = nlohmann::json::parse(json_text.substr(0, json_text.rfind('}') + 1));
+  EXPECT_EQ(json["phase"], "running");
+  EXPECT_EQ(json["nodes"][0]["workers"].size(), 2u);
+  EXPECT_EQ(json["nodes"][0]["launcher_pid"], job.pid);
+
+  auto [stop_code, stop_text] = Command({"stop", "--master", "127.0.0.1:" + port});
+  EXPECT_EQ(stop_code, 0) << stop_text;
+  EXPECT_EQ(RunToEnd(job).code, 128 + SIGTERM);
+  for (const auto& r : ready) EXPECT_TRUE(WaitGone(r.pid, seconds(5)));
+  EXPECT_NE(job.Stderr().find("job stopped: stopped by gangrun stop"), std::string::npos)
+      << job.Stderr();
+  // The job is gone: status now cannot reach it (3), and bad usage is 2.
+  EXPECT_EQ(Command({"status", "--master", "127.0.0.1:" + port}).first, 3);
+  EXPECT_EQ(Command({"status"}).first, 2);
+  EXPECT_EQ(Command({"stop", "--bogus"}).first, 2);
+}
+
+TEST_F(OperationsTest, MetricsEndpointServesPrometheusText) {
+  const std::string port = FreePort(), metrics = FreePort();
+  auto job = Start({"--worker_num", "2", "--local_worker_num", "2", "--master_port", port,
+                    "--metrics_port", metrics},
+                   {"--hang"});
+  ASSERT_EQ(WaitReady(2).size(), 2u);
+  // The workers have reported ready; the scheduler hears of their start at about the same
+  // time, so wait (bounded) for it to count them.
+  std::string text;
+  auto deadline = std::chrono::steady_clock::now() + seconds(10);
+  do {
+    auto [status, body] = HttpGet(metrics, "/metrics");
+    ASSERT_EQ(status, 200) << body;
+    text = "\n" + body;
+  } while (text.find("state=\"running\"} 2") == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline);
+  const std::string job_label = "job=\"";
+  EXPECT_NE(text.find("# TYPE gangrun_workers gauge"), std::string::npos);
+  size_t at = text.find("gangrun_workers{job=\"");
+  ASSERT_NE(at, std::string::npos) << text;
+  std::string id = text.substr(at + 21, text.find('"', at + 21) - at - 21);
+  EXPECT_EQ(Sample(text, "gangrun_workers{job=\"" + id + "\",state=\"running\"}"), 2) << text;
+  EXPECT_EQ(Sample(text, "gangrun_nodes{job=\"" + id + "\",state=\"running\"}"), 1) << text;
+  EXPECT_EQ(Sample(text, "gangrun_generation{job=\"" + id + "\"}"), 1) << text;
+  EXPECT_EQ(Sample(text, "gangrun_rendezvous_seconds_count{job=\"" + id + "\"}"), 1) << text;
+  EXPECT_EQ(Sample(text, "gangrun_failures_total{job=\"" + id + "\",cause=\"worker_exit\"}"), 0);
+  EXPECT_GE(Sample(text, "gangrun_heartbeat_lag_seconds{job=\"" + id + "\"}"), 0) << text;
+  EXPECT_EQ(HttpGet(metrics, "/other").first, 404);
+  kill(job.pid, SIGTERM);
+  EXPECT_EQ(RunToEnd(job).code, 128 + SIGTERM);
+}
+
+TEST_F(OperationsTest, EventLogRecordsMembershipFailureRestartAndEnd) {
+  const std::string log = dir_.File("events.jsonl");
+  auto job = Start({"--worker_num", "2", "--local_worker_num", "2", "--max_restarts", "1",
+                    "--restart_backoff", "0", "--event_log", log},
+                   {"--fail-rank", "1", "--exit", "3", "--only-generation", "1"});
+  EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr();
+  std::vector<std::string> events;
+  std::ifstream in(log);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto event = nlohmann::json::parse(line);  // every line is one JSON object
+    EXPECT_TRUE(event.contains("ts"));
+    events.push_back(event["event"]);
+    if (event["event"] == "worker_failed") {
+      EXPECT_EQ(event["rank"], 1);
+      EXPECT_EQ(event["exit_code"], 3);
+    }
+    if (event["event"] == "job_finished") EXPECT_EQ(event["outcome"], "succeeded");
+  }
+  const std::vector<std::string> expected = {
+      "node_joined",        "generation_started", "generation_running", "worker_failed",
+      "generation_aborted", "generation_ended",   "restart_scheduled",  "generation_started",
+      "generation_running", "generation_ended",   "job_finished"};
+  EXPECT_EQ(events, expected);
+}
+
+TEST_F(OperationsTest, SlurmVariablesGiveNodeRankNodeCountAndMaster) {
+  const std::string port = FreePort();
+  auto slurm = [&](int node_id) {
+    return std::vector<std::string>{"GANGRUN_TEST_READY=" + fifo_.path(), "SLURM_JOB_ID=4242",
+                                    "SLURM_NODEID=" + std::to_string(node_id),
+                                    "SLURM_JOB_NUM_NODES=2",
+                                    "SLURM_JOB_NODELIST=localhost,127.0.0.[1-1]"};
+  };
+  auto node = [&](int node_id) {
+    return Launch({GangrunBinary(), "--local_worker_num", "1", "--master_port", port,
+                   TestWorkerBinary(), "--env", dir_.File("env")},
+                  slurm(node_id), dir_.path(), dir_.path());
+  };
+  auto second = node(1);
+  auto first = node(0);
+  EXPECT_EQ(RunToEnd(first).code, 0) << first.Stderr();
+  EXPECT_EQ(RunToEnd(second).code, 0) << second.Stderr();
+  EXPECT_NE(first.Stderr().find("Slurm job 4242: node rank 0, master localhost, 2 node(s)"),
+            std::string::npos)
+      << first.Stderr();
+  for (int rank = 0; rank < 2; ++rank) {
+    std::string env = ReadFile(dir_.File("env." + std::to_string(rank)));
+    EXPECT_NE(env.find("\nWORLD_SIZE=2\n"), std::string::npos) << env;
+    EXPECT_NE(env.find("\nGROUP_RANK=" + std::to_string(rank) + "\n"), std::string::npos) << env;
+  }
+}
+
+TEST_F(OperationsTest, BadSlurmNodeListIsOneClearError) {
+  auto run = Launch({GangrunBinary(), TestWorkerBinary()},
+                    {"SLURM_JOB_ID=1", "SLURM_JOB_NODELIST=node[01-"}, dir_.path(), dir_.path());
+  EXPECT_EQ(RunToEnd(run).code, 2);
+  EXPECT_NE(run.Stderr().find("cannot read SLURM_JOB_NODELIST 'node[01-'"), std::string::npos)
+      << run.Stderr();
+}
+
+}  // namespace
+}  // namespace gangrun::testing
