@@ -10,6 +10,7 @@
 #include "common/exit_status.h"
 #include "gangrun/v1/daemon.grpc.pb.h"
 #include "gangrun/v1/session.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "launcher/client.h"
 #include "worker/grpc_link.h"
 
@@ -154,6 +155,31 @@ int RunStopCommand(const std::vector<std::string>& args, const EnvLookup& env) {
                 target.master.c_str());
   }
   return 0;
+}
+
+int RunHealthCommand(const std::vector<std::string>& args, const EnvLookup& env) {
+  CLI::App app{"gangrun health: ask a gRPC health service (exit 0 when SERVING)", "gangrun health"};
+  std::string target;
+  std::string service;
+  double timeout = 5;
+  app.add_option("--target", target, "HOST:PORT of a scheduler, daemon or --health_port")
+      ->required();
+  app.add_option("--service", service, "'' (the server) or gangrun.v1.Node (the node's workers)");
+  app.add_option("--timeout", timeout, "seconds to wait for an answer (default 5)");
+  if (auto code = ParseClientArgs(app, "health", args)) return *code;
+  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)));
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::Status status =
+      grpc::health::v1::Health::NewStub(channel)->Check(&context, request, &response);
+  if (!status.ok()) return ClientCallFailed("health", status);
+  const std::string name = grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
+  std::printf("%s\n", name.c_str());
+  return response.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
 }
 
 }  // namespace gangrun::launcher

@@ -13,6 +13,8 @@ namespace gangrun::launcher {
 
 int RunStatusCommand(const std::vector<std::string>& args, const EnvLookup& env);
 int RunStopCommand(const std::vector<std::string>& args, const EnvLookup& env);
+// `gangrun health --target HOST:PORT [--service S]`: 0 SERVING, 1 not serving, 3 unreachable.
+int RunHealthCommand(const std::vector<std::string>& args, const EnvLookup& env);
 
 // The human-readable status: a header line per job, a node table and a worker table.
 std::string FormatJobStatus(const v1::GetStatusResponse& status);

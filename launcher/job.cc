@@ -10,11 +10,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <grpcpp/ext/health_check_service_server_builder_option.h>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <set>
 
 #include "absl/strings/str_replace.h"
@@ -23,6 +27,7 @@
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/status.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "launcher/credentials.h"
 #include "launcher/exit_codes.h"
 #include "launcher/launcher.h"
@@ -175,6 +180,62 @@ absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io, co
   return role;
 }
 
+// --health_port: a gRPC server with only the standard health service (grpc.health.v1), for
+// probes (Kubernetes grpc probes, `gangrun health`). Service "" is SERVING while the launcher
+// lives; kNodeService becomes SERVING once this node's workers of the current generation run.
+constexpr char kNodeService[] = "gangrun.v1.Node";
+
+class HealthService : public grpc::health::v1::Health::CallbackService {
+ public:
+  void Set(const std::string& service, bool serving) {
+    std::lock_guard<std::mutex> lock(mu_);
+    serving_[service] = serving;
+  }
+  grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
+                                  const grpc::health::v1::HealthCheckRequest* request,
+                                  grpc::health::v1::HealthCheckResponse* response) override {
+    auto* reactor = context->DefaultReactor();
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = serving_.find(request->service());
+    if (it == serving_.end()) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service"));
+      return reactor;
+    }
+    response->set_status(it->second ? grpc::health::v1::HealthCheckResponse::SERVING
+                                     : grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, bool> serving_;
+};
+
+struct HealthServer {
+  HealthService service;
+  std::unique_ptr<grpc::Server> server;
+};
+
+absl::StatusOr<std::unique_ptr<HealthServer>> StartHealthServer(int port) {
+  auto health = std::make_unique<HealthServer>();
+  health->service.Set("", true);
+  health->service.Set(kNodeService, false);
+  grpc::ServerBuilder builder;
+  // Ours instead of gRPC's default one (which this process may have enabled for its scheduler).
+  builder.SetOption(std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  int bound = 0;
+  builder.AddListeningPort("0.0.0.0:" + std::to_string(port), grpc::InsecureServerCredentials(),
+                           &bound);
+  builder.RegisterService(&health->service);
+  health->server = builder.BuildAndStart();
+  if (!health->server || bound == 0) {
+    return absl::UnavailableError("--health_port: cannot listen on port " + std::to_string(port));
+  }
+  return health;
+}
+
 }  // namespace
 
 scheduler::Scheduler::Options SchedulerOptionsFor(const Options& options) {
@@ -232,6 +293,13 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
   if (!port.ok()) return port.status();
   node_options.free_port = *port;
 
+  std::unique_ptr<HealthServer> health;
+  if (options.health_port >= 0) {
+    ASSIGN_OR_RETURN(health, StartHealthServer(options.health_port));
+  }
+  auto set_node_health = [&health](bool serving) {
+    if (health) health->service.Set(kNodeService, serving);
+  };
   worker::LogFollower follower(io, [](const std::string& lines) { WriteAll(1, lines); });
   std::optional<v1::JobOutcome> outcome;
   const bool msrun = options.personality == Personality::kMsrun;
@@ -263,6 +331,7 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
     log->info("generation {}: all {} local process(es) running", generation,
               options.local_worker_num);
     ready.Notify(0);
+    set_node_health(true);
   };
   // The last steps of the shutdown order: console drained, server stopped, loop stopped.
   auto stop_loop = [&] {
@@ -276,6 +345,7 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
   };
   callbacks.on_finished = [&](const v1::JobOutcome& result) {
     outcome = result;
+    set_node_health(false);
     keeper->Shutdown(Seconds(options.grace_period), stop_loop);
   };
   worker::Node node(
@@ -326,6 +396,7 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
   io.run();
   signals.cancel();
   remote.reset();  // ends the stream before the node goes away
+  if (health) health->server->Shutdown(std::chrono::system_clock::now());
 
   if (log->should_log(spdlog::level::debug)) {
     log->debug("peak resident memory {} KiB", PeakResidentKiB());

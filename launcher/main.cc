@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
     if (command == "scale") return gl::RunScaleCommand(rest, gl::ProcessEnv());
     if (command == "status") return gl::RunStatusCommand(rest, gl::ProcessEnv());
     if (command == "stop") return gl::RunStopCommand(rest, gl::ProcessEnv());
+    if (command == "health") return gl::RunHealthCommand(rest, gl::ProcessEnv());
     if (command == "scheduler") return gl::RunSchedulerCommand(rest, gl::ProcessEnv());
     if (command == "agent") return gl::RunAgentCommand(rest, gl::ProcessEnv(), SelfExe());
     if (command == "submit") return gl::RunSubmitCommand(rest, gl::ProcessEnv());

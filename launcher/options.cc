@@ -226,6 +226,10 @@ const std::vector<OptionDef>& Definitions() {
        Int(&Options::metrics_port)},
       {"event_log", "the scheduler appends a JSON line per job event to this file",
        String(&Options::event_log)},
+      {"health_port",
+       "serve the gRPC health service on 0.0.0.0:PORT: '' while alive, 'gangrun.v1.Node' "
+       "once this node's workers run (default -1: off)",
+       Int(&Options::health_port)},
   };
   return defs;
 }

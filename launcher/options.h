@@ -59,6 +59,7 @@ struct Options {
   std::string log_prefix = "[{host}:{rank}] ";
   int metrics_port = -1;  // the scheduler's Prometheus endpoint; -1 = none, 0 = any free port
   std::string event_log;  // the scheduler's JSON-lines event log
+  int health_port = -1;   // this launcher's gRPC health service (probes); -1 = none
   // The task.
   std::string task_script;
   std::vector<std::string> task_args;

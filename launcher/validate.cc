@@ -58,6 +58,10 @@ absl::Status Validate(const Options& o) {
     return Invalid("--sim_rank_id must be -1 or >= 0 (got " + std::to_string(o.sim_rank_id) + ")");
   }
   if (o.max_restarts < 0) return Invalid("--max_restarts must be >= 0");
+  if (o.health_port < -1 || o.health_port > 65535) {
+    return Invalid("--health_port must be -1 (off), 0 or 1..65535 (got " +
+                   std::to_string(o.health_port) + ")");
+  }
   if (o.metrics_port < -1 || o.metrics_port > 65535) {
     return Invalid("--metrics_port must be -1 (off), 0 (any free port) or 1..65535 (got " +
                    std::to_string(o.metrics_port) + ")");

@@ -126,6 +126,28 @@ TEST_F(OperationsTest, MetricsEndpointServesPrometheusText) {
   EXPECT_EQ(RunToEnd(job).code, 128 + SIGTERM);
 }
 
+TEST_F(OperationsTest, HealthPortSaysWhenTheNodesWorkersRun) {
+  const std::string port = FreePort(), health = FreePort();
+  const std::string target = "127.0.0.1:" + health;
+  // Node 0 of a two-node job: alive at once, its workers run only when node 1 joins.
+  auto first = Start({"--worker_num", "2", "--local_worker_num", "1", "--master_port", port,
+                      "--health_port", health, "--node_rank", "0"},
+                     {"--hang"});
+  ASSERT_TRUE(WaitForStderr(first, "waiting for 1 of 2 workers", seconds(10))) << first.Stderr();
+  EXPECT_EQ(Command({"health", "--target", target}), std::make_pair(0, std::string("SERVING\n")));
+  EXPECT_EQ(Command({"health", "--target", target, "--service", "gangrun.v1.Node"}).first, 1);
+  EXPECT_EQ(Command({"health", "--target", "127.0.0.1:" + port}).first, 0);  // the scheduler's
+  auto second = Start({"--worker_num", "2", "--local_worker_num", "1", "--master_port", port,
+                       "--node_rank", "1"},
+                      {"--hang"});
+  ASSERT_EQ(WaitReady(2).size(), 2u);
+  ASSERT_TRUE(WaitForStderr(first, "all 1 local process(es) running", seconds(10)));
+  EXPECT_EQ(Command({"health", "--target", target, "--service", "gangrun.v1.Node"}).first, 0);
+  kill(first.pid, SIGTERM);
+  EXPECT_EQ(RunToEnd(first).code, 128 + SIGTERM);
+  EXPECT_EQ(RunToEnd(second).code, 128 + SIGTERM);
+}
+
 TEST_F(OperationsTest, EventLogRecordsMembershipFailureRestartAndEnd) {
   const std::string log = dir_.File("events.jsonl");
   auto job = Start({"--worker_num", "2", "--local_worker_num", "2", "--max_restarts", "1",

@@ -1,0 +1,173 @@
+#include "scheduler/telemetry.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/fake_clock.h"
+#include "scheduler/metrics.h"
+#include "scheduler/scheduler.h"
+#include "tests/test_util.h"
+
+namespace gangrun::scheduler {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+class NullLink : public NodeLink {
+ public:
+  void Send(const v1::NodeCommand&) override {}
+};
+
+class TelemetryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Scheduler::Options options;
+    options.world_size = 2;
+    options.max_restarts = 1;
+    options.restart_backoff_initial = seconds(1);
+    options.node_timeout = seconds(0);
+    scheduler = std::make_unique<Scheduler>(clock, options);
+    ASSERT_TRUE(telemetry.OpenEventLog(log).ok());
+    scheduler->SetTelemetry(&telemetry);
+    scheduler->SetOnFinished([this](const v1::JobOutcome& o) { outcome = o; });
+    scheduler->Start();
+  }
+  void Send(v1::NodeEvent event) {
+    event.set_generation(scheduler->generation());
+    scheduler->OnNodeEvent(node, event);
+  }
+  void Join() {
+    node = scheduler->AddNode(&link);
+    v1::NodeEvent event;
+    event.mutable_join()->set_node_name("host-a");
+    event.mutable_join()->set_host_address("10.0.0.1");
+    event.mutable_join()->set_node_rank(-1);
+    event.mutable_join()->set_local_worker_num(2);
+    Send(event);
+  }
+  void Started(int rank) {
+    v1::NodeEvent event;
+    event.mutable_worker_started()->set_rank(rank);
+    event.mutable_worker_started()->set_pid(100 + rank);
+    Send(event);
+  }
+  void Exited(int rank, int code, bool stopped) {
+    v1::NodeEvent event;
+    event.mutable_worker_exited()->set_rank(rank);
+    event.mutable_worker_exited()->set_pid(100 + rank);
+    event.mutable_worker_exited()->mutable_exit()->set_exit_code(code);
+    event.mutable_worker_exited()->set_stopped_by_us(stopped);
+    Send(event);
+  }
+  void Ended() {
+    v1::NodeEvent event;
+    event.mutable_generation_ended();
+    Send(event);
+  }
+  std::vector<nlohmann::json> Events() {
+    std::vector<nlohmann::json> events;
+    std::ifstream in(log);
+    std::string line;
+    while (std::getline(in, line)) events.push_back(nlohmann::json::parse(line));
+    return events;
+  }
+
+  testing::TempDir dir;
+  std::string log = dir.File("events.jsonl");
+  common::FakeClock clock;
+  Telemetry telemetry{"job-1"};
+  NullLink link;
+  int node = 0;
+  std::unique_ptr<Scheduler> scheduler;
+  std::optional<v1::JobOutcome> outcome;
+};
+
+TEST_F(TelemetryTest, CountsAndLogsAFailureARestartAndTheEnd) {
+  Join();
+  clock.Advance(milliseconds(30));
+  Started(0);
+  Started(1);
+  Exited(1, 3, false);
+  clock.Advance(milliseconds(20));
+  Exited(0, 143, true);
+  Ended();  // generation 1 over: restart after the 1 s backoff
+  clock.Advance(seconds(1));
+  clock.Advance(milliseconds(10));
+  Started(0);
+  Started(1);
+  Exited(0, 0, false);
+  Exited(1, 0, false);
+  Ended();
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_SUCCEEDED);
+
+  EXPECT_EQ(telemetry.generations(), 2u);
+  EXPECT_EQ(telemetry.restarts(), 1u);
+  EXPECT_EQ(telemetry.failures().at("worker_exit"), 1u);
+  EXPECT_EQ(telemetry.rendezvous().count, 2u);
+  // Generation 1: start to running 30 ms; generation 2: end of backoff to running 10 ms.
+  EXPECT_NEAR(telemetry.rendezvous().sum_seconds, 0.040, 1e-9);
+  EXPECT_EQ(telemetry.stop().count, 1u);
+  EXPECT_NEAR(telemetry.stop().last_seconds, 0.020, 1e-9);
+
+  std::vector<std::string> names;
+  for (const auto& event : Events()) {
+    EXPECT_EQ(event["job"], "job-1");
+    names.push_back(event["event"]);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "node_joined", "generation_started", "generation_running", "worker_failed",
+                       "generation_aborted", "generation_ended", "restart_scheduled",
+                       "generation_started", "generation_running", "generation_ended",
+                       "job_finished"}));
+  EXPECT_EQ(Events()[3]["rank"], 1);
+  EXPECT_EQ(Events()[5]["stop_latency_ms"], 20);
+  EXPECT_EQ(Events()[6]["delay_ms"], 1000);
+
+  const std::string text = "\n" + RenderMetrics({{scheduler.get(), &telemetry}});
+  EXPECT_NE(text.find("\ngangrun_generations_total{job=\"job-1\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\ngangrun_restarts_total{job=\"job-1\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("\ngangrun_failures_total{job=\"job-1\",cause=\"worker_exit\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("\ngangrun_job_phase{job=\"job-1\",phase=\"finished\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("\ngangrun_workers{job=\"job-1\",state=\"succeeded\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("\ngangrun_rendezvous_seconds_count{job=\"job-1\"} 2\n"), std::string::npos);
+  // Every sample follows the TYPE line of its family.
+  std::string family;
+  for (size_t at = 0; (at = text.find('\n', at)) != std::string::npos; ++at) {
+    std::string line = text.substr(at + 1, text.find('\n', at + 1) - at - 1);
+    if (line.rfind("# TYPE ", 0) == 0) family = line.substr(7, line.find(' ', 7) - 7);
+    if (line.empty() || line[0] == '#') continue;
+    EXPECT_EQ(line.rfind(family, 0), 0u) << line << " outside family " << family;
+  }
+}
+
+TEST_F(TelemetryTest, StatusListsWorkersWithPidsAndStates) {
+  Join();
+  Started(0);
+  Started(1);
+  auto status = scheduler->Status();
+  ASSERT_EQ(status.nodes_size(), 1);
+  EXPECT_EQ(status.phase(), "running");
+  EXPECT_EQ(status.job_id(), "job-1");
+  ASSERT_EQ(status.nodes(0).workers_size(), 2);
+  EXPECT_EQ(status.nodes(0).workers(1).pid(), 101);
+  EXPECT_EQ(status.nodes(0).workers(1).state(), "running");
+  scheduler->Stop(SIGTERM, "stopped by gangrun stop");
+  Exited(0, 0, true);
+  Exited(1, 0, true);
+  Ended();
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_STOPPED_BY_SIGNAL);
+  EXPECT_EQ(outcome->message(), "stopped by gangrun stop");
+  EXPECT_EQ(scheduler->Status().phase(), "finished");
+}
+
+}  // namespace
+}  // namespace gangrun::scheduler
