@@ -138,7 +138,11 @@ void Agent::Run(const v1::RunLauncher& run) {
   spawn.argv.push_back("--master_addr");
   spawn.argv.push_back(options_.master_host);
   for (const auto& arg : run.args()) spawn.argv.push_back(arg);
-  spawn.env = common::CurrentEnvironment();
+  // systemd's notify socket and watchdog belong to the agent, not to its jobs.
+  for (auto& entry : common::CurrentEnvironment()) {
+    if (entry.rfind("NOTIFY_SOCKET=", 0) == 0 || entry.rfind("WATCHDOG_", 0) == 0) continue;
+    spawn.env.push_back(entry);
+  }
   spawn.env.push_back("GANGRUN_INTERNAL_NODE_ONLY=1");
   int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   spawn.fds = {{0, devnull}, {1, out[1]}, {2, err[1]}};
