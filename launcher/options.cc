@@ -277,7 +277,7 @@ absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
-    return ParseResult{Options{}, app.help()};
+    return ParseResult{Options{}, app.help(), {}};
   } catch (const CLI::ParseError& e) {
     return absl::InvalidArgumentError(e.what());
   }

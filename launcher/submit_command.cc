@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -51,6 +52,12 @@ bool ChosenByDaemon(const std::string& flag) {
 }  // namespace
 
 int RunSubmitCommand(const std::vector<std::string>& args, const EnvLookup& env) {
+  // SIGINT/SIGTERM/SIGHUP stop the job (a second one leaves); blocked before gRPC starts its
+  // threads, taken by a thread of ours with sigwait.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, sig);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // before anything starts a thread
   ClientTarget target;
   target.master = env("GANGRUN_MASTER").value_or("");
   target.access = ClientAccessFromEnv(env);
@@ -128,12 +135,6 @@ int RunSubmitCommand(const std::vector<std::string>& args, const EnvLookup& env)
   job->add_task(options.task_script);
   for (const auto& arg : options.task_args) job->add_task(arg);
 
-  // SIGINT/SIGTERM/SIGHUP stop the job (a second one leaves); blocked before gRPC starts its
-  // threads, taken by a thread of ours with sigwait.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, sig);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   auto stub = v1::Daemon::NewStub(*channel);
   grpc::ClientContext context;
@@ -143,10 +144,19 @@ int RunSubmitCommand(const std::vector<std::string>& args, const EnvLookup& env)
     grpc::Status status = stream->Finish();
     return ClientCallFailed("submit", status);
   }
-  std::thread([&stream, &context, stop_signals] {
+  // The signal thread may wake up after we have returned: it touches the stream only while
+  // `alive` says the stream still exists.
+  struct Shared {
+    std::mutex mu;
+    bool alive = true;
+  };
+  auto shared = std::make_shared<Shared>();
+  std::thread([shared, &stream, &context, stop_signals] {
     int sig = 0;
     int count = 0;
     while (sigwait(&stop_signals, &sig) == 0) {
+      std::lock_guard<std::mutex> lock(shared->mu);
+      if (!shared->alive) return;
       if (++count > 1) {
         context.TryCancel();  // the daemon stops the job when its submitter goes away
         return;
@@ -159,6 +169,13 @@ int RunSubmitCommand(const std::vector<std::string>& args, const EnvLookup& env)
       stream->Write(stop);
     }
   }).detach();
+  auto finish = [&shared, &stream] {
+    {
+      std::lock_guard<std::mutex> lock(shared->mu);
+      shared->alive = false;
+    }
+    return stream->Finish();
+  };
   v1::SubmitReply reply;
   bool accepted = false;
   while (stream->Read(&reply)) {
@@ -174,16 +191,16 @@ int RunSubmitCommand(const std::vector<std::string>& args, const EnvLookup& env)
     } else if (reply.has_waiting()) {
       std::fprintf(stderr, "gangrun submit: %s\n", reply.waiting().c_str());
     } else if (reply.has_rejected()) {
-      stream->Finish();
+      finish();
       return Usage(reply.rejected());
     } else if (reply.has_finished()) {
       const v1::JobOutcome& outcome = reply.finished();
       WriteAll(2, FormatOutcome(outcome));
-      stream->Finish();
+      finish();
       return ExitCode(outcome);
     }
   }
-  grpc::Status status = stream->Finish();
+  grpc::Status status = finish();
   if (!accepted) return ClientCallFailed("submit", status);
   std::fprintf(stderr, "gangrun submit: lost the daemon while the job ran: %s\n",
                status.error_message().c_str());

@@ -130,6 +130,15 @@ TEST_F(DaemonTest, StopEndsASubmittedJobAndAgentStopKillsItsWorkers) {
   EXPECT_EQ(RunToEnd(job).code, 128 + SIGTERM) << job.Stderr();
   for (const auto& r : ready) EXPECT_TRUE(WaitGone(r.pid, seconds(5)));
 
+  // SIGINT to the submitter stops its job (exit 130 as a one-shot launch would).
+  auto interrupted =
+      Gangrun({"submit", "--master", master, "--worker_num", "2", TestWorkerBinary(), "--hang"});
+  ready = WaitReady(2);
+  ASSERT_EQ(ready.size(), 2u);
+  kill(interrupted.pid, SIGINT);
+  EXPECT_EQ(RunToEnd(interrupted).code, 128 + SIGINT) << interrupted.Stderr();
+  for (const auto& r : ready) EXPECT_TRUE(WaitGone(r.pid, seconds(5)));
+
   // A job running when its agent is told to stop: the agent stops it and exits; no worker
   // outlives the agent.
   auto doomed =

@@ -137,9 +137,9 @@ TEST_F(OperationsTest, HealthPortSaysWhenTheNodesWorkersRun) {
   EXPECT_EQ(Command({"health", "--target", target}), std::make_pair(0, std::string("SERVING\n")));
   EXPECT_EQ(Command({"health", "--target", target, "--service", "gangrun.v1.Node"}).first, 1);
   EXPECT_EQ(Command({"health", "--target", "127.0.0.1:" + port}).first, 0);  // the scheduler's
-  auto second = Start({"--worker_num", "2", "--local_worker_num", "1", "--master_port", port,
-                       "--node_rank", "1"},
-                      {"--hang"});
+  auto second = Start(
+      {"--worker_num", "2", "--local_worker_num", "1", "--master_port", port, "--node_rank", "1"},
+      {"--hang"});
   ASSERT_EQ(WaitReady(2).size(), 2u);
   ASSERT_TRUE(WaitForStderr(first, "all 1 local process(es) running", seconds(10)));
   EXPECT_EQ(Command({"health", "--target", target, "--service", "gangrun.v1.Node"}).first, 0);
@@ -165,7 +165,9 @@ TEST_F(OperationsTest, EventLogRecordsMembershipFailureRestartAndEnd) {
       EXPECT_EQ(event["rank"], 1);
       EXPECT_EQ(event["exit_code"], 3);
     }
-    if (event["event"] == "job_finished") EXPECT_EQ(event["outcome"], "succeeded");
+    if (event["event"] == "job_finished") {
+      EXPECT_EQ(event["outcome"], "succeeded");
+    }
   }
   const std::vector<std::string> expected = {
       "node_joined",        "generation_started", "generation_running", "worker_failed",
