@@ -15,4 +15,8 @@ std::shared_ptr<spdlog::logger> Logger(const std::string& component);
 // Sets the level of every logger (GANGRUN_LOG_LEVEL: trace, debug, info, warn, error, off).
 void SetLogLevel(const std::string& level);
 
+// Writes all of `text` to `fd` (console output that must not be cut short), retrying on
+// EINTR and short writes; gives up silently when the descriptor is gone.
+void WriteAll(int fd, const std::string& text);
+
 }  // namespace gangrun::common

@@ -177,7 +177,8 @@ int RunHealthCommand(const std::vector<std::string>& args, const EnvLookup& env)
   grpc::Status status =
       grpc::health::v1::Health::NewStub(channel)->Check(&context, request, &response);
   if (!status.ok()) return ClientCallFailed("health", status);
-  const std::string name = grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
+  const std::string name =
+      grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
   std::printf("%s\n", name.c_str());
   return response.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
 }

@@ -3,6 +3,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/strip.h"
+
 namespace gangrun::launcher {
 namespace {
 
@@ -38,6 +40,19 @@ bool UsesTls(const Options& o) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> ResolveToken(const Options& options) {
+  if (!options.token.empty() || options.token_file.empty()) return options.token;
+  std::ifstream in(options.token_file);
+  std::stringstream content;
+  content << in.rdbuf();
+  std::string token(absl::StripAsciiWhitespace(content.str()));
+  if (token.empty()) {
+    return absl::InvalidArgumentError("--token_file '" + options.token_file +
+                                      "' is empty or unreadable");
+  }
+  return token;
+}
 
 Options ClientAccessFromEnv(const EnvLookup& env) {
   Options access;

@@ -19,6 +19,10 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
     const Options& options);
 
+// The shared secret: --token, else the content of --token_file (whitespace stripped);
+// InvalidArgument when the file is empty or unreadable.
+absl::StatusOr<std::string> ResolveToken(const Options& options);
+
 // The token and TLS files a client subcommand (kv, scale) starts from: GANGRUN_TOKEN,
 // GANGRUN_TLS_CA, GANGRUN_TLS_CERT, GANGRUN_TLS_KEY.
 Options ClientAccessFromEnv(const EnvLookup& env);

@@ -24,18 +24,6 @@
 namespace gangrun::launcher {
 namespace {
 
-// --token_file, as the launcher reads it.
-std::string ReadTokenFile(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "r");
-  if (file == nullptr) return "";
-  char buf[4096];
-  size_t n = std::fread(buf, 1, sizeof(buf), file);
-  std::fclose(file);
-  std::string token(buf, n);
-  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
-  return token;
-}
-
 // Options a daemon shares with the launcher: access, metrics, event log.
 struct ServiceOptions {
   Options access;  // token, token_file, TLS files
@@ -105,13 +93,9 @@ int RunSchedulerCommand(const std::vector<std::string>& args, const EnvLookup& e
   std::string host;
   int port = 0;
   if (!SplitHostPort(listen, host, port)) return Fail("scheduler", "--listen must be ADDR:PORT");
-  if (service.access.token.empty() && !service.access.token_file.empty()) {
-    service.access.token = ReadTokenFile(service.access.token_file);
-    if (service.access.token.empty()) {
-      return Fail("scheduler",
-                  "--token_file '" + service.access.token_file + "' is empty or unreadable");
-    }
-  }
+  auto token = ResolveToken(service.access);
+  if (!token.ok()) return Fail("scheduler", std::string(token.status().message()));
+  service.access.token = *token;
   auto credentials = MakeServerCredentials(service.access);
   if (!credentials.ok()) return Fail("scheduler", std::string(credentials.status().message()));
 
@@ -183,13 +167,9 @@ int RunAgentCommand(const std::vector<std::string>& args, const EnvLookup& env,
     return Fail("agent", "--master must be HOST:PORT");
   }
   if (options.slots < 1) return Fail("agent", "--slots must be at least 1");
-  if (service.access.token.empty() && !service.access.token_file.empty()) {
-    service.access.token = ReadTokenFile(service.access.token_file);
-    if (service.access.token.empty()) {
-      return Fail("agent",
-                  "--token_file '" + service.access.token_file + "' is empty or unreadable");
-    }
-  }
+  auto token = ResolveToken(service.access);
+  if (!token.ok()) return Fail("agent", std::string(token.status().message()));
+  service.access.token = *token;
   auto credentials = MakeChannelCredentials(service.access);
   if (!credentials.ok()) return Fail("agent", std::string(credentials.status().message()));
   options.master = master;

@@ -9,7 +9,9 @@
 #include "absl/strings/strip.h"
 #include "common/net.h"
 #include "common/spawn.h"
+#include "common/status.h"
 #include "launcher/bind_core.h"
+#include "launcher/credentials.h"
 #include "launcher/launcher.h"
 
 namespace gangrun::launcher {
@@ -64,16 +66,7 @@ absl::StatusOr<HostFacts> GatherHostFacts(const Options& options) {
       options.personality == Personality::kMsrun ? options.master_port + 1 : options.master_port;
   facts.run_id = options.run_id.empty() ? RandomRunId() : options.run_id;
   facts.log_dir = options.log_dir;
-  facts.token = options.token;
-  if (facts.token.empty() && !options.token_file.empty()) {
-    std::ifstream in(options.token_file);
-    std::stringstream content;
-    content << in.rdbuf();
-    facts.token = std::string(absl::StripAsciiWhitespace(content.str()));
-    if (facts.token.empty()) {
-      return absl::InvalidArgumentError("--token_file '" + options.token_file + "' is empty");
-    }
-  }
+  ASSIGN_OR_RETURN(facts.token, ResolveToken(options));
   std::string path_env = "/usr/local/bin:/usr/bin:/bin";
   for (auto& entry : common::CurrentEnvironment()) {
     if (absl::StartsWith(entry, "GANGRUN_INTERNAL_")) continue;

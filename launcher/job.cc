@@ -7,10 +7,9 @@
 // left below it and exits -> the console follower drains -> the gRPC server stops -> the
 // io_context stops.
 
+#include <grpcpp/ext/health_check_service_server_builder_option.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <grpcpp/ext/health_check_service_server_builder_option.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -69,16 +68,6 @@ absl::Status MakeLogDir(const std::string& dir) {
     return absl::InvalidArgumentError("--log_dir " + dir + " is not a directory");
   }
   return absl::OkStatus();
-}
-
-void WriteAll(int fd, const std::string& text) {
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<size_t>(n);
-  }
 }
 
 bool Tailed(const Options& options, int rank) {
@@ -202,7 +191,7 @@ class HealthService : public grpc::health::v1::Health::CallbackService {
       return reactor;
     }
     response->set_status(it->second ? grpc::health::v1::HealthCheckResponse::SERVING
-                                     : grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+                                    : grpc::health::v1::HealthCheckResponse::NOT_SERVING);
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }
@@ -300,7 +289,7 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
   auto set_node_health = [&health](bool serving) {
     if (health) health->service.Set(kNodeService, serving);
   };
-  worker::LogFollower follower(io, [](const std::string& lines) { WriteAll(1, lines); });
+  worker::LogFollower follower(io, [](const std::string& lines) { common::WriteAll(1, lines); });
   std::optional<v1::JobOutcome> outcome;
   const bool msrun = options.personality == Personality::kMsrun;
 
@@ -311,9 +300,9 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
       return;
     }
     if (msrun) {
-      WriteAll(1, "Start worker process with rank id:" + std::to_string(spec.rank) +
-                      ", log file:" + spec.log_path + ". Environment variable [RANK_ID=" +
-                      std::to_string(spec.rank) + "] is exported.\n");
+      common::WriteAll(1, "Start worker process with rank id:" + std::to_string(spec.rank) +
+                              ", log file:" + spec.log_path + ". Environment variable [RANK_ID=" +
+                              std::to_string(spec.rank) + "] is exported.\n");
     }
     log->info("rank {} started (pid {}), log {}", spec.rank, pid, spec.log_path);
     if (options.join && Tailed(options, spec.rank)) {
@@ -404,14 +393,14 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
   if (!outcome) return absl::InternalError("the job ended without an outcome");
   if (outcome->kind() == v1::JobOutcome::KIND_SUCCEEDED) {
     log->info("job succeeded: all {} local worker(s) exited 0", options.local_worker_num);
-    if (msrun) WriteAll(1, "All workers successfully exit!\n");
+    if (msrun) common::WriteAll(1, "All workers successfully exit!\n");
   } else {
     std::string report = FormatOutcome(*outcome);
     if (msrun && !options.log_dir.empty()) {
       report += "Distributed job exited with exception. Please check logs in directory: " +
                 options.log_dir + ".\n";
     }
-    WriteAll(2, report);
+    common::WriteAll(2, report);
     ready.Notify(ExitCode(*outcome));
   }
   return *outcome;

@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "common/exit_status.h"
+#include "common/logging.h"
 #include "gangrun/v1/daemon.grpc.pb.h"
 #include "launcher/client.h"
 #include "launcher/credentials.h"
@@ -28,16 +29,6 @@ constexpr char kUsage[] =
 int Usage(const std::string& problem) {
   std::fprintf(stderr, "gangrun submit: %s\n%s\n", problem.c_str(), kUsage);
   return kExitInvalidConfiguration;
-}
-
-void WriteAll(int fd, const std::string& text) {
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<size_t>(n);
-  }
 }
 
 // The options that only the daemon chooses for a job.
@@ -135,7 +126,6 @@ int RunSubmitCommand(const std::vector<std::string>& args, const EnvLookup& env)
   job->add_task(options.task_script);
   for (const auto& arg : options.task_args) job->add_task(arg);
 
-
   auto stub = v1::Daemon::NewStub(*channel);
   grpc::ClientContext context;
   worker::AddToken(context, target.access.token);
@@ -180,7 +170,7 @@ int RunSubmitCommand(const std::vector<std::string>& args, const EnvLookup& env)
   bool accepted = false;
   while (stream->Read(&reply)) {
     if (reply.has_output()) {
-      WriteAll(1, reply.output());
+      common::WriteAll(1, reply.output());
     } else if (reply.has_accepted()) {
       accepted = true;
       std::string agents;
@@ -195,7 +185,7 @@ int RunSubmitCommand(const std::vector<std::string>& args, const EnvLookup& env)
       return Usage(reply.rejected());
     } else if (reply.has_finished()) {
       const v1::JobOutcome& outcome = reply.finished();
-      WriteAll(2, FormatOutcome(outcome));
+      common::WriteAll(2, FormatOutcome(outcome));
       finish();
       return ExitCode(outcome);
     }

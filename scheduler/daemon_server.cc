@@ -84,17 +84,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
     const std::string& token, std::shared_ptr<grpc::ServerCredentials> credentials) {
   std::unique_ptr<DaemonServer> server(new DaemonServer());
   server->service_ = std::make_unique<Service>(io, daemon, token);
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
-  builder.SetMaxReceiveMessageSize(8 << 20);
-  builder.AddListeningPort(listen_address,
-                           credentials ? credentials : grpc::InsecureServerCredentials(),
-                           &server->port_);
-  builder.RegisterService(server->service_.get());
-  server->server_ = builder.BuildAndStart();
+  server->server_ =
+      BuildServer(listen_address, credentials, {server->service_.get()}, &server->port_);
   if (!server->server_ || server->port_ == 0) {
     return absl::UnavailableError("cannot listen on " + listen_address +
                                   " (address in use or not local)");

@@ -169,25 +169,32 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
   std::string token_;
 };
 
+std::unique_ptr<grpc::Server> BuildServer(const std::string& listen_address,
+                                          std::shared_ptr<grpc::ServerCredentials> credentials,
+                                          const std::vector<grpc::Service*>& services, int* port) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  // Two launchers must not share a port: the second one has to find it taken.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder.SetMaxReceiveMessageSize(8 << 20);
+  builder.AddListeningPort(listen_address,
+                           credentials ? credentials : grpc::InsecureServerCredentials(), port);
+  for (grpc::Service* service : services) builder.RegisterService(service);
+  return builder.BuildAndStart();
+}
+
 absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     boost::asio::io_context& io, Scheduler& scheduler, KvStore& store,
     const ServerOptions& options) {
   std::unique_ptr<SchedulerServer> server(new SchedulerServer());
   server->services_ = std::make_unique<Services>(io, scheduler, store, options.token);
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  // Two launchers must not share the port: the second one has to find it taken.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
-  builder.SetMaxReceiveMessageSize(8 << 20);
-  builder.AddListeningPort(
-      options.listen_address,
-      options.credentials ? options.credentials : grpc::InsecureServerCredentials(),
-      &server->port_);
-  builder.RegisterService(static_cast<v1::Scheduler::CallbackService*>(server->services_.get()));
-  builder.RegisterService(static_cast<v1::KeyValue::CallbackService*>(server->services_.get()));
-  server->server_ = builder.BuildAndStart();
+  server->server_ =
+      BuildServer(options.listen_address, options.credentials,
+                  {static_cast<v1::Scheduler::CallbackService*>(server->services_.get()),
+                   static_cast<v1::KeyValue::CallbackService*>(server->services_.get())},
+                  &server->port_);
   if (!server->server_ || server->port_ == 0) {
     return absl::AlreadyExistsError("cannot listen on " + options.listen_address);
   }

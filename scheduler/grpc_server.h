@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "scheduler/kv_store.h"
@@ -28,6 +29,13 @@ struct ServerOptions {
   std::string token;                                     // "" = no token required
   std::shared_ptr<grpc::ServerCredentials> credentials;  // null = insecure
 };
+
+// A gRPC server with gangrun's settings (no SO_REUSEPORT, the keepalive ping policy nodes
+// use, 8 MiB messages, the standard health service) for `services` on `listen_address`.
+// `*port` is 0 afterwards when it could not listen.
+std::unique_ptr<grpc::Server> BuildServer(const std::string& listen_address,
+                                          std::shared_ptr<grpc::ServerCredentials> credentials,
+                                          const std::vector<grpc::Service*>& services, int* port);
 
 class SchedulerServer {
  public:
