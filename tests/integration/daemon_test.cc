@@ -230,6 +230,7 @@ TEST_F(DaemonTest, AsPid1ItReapsOrphansAndForwardsSignals) {
   EXPECT_TRUE(WaitReaped(orphan_pid, seconds(5))) << "PID 1 left a zombie";
 
   // Signals to PID 1 reach the launcher: SIGUSR1 is passed on to the workers, SIGTERM stops.
+  ASSERT_TRUE(WaitForStderr(job, "all 2 local process(es) running", seconds(10)));
   kill(init, SIGUSR1);
   auto usr1 = fifo_.ReadLines(2, seconds(10));
   EXPECT_EQ(usr1.size(), 2u);

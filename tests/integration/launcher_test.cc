@@ -89,6 +89,8 @@ TEST_F(LauncherTest, LogIsCompleteWhenAWorkerCrashes) {
 TEST_F(LauncherTest, Sigusr1IsForwardedToTheWorkers) {
   auto run = Start({"--worker_num", "2", "--local_worker_num", "2"}, {"--usr1", "--hang"});
   WaitReady(2);
+  // A worker can report ready before the launcher has heard of its pid from the keeper.
+  ASSERT_TRUE(WaitForStderr(run, "all 2 local process(es) running", seconds(10)));
   kill(run.pid, SIGUSR1);
   auto lines = fifo_.ReadLines(2, seconds(10));
   ASSERT_EQ(lines.size(), 2u);
