@@ -5,9 +5,9 @@
 // sends through each node's NodeLink.
 //
 // All of its state is touched only on the io_context's single thread (its strand): it is
-// an actor, not a shared blob behind a lock. The recovery paths (restarts, replacement of a lost
-// node, elastic membership) are in recovery.cc. Links must outlive the scheduler or be
-// removed with OnNodeDisconnected first.
+// an actor, not a shared blob behind a lock. The recovery paths (restarts, replacement of a
+// lost node, elastic membership) are in recovery.cc; status, stop requests and the outcome in
+// status.cc. Links must outlive the scheduler or be removed with OnNodeDisconnected first.
 
 #include <functional>
 #include <map>
