@@ -271,7 +271,9 @@ absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
   }
   app.footer(std::string("Usage: ") + program +
              " [options] <task_script> [task_script_args...]\n"
-             "Every option can also be set as GANGRUN_<OPTION> (e.g. GANGRUN_WORKER_NUM=4).");
+             "Every option can also be set as GANGRUN_<OPTION> (e.g. GANGRUN_WORKER_NUM=4).\n"
+             "Other commands (each with --help): gangrun status|stop|scale|health|kv "
+             "(a running job), gangrun scheduler|agent|submit (daemon mode).");
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {

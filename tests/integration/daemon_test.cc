@@ -117,8 +117,9 @@ TEST_F(DaemonTest, StopEndsASubmittedJobAndAgentStopKillsItsWorkers) {
   const std::string master = "127.0.0.1:" + FreePort();
   auto scheduler = Gangrun({"scheduler", "--listen", master});
   NotifySocket notify(dir_.File("notify"));
-  auto agent =
-      Gangrun({"agent", "--master", master, "--slots", "2"}, {"NOTIFY_SOCKET=" + notify.path()});
+  // Options from the environment, as a systemd EnvironmentFile gives them.
+  auto agent = Gangrun(
+      {"agent"}, {"NOTIFY_SOCKET=" + notify.path(), "GANGRUN_MASTER=" + master, "GANGRUN_SLOTS=2"});
   // Ready only once registered.
   EXPECT_EQ(notify.Next(seconds(10)).rfind("READY=1", 0), 0u);
   auto job =
@@ -170,8 +171,9 @@ TEST_F(DaemonTest, SubmitWaitsForSlotsAndGivesUpAfterTheClusterTimeout) {
 TEST_F(DaemonTest, WatchdogPingsWhileTheLoopRuns) {
   const std::string master = "127.0.0.1:" + FreePort();
   NotifySocket notify(dir_.File("notify"));
-  auto scheduler = Gangrun({"scheduler", "--listen", master},
-                           {"NOTIFY_SOCKET=" + notify.path(), "WATCHDOG_USEC=200000"});
+  // Options from the environment, as a systemd EnvironmentFile gives them.
+  auto scheduler = Gangrun({"scheduler"}, {"NOTIFY_SOCKET=" + notify.path(), "WATCHDOG_USEC=200000",
+                                           "GANGRUN_LISTEN=" + master});
   std::set<std::string> seen;
   for (int i = 0; i < 4; ++i) seen.insert(notify.Next(seconds(5)).substr(0, 10));
   EXPECT_TRUE(seen.count("WATCHDOG=1")) << "no watchdog ping";
