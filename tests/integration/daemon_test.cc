@@ -53,6 +53,15 @@ class DaemonTest : public LauncherTest {
     env.push_back("GANGRUN_TEST_READY=" + fifo_.path());
     return Launch(argv, env, dir_.path(), dir_.path());
   }
+  // `gangrun scheduler <args>`, once it listens.
+  Launched Scheduler(const std::vector<std::string>& args, std::vector<std::string> env = {}) {
+    std::vector<std::string> argv = {"scheduler"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto daemon = Gangrun(argv, std::move(env));
+    EXPECT_TRUE(WaitForStderr(daemon, "waiting for agents and jobs", seconds(10)))
+        << daemon.Stderr();
+    return daemon;
+  }
   // Stops a long-lived daemon and expects a clean exit.
   void StopDaemon(const Launched& daemon) {
     kill(daemon.pid, SIGTERM);
@@ -115,7 +124,7 @@ TEST_F(DaemonTest, TwoAgentsRunTwoConsecutiveJobsWithoutNewDaemons) {
 
 TEST_F(DaemonTest, StopEndsASubmittedJobAndAgentStopKillsItsWorkers) {
   const std::string master = "127.0.0.1:" + FreePort();
-  auto scheduler = Gangrun({"scheduler", "--listen", master});
+  auto scheduler = Scheduler({"--listen", master});
   NotifySocket notify(dir_.File("notify"));
   // Options from the environment, as a systemd EnvironmentFile gives them.
   auto agent = Gangrun(
@@ -154,7 +163,7 @@ TEST_F(DaemonTest, StopEndsASubmittedJobAndAgentStopKillsItsWorkers) {
 
 TEST_F(DaemonTest, SubmitWaitsForSlotsAndGivesUpAfterTheClusterTimeout) {
   const std::string master = "127.0.0.1:" + FreePort();
-  auto scheduler = Gangrun({"scheduler", "--listen", master});
+  auto scheduler = Scheduler({"--listen", master});
   auto job = Gangrun({"submit", "--master", master, "--worker_num", "2", "--cluster_time_out", "1",
                       TestWorkerBinary()});
   EXPECT_EQ(RunToEnd(job).code, 3) << job.Stderr();
@@ -166,6 +175,23 @@ TEST_F(DaemonTest, SubmitWaitsForSlotsAndGivesUpAfterTheClusterTimeout) {
   EXPECT_EQ(RunToEnd(bad).code, 2);
   EXPECT_NE(bad.Stderr().find("--node_rank is chosen by the daemon"), std::string::npos);
   StopDaemon(scheduler);
+}
+
+TEST_F(DaemonTest, AgentsRegisterAgainWhenTheDaemonRestarts) {
+  const std::string master = "127.0.0.1:" + FreePort();
+  auto first = Scheduler({"--listen", master});
+  auto agent = Gangrun({"agent", "--master", master, "--slots", "2"});
+  ASSERT_TRUE(WaitForStderr(agent, "as agent", seconds(10))) << agent.Stderr();
+  StopDaemon(first);
+  ASSERT_TRUE(WaitForStderr(agent, "lost the daemon", seconds(10))) << agent.Stderr();
+  auto second = Scheduler({"--listen", master});
+  // The same agent, registered again, runs the next job.
+  auto job = Gangrun({"submit", "--master", master, "--worker_num", "2", "--cluster_time_out", "20",
+                      TestWorkerBinary(), "--lines", "1"});
+  EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr() << agent.Stderr();
+  EXPECT_NE(job.Stdout().find("line 0 of rank 1"), std::string::npos) << job.Stdout();
+  StopDaemon(agent);
+  StopDaemon(second);
 }
 
 TEST_F(DaemonTest, WatchdogPingsWhileTheLoopRuns) {
