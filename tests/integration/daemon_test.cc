@@ -235,7 +235,6 @@ TEST_F(DaemonTest, AsPid1ItReapsOrphansAndForwardsSignals) {
     GTEST_SKIP() << "cannot create a PID namespace here: " << job.Stderr();
   }
   ASSERT_EQ(ready.size(), 2u) << job.Stderr();
-  for (const auto& r : ready) EXPECT_LE(r.pid, 16) << "the workers are not in a new namespace";
   const pid_t init = ChildOf(job.pid);  // gangrun, PID 1 inside
   ASSERT_GT(init, 0);
 
