@@ -23,8 +23,8 @@ TEST(SlurmNodeListTest, ExpandsEveryForm) {
 }
 
 TEST(SlurmNodeListTest, RefusesMalformedLists) {
-  for (const char* bad : {"", "node[01-", "node]1[", "node[4-2]", "node[a-b]", "n[1-2",
-                          "a,,b", "node[]", "n[0-99999999]"}) {
+  for (const char* bad : {"", "node[01-", "node]1[", "node[4-2]", "node[a-b]", "n[1-2", "a,,b",
+                          "node[]", "n[0-99999999]"}) {
     auto hosts = ExpandSlurmNodeList(bad);
     EXPECT_FALSE(hosts.ok()) << bad;
     if (!hosts.ok()) {

@@ -119,11 +119,11 @@ TEST_F(TelemetryTest, CountsAndLogsAFailureARestartAndTheEnd) {
     EXPECT_EQ(event["job"], "job-1");
     names.push_back(event["event"]);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{
-                       "node_joined", "generation_started", "generation_running", "worker_failed",
-                       "generation_aborted", "generation_ended", "restart_scheduled",
-                       "generation_started", "generation_running", "generation_ended",
-                       "job_finished"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"node_joined", "generation_started", "generation_running",
+                                      "worker_failed", "generation_aborted", "generation_ended",
+                                      "restart_scheduled", "generation_started",
+                                      "generation_running", "generation_ended", "job_finished"}));
   EXPECT_EQ(Events()[3]["rank"], 1);
   EXPECT_EQ(Events()[5]["stop_latency_ms"], 20);
   EXPECT_EQ(Events()[6]["delay_ms"], 1000);
