@@ -98,6 +98,15 @@ int RunSchedulerCommand(const std::vector<std::string>& args, const EnvLookup& e
   service.access.token = *token;
   auto credentials = MakeServerCredentials(service.access);
   if (!credentials.ok()) return Fail("scheduler", std::string(credentials.status().message()));
+  if (service.metrics_port < -1 || service.metrics_port > 65535) {
+    return Fail("scheduler", "--metrics_port must be -1 (off), 0 (any free port) or 1..65535");
+  }
+  if (!service.event_log.empty()) {
+    scheduler::Telemetry probe("daemon");  // the file must be writable before we start
+    if (absl::Status status = probe.OpenEventLog(service.event_log); !status.ok()) {
+      return Fail("scheduler", std::string(status.message()));
+    }
+  }
 
   boost::asio::io_context io;
   common::AsioClock clock(io.get_executor());

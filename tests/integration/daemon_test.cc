@@ -4,6 +4,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 
@@ -192,6 +193,25 @@ TEST_F(DaemonTest, AgentsRegisterAgainWhenTheDaemonRestarts) {
   EXPECT_NE(job.Stdout().find("line 0 of rank 1"), std::string::npos) << job.Stdout();
   StopDaemon(agent);
   StopDaemon(second);
+}
+
+TEST_F(DaemonTest, BadDaemonOptionsAreOneClearError) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"scheduler", "--listen", "nonsense"}, "--listen must be ADDR:PORT"},
+      {{"scheduler", "--listen", "127.0.0.1:0", "--event_log", "/nonexistent/e.jsonl"},
+       "cannot open --event_log"},
+      {{"scheduler", "--listen", "127.0.0.1:0", "--metrics_port", "70000"}, "--metrics_port"},
+      {{"agent"}, "--master is required"},
+      {{"agent", "--master", "127.0.0.1:1", "--slots", "0"}, "--slots must be at least 1"},
+      {{"submit", "--master", "127.0.0.1:1", "--worker_num", "2:4", "/bin/true"}, "MIN:MAX"},
+  };
+  for (const auto& [args, message] : cases) {
+    auto run = Gangrun(args);
+    EXPECT_EQ(RunToEnd(run).code, 2) << args[0];
+    const std::string err = run.Stderr();
+    EXPECT_NE(err.find(message), std::string::npos) << err;
+    EXPECT_LE(std::count(err.begin(), err.end(), '\n'), 2) << err;  // one message (+ usage)
+  }
 }
 
 TEST_F(DaemonTest, WatchdogPingsWhileTheLoopRuns) {
