@@ -184,6 +184,15 @@ bool WaitGone(pid_t pid, milliseconds timeout) {
   return gone;
 }
 
+bool WaitReaped(pid_t pid, milliseconds timeout) {
+  int fd = PidfdOpen(pid);
+  if (fd < 0) return errno == ESRCH;
+  pollfd p{fd, 0, 0};  // no events asked for: only POLLHUP (reaped) wakes us
+  poll(&p, 1, static_cast<int>(timeout.count()));
+  close(fd);
+  return access(("/proc/" + std::to_string(pid)).c_str(), F_OK) != 0;
+}
+
 bool IsAlive(pid_t pid) { return !WaitGone(pid, milliseconds(0)); }
 
 std::vector<pid_t> ReapChildren(milliseconds timeout) {

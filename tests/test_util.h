@@ -68,6 +68,9 @@ std::optional<common::ExitStatus> WaitExit(pid_t pid, milliseconds timeout);
 
 // Waits until `pid` (any process) has ended; true if it ended within `timeout`.
 bool WaitGone(pid_t pid, milliseconds timeout);
+// Waits until `pid` (any process) has been reaped by its parent, not just exited: a pidfd
+// reports POLLHUP then (Linux >= 6.9; older kernels wait out `timeout` and then look at /proc).
+bool WaitReaped(pid_t pid, milliseconds timeout);
 bool IsAlive(pid_t pid);
 
 // Reaps zombies among our children; kills and reaps live ones after `timeout`. Returns the

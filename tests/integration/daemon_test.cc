@@ -234,16 +234,6 @@ pid_t ChildOf(pid_t parent) {
   return children.empty() ? 0 : std::stoi(children);
 }
 
-// Waits (bounded) until `pid` has been reaped: its /proc entry is gone. A zombie keeps it.
-bool WaitReaped(pid_t pid, milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (access(("/proc/" + std::to_string(pid)).c_str(), F_OK) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    usleep(5000);
-  }
-  return true;
-}
-
 TEST_F(DaemonTest, AsPid1ItReapsOrphansAndForwardsSignals) {
   // gangrun as the first process of a new PID namespace, as in a container.
   auto job = Launch({"unshare", "--pid", "--fork", GangrunBinary(), "--worker_num", "2",
@@ -259,21 +249,21 @@ TEST_F(DaemonTest, AsPid1ItReapsOrphansAndForwardsSignals) {
   ASSERT_GT(init, 0);
 
   // An orphan in the namespace (its parent exits first) is re-parented to PID 1 and reaped.
-  const std::string report = dir_.File("orphan");
+  // It reports its pid and parent (as this namespace's /proc sees them) on the report FIFO.
   auto orphan = Launch({"nsenter", "--target", std::to_string(init), "--pid", "sh", "-c",
                         "p=$$; (while kill -0 $p 2>/dev/null; do :; done; "
-                        "read pid comm state ppid rest < /proc/self/stat; echo \"$pid $ppid\" > " +
-                            report + ".tmp; mv " + report + ".tmp " + report + ") & exit 0"},
+                        "read pid comm state ppid rest < /proc/self/stat; "
+                        "echo \"orphan $pid $ppid\" > " +
+                            fifo_.path() + ") & exit 0"},
                        {}, dir_.path(), dir_.path());
   EXPECT_EQ(RunToEnd(orphan).code, 0) << orphan.Stderr();
-  std::string text;
-  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
-  while ((text = ReadFile(report)).empty() && std::chrono::steady_clock::now() < deadline) {
-    usleep(5000);
-  }
-  ASSERT_FALSE(text.empty()) << "the orphan never reported";
-  const pid_t orphan_pid = std::stoi(text);
-  EXPECT_EQ(std::stoi(text.substr(text.find(' ') + 1)), init) << "not re-parented to PID 1";
+  auto report = fifo_.ReadLine(seconds(10));
+  ASSERT_TRUE(report.has_value()) << "the orphan never reported";
+  auto fields = Split(*report, ' ');
+  ASSERT_EQ(fields.size(), 3u) << *report;
+  ASSERT_EQ(fields[0], "orphan") << *report;
+  const pid_t orphan_pid = std::stoi(fields[1]);
+  EXPECT_EQ(std::stoi(fields[2]), init) << "not re-parented to PID 1";
   EXPECT_TRUE(WaitReaped(orphan_pid, seconds(5))) << "PID 1 left a zombie";
 
   // Signals to PID 1 reach the launcher: SIGUSR1 is passed on to the workers, SIGTERM stops.
