@@ -101,17 +101,17 @@ int RunSchedulerCommand(const std::vector<std::string>& args, const EnvLookup& e
   if (service.metrics_port < -1 || service.metrics_port > 65535) {
     return Fail("scheduler", "--metrics_port must be -1 (off), 0 (any free port) or 1..65535");
   }
+  std::unique_ptr<scheduler::EventLog> event_log;
   if (!service.event_log.empty()) {
-    scheduler::Telemetry probe("daemon");  // the file must be writable before we start
-    if (absl::Status status = probe.OpenEventLog(service.event_log); !status.ok()) {
-      return Fail("scheduler", std::string(status.message()));
-    }
+    auto opened = scheduler::EventLog::Open(service.event_log);
+    if (!opened.ok()) return Fail("scheduler", std::string(opened.status().message()));
+    event_log = std::move(*opened);
   }
 
   boost::asio::io_context io;
   common::AsioClock clock(io.get_executor());
   scheduler::Daemon::Options daemon_options{host, service.access.token, *credentials,
-                                            service.event_log};
+                                            event_log.get()};
   scheduler::Daemon daemon(io, clock, daemon_options, ConfigureJob);
   auto server = scheduler::DaemonServer::Start(io, daemon, JoinHostPort(host, port),
                                                service.access.token, *credentials);

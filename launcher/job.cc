@@ -108,6 +108,7 @@ class ReadyNotifier {
 
 // The scheduler side of this launcher, when it hosts one.
 struct SchedulerRole {
+  std::unique_ptr<scheduler::EventLog> event_log;  // with --event_log
   std::unique_ptr<scheduler::Telemetry> telemetry;
   std::unique_ptr<scheduler::Scheduler> scheduler;
   std::unique_ptr<scheduler::KvStore> store;
@@ -130,8 +131,10 @@ absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io, co
     scheduler_options.min_world_size = options.local_worker_num;
   }
   role.scheduler = std::make_unique<scheduler::Scheduler>(clock, scheduler_options);
-  role.telemetry = std::make_unique<scheduler::Telemetry>(facts.run_id);
-  if (!options.event_log.empty()) RETURN_IF_ERROR(role.telemetry->OpenEventLog(options.event_log));
+  if (!options.event_log.empty()) {
+    ASSIGN_OR_RETURN(role.event_log, scheduler::EventLog::Open(options.event_log));
+  }
+  role.telemetry = std::make_unique<scheduler::Telemetry>(facts.run_id, role.event_log.get());
   role.scheduler->SetTelemetry(role.telemetry.get());
   role.store = std::make_unique<scheduler::KvStore>(clock);
   if (!simulating) {

@@ -39,19 +39,10 @@ Daemon::Daemon(boost::asio::io_context& io, common::Clock& clock, Options option
       clock_(clock),
       options_(std::move(options)),
       configure_(std::move(configure)),
-      telemetry_("daemon"),
-      id_prefix_(RandomPrefix()) {
-  if (!options_.event_log.empty()) {
-    absl::Status status = telemetry_.OpenEventLog(options_.event_log);
-    if (!status.ok()) common::Logger("daemon")->error("{}", std::string(status.message()));
-  }
-}
+      telemetry_("daemon", options_.event_log),
+      id_prefix_(RandomPrefix()) {}
 
 Daemon::~Daemon() = default;
-
-void Daemon::Record(const std::string& event, nlohmann::json fields) {
-  telemetry_.Record(event, std::move(fields));
-}
 
 int Daemon::AddAgent(std::shared_ptr<AgentStream::Handle> handle) {
   int id = next_id_++;
@@ -78,11 +69,11 @@ void Daemon::OnAgentEvent(int agent_id, const v1::AgentEvent& event) {
     agent.handle->Send(reply);
     common::Logger("daemon")->info("agent {} '{}' ({}) registered with {} slot(s)", agent_id,
                                    agent.info.name(), agent.info.address(), agent.info.slots());
-    Record("agent_registered", {{"agent", agent_id},
-                                {"name", agent.info.name()},
-                                {"address", agent.info.address()},
-                                {"slots", agent.info.slots()},
-                                {"pid", agent.info.pid()}});
+    telemetry_.Record("agent_registered", {{"agent", agent_id},
+                                           {"name", agent.info.name()},
+                                           {"address", agent.info.address()},
+                                           {"slots", agent.info.slots()},
+                                           {"pid", agent.info.pid()}});
     TryPlace();
     return;
   }
@@ -102,7 +93,7 @@ void Daemon::OnAgentGone(int agent_id) {
   if (it == agents_.end()) return;
   if (it->second.registered) {
     common::Logger("daemon")->warn("agent {} '{}' disconnected", agent_id, it->second.info.name());
-    Record("agent_lost", {{"agent", agent_id}, {"name", it->second.info.name()}});
+    telemetry_.Record("agent_lost", {{"agent", agent_id}, {"name", it->second.info.name()}});
   }
   std::vector<std::string> job_ids;
   for (const auto& [job_id, slots] : it->second.jobs) job_ids.push_back(job_id);
@@ -144,18 +135,19 @@ void Daemon::OnSubmitEvent(int submit_id, const v1::SubmitEvent& event) {
     return reject("--worker_num must be a multiple of --local_worker_num");
   }
   if (spec.task().empty()) return reject("missing task script");
-  if (auto configured = configure_(spec); !configured.ok()) {
-    return reject(std::string(configured.status().message()));
-  }
+  auto configured = configure_(spec);
+  if (!configured.ok()) return reject(std::string(configured.status().message()));
   auto job = std::make_unique<Job>();
+  job->config = *configured;
+  job->config.world_size = spec.worker_num();
   job->id = id_prefix_ + "-" + std::to_string(next_id_++);
   job->submit_id = submit_id;
   job->spec = spec;
   ++jobs_submitted_;
   common::Logger("daemon")->info("job {} submitted: {} worker(s), task {}", job->id,
                                  spec.worker_num(), spec.task(0));
-  Record("job_submitted",
-         {{"job_id", job->id}, {"workers", spec.worker_num()}, {"task", spec.task(0)}});
+  telemetry_.Record("job_submitted",
+                    {{"job_id", job->id}, {"workers", spec.worker_num()}, {"task", spec.task(0)}});
   if (spec.cluster_time_out() >= 0) {
     job->wait_timer =
         clock_.After(std::chrono::seconds(spec.cluster_time_out()), [this, id = job->id] {
@@ -246,12 +238,8 @@ void Daemon::TryPlace() {
 }
 
 absl::Status Daemon::StartJob(Job& job, std::vector<std::pair<int, int>> placement) {
-  auto configured = configure_(job.spec);
-  if (!configured.ok()) return configured.status();
-  configured->world_size = job.spec.worker_num();
-  job.telemetry = std::make_unique<Telemetry>(job.id);
-  if (!options_.event_log.empty()) RETURN_IF_ERROR(job.telemetry->OpenEventLog(options_.event_log));
-  job.scheduler = std::make_unique<Scheduler>(clock_, *configured);
+  job.telemetry = std::make_unique<Telemetry>(job.id, options_.event_log);
+  job.scheduler = std::make_unique<Scheduler>(clock_, job.config);
   job.scheduler->SetTelemetry(job.telemetry.get());
   job.store = std::make_unique<KvStore>(clock_);
   ServerOptions server_options{options_.listen_host + ":0", options_.token, options_.credentials};
@@ -299,7 +287,8 @@ absl::Status Daemon::StartJob(Job& job, std::vector<std::pair<int, int>> placeme
   }
   common::Logger("daemon")->info("job {} placed on {} agent(s), scheduler port {}", job.id,
                                  job.placement.size(), job.server->port());
-  Record("job_started", {{"job_id", job.id}, {"agents", names}, {"port", job.server->port()}});
+  telemetry_.Record("job_started",
+                    {{"job_id", job.id}, {"agents", names}, {"port", job.server->port()}});
   Reply(job, accepted);
   return absl::OkStatus();
 }
@@ -349,8 +338,9 @@ void Daemon::EndJob(const std::string& job_id, const v1::JobOutcome& outcome) {
   ++jobs_finished_[KindName(outcome)];
   common::Logger("daemon")->info("job {} ended: {}{}", job_id, KindName(outcome),
                                  outcome.message().empty() ? "" : " (" + outcome.message() + ")");
-  Record("job_ended",
-         {{"job_id", job_id}, {"outcome", KindName(outcome)}, {"message", outcome.message()}});
+  telemetry_.Record(
+      "job_ended",
+      {{"job_id", job_id}, {"outcome", KindName(outcome)}, {"message", outcome.message()}});
   v1::SubmitReply reply;
   *reply.mutable_finished() = outcome;
   auto submitter = submitters_.find(job->submit_id);

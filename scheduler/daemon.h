@@ -39,7 +39,7 @@ class Daemon {
     std::string listen_host;  // where the jobs' own ports listen (the daemon's host)
     std::string token;
     std::shared_ptr<grpc::ServerCredentials> credentials;  // null = insecure
-    std::string event_log;                                 // "" = none
+    EventLog* event_log = nullptr;  // every job's events and the daemon's own; may be null
   };
 
   Daemon(boost::asio::io_context& io, common::Clock& clock, Options options, Configure configure);
@@ -73,6 +73,7 @@ class Daemon {
     std::string id;
     int submit_id = 0;
     v1::SubmitJob spec;
+    Scheduler::Options config;                  // from its launcher options, checked when submitted
     std::unique_ptr<common::Timer> wait_timer;  // no free slots within the cluster timeout
     bool waiting_reported = false;
     // Once placed:
@@ -87,7 +88,6 @@ class Daemon {
     bool closing = false;
   };
 
-  void Record(const std::string& event, nlohmann::json fields);
   void TryPlace();
   // Agents and worker counts for `job`, or why it cannot be placed now.
   absl::StatusOr<std::vector<std::pair<int, int>>> Place(const Job& job) const;

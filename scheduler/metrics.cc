@@ -146,7 +146,7 @@ std::string RenderMetrics(const std::vector<JobView>& jobs,
 class MetricsServer::Acceptor : public std::enable_shared_from_this<Acceptor> {
  public:
   Acceptor(boost::asio::io_context& io, Render render)
-      : io_(io), acceptor_(io), render_(std::move(render)) {}
+      : acceptor_(io), render_(std::move(render)) {}
 
   boost::system::error_code Listen(const tcp::endpoint& endpoint) {
     boost::system::error_code ec;
@@ -209,7 +209,6 @@ class MetricsServer::Acceptor : public std::enable_shared_from_this<Acceptor> {
         });
   }
 
-  boost::asio::io_context& io_;
   tcp::acceptor acceptor_;
   Render render_;
 };

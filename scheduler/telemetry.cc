@@ -33,16 +33,24 @@ void DurationStat::Observe(common::Duration d) {
   ++count;
 }
 
-Telemetry::~Telemetry() {
-  if (fd_ >= 0) close(fd_);
-}
-
-absl::Status Telemetry::OpenEventLog(const std::string& path) {
+absl::StatusOr<std::unique_ptr<EventLog>> EventLog::Open(const std::string& path) {
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return common::ErrnoToStatus(errno, "cannot open --event_log " + path);
-  if (fd_ >= 0) close(fd_);
-  fd_ = fd;
-  return absl::OkStatus();
+  return std::unique_ptr<EventLog>(new EventLog(fd));
+}
+
+EventLog::~EventLog() { close(fd_); }
+
+void EventLog::Write(const nlohmann::json& line) {
+  std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  // O_APPEND and one write: the line lands whole, after every earlier one.
+  ssize_t n;
+  do {
+    n = write(fd_, text.data(), text.size());
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(text.size())) {
+    common::Logger("scheduler")->warn("event log: short write ({}): {}", n, std::strerror(errno));
+  }
 }
 
 void Telemetry::Record(const std::string& event, nlohmann::json fields) {
@@ -53,18 +61,10 @@ void Telemetry::Record(const std::string& event, nlohmann::json fields) {
   if (event == "job_finished" && fields.value("outcome", std::string()) == "formation_failed") {
     ++failures_["formation_timeout"];
   }
-  if (fd_ < 0) return;
+  if (log_ == nullptr) return;
   nlohmann::json line = {{"ts", NowIso8601()}, {"job", job_id_}, {"event", event}};
   line.update(fields);
-  std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  // O_APPEND and one write: the line lands whole, after every earlier one.
-  ssize_t n;
-  do {
-    n = write(fd_, text.data(), text.size());
-  } while (n < 0 && errno == EINTR);
-  if (n != static_cast<ssize_t>(text.size())) {
-    common::Logger("scheduler")->warn("event log: short write ({}): {}", n, std::strerror(errno));
-  }
+  log_->Write(line);
 }
 
 }  // namespace gangrun::scheduler

@@ -1,16 +1,17 @@
 #pragma once
 // What a scheduler tells operators: a JSON-lines event log (--event_log) of every membership
 // change, failure, restart and stop, and the counters behind the Prometheus metrics
-// (metrics.h). The scheduler calls Record() on its strand; nothing here is shared.
+// (metrics.h). The scheduler calls Record() on its strand.
 //
 // One event per line, written with a single write(2) on an O_APPEND descriptor, so a line is
 // never torn or lost when the process dies right after:
 //   {"ts":"2026-11-29T10:00:00.123Z","job":"3f2a","event":"worker_failed","rank":3,...}
 
 #include <map>
+#include <memory>
 #include <string>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "nlohmann/json.hpp"
 
@@ -24,15 +25,27 @@ struct DurationStat {
   void Observe(common::Duration d);
 };
 
+// The event log file, opened once by its owner (a launcher, the daemon) and shared by the
+// Telemetry of every job it runs.
+class EventLog {
+ public:
+  // Appends to `path` (created 0600 if missing).
+  static absl::StatusOr<std::unique_ptr<EventLog>> Open(const std::string& path);
+  ~EventLog();
+  EventLog(const EventLog&) = delete;
+  EventLog& operator=(const EventLog&) = delete;
+  void Write(const nlohmann::json& line);
+
+ private:
+  explicit EventLog(int fd) : fd_(fd) {}
+  int fd_;
+};
+
 class Telemetry {
  public:
-  explicit Telemetry(std::string job_id) : job_id_(std::move(job_id)) {}
-  ~Telemetry();
-  Telemetry(const Telemetry&) = delete;
-  Telemetry& operator=(const Telemetry&) = delete;
-
-  // Appends events to `path` (created 0600 if missing). Without it, events are only counted.
-  absl::Status OpenEventLog(const std::string& path);
+  // Events go to `log` when given (it must outlive this); they are always counted.
+  explicit Telemetry(std::string job_id, EventLog* log = nullptr)
+      : job_id_(std::move(job_id)), log_(log) {}
 
   // Writes one event line and updates the counters it feeds.
   void Record(const std::string& event, nlohmann::json fields = nlohmann::json::object());
@@ -48,7 +61,7 @@ class Telemetry {
 
  private:
   std::string job_id_;
-  int fd_ = -1;
+  EventLog* log_;
   uint64_t generations_ = 0;
   uint64_t restarts_ = 0;
   std::map<std::string, uint64_t> failures_;  // by cause

@@ -31,8 +31,11 @@ class TelemetryTest : public ::testing::Test {
     options.restart_backoff_initial = seconds(1);
     options.node_timeout = seconds(0);
     scheduler = std::make_unique<Scheduler>(clock, options);
-    ASSERT_TRUE(telemetry.OpenEventLog(log).ok());
-    scheduler->SetTelemetry(&telemetry);
+    auto opened = EventLog::Open(log);
+    ASSERT_TRUE(opened.ok());
+    event_log = std::move(*opened);
+    telemetry = std::make_unique<Telemetry>("job-1", event_log.get());
+    scheduler->SetTelemetry(telemetry.get());
     scheduler->SetOnFinished([this](const v1::JobOutcome& o) { outcome = o; });
     scheduler->Start();
   }
@@ -79,7 +82,8 @@ class TelemetryTest : public ::testing::Test {
   testing::TempDir dir;
   std::string log = dir.File("events.jsonl");
   common::FakeClock clock;
-  Telemetry telemetry{"job-1"};
+  std::unique_ptr<EventLog> event_log;
+  std::unique_ptr<Telemetry> telemetry;
   NullLink link;
   int node = 0;
   std::unique_ptr<Scheduler> scheduler;
@@ -105,14 +109,14 @@ TEST_F(TelemetryTest, CountsAndLogsAFailureARestartAndTheEnd) {
   ASSERT_TRUE(outcome.has_value());
   EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_SUCCEEDED);
 
-  EXPECT_EQ(telemetry.generations(), 2u);
-  EXPECT_EQ(telemetry.restarts(), 1u);
-  EXPECT_EQ(telemetry.failures().at("worker_exit"), 1u);
-  EXPECT_EQ(telemetry.rendezvous().count, 2u);
+  EXPECT_EQ(telemetry->generations(), 2u);
+  EXPECT_EQ(telemetry->restarts(), 1u);
+  EXPECT_EQ(telemetry->failures().at("worker_exit"), 1u);
+  EXPECT_EQ(telemetry->rendezvous().count, 2u);
   // Generation 1: start to running 30 ms; generation 2: end of backoff to running 10 ms.
-  EXPECT_NEAR(telemetry.rendezvous().sum_seconds, 0.040, 1e-9);
-  EXPECT_EQ(telemetry.stop().count, 1u);
-  EXPECT_NEAR(telemetry.stop().last_seconds, 0.020, 1e-9);
+  EXPECT_NEAR(telemetry->rendezvous().sum_seconds, 0.040, 1e-9);
+  EXPECT_EQ(telemetry->stop().count, 1u);
+  EXPECT_NEAR(telemetry->stop().last_seconds, 0.020, 1e-9);
 
   std::vector<std::string> names;
   for (const auto& event : Events()) {
@@ -128,7 +132,7 @@ TEST_F(TelemetryTest, CountsAndLogsAFailureARestartAndTheEnd) {
   EXPECT_EQ(Events()[5]["stop_latency_ms"], 20);
   EXPECT_EQ(Events()[6]["delay_ms"], 1000);
 
-  const std::string text = "\n" + RenderMetrics({{scheduler.get(), &telemetry}});
+  const std::string text = "\n" + RenderMetrics({{scheduler.get(), telemetry.get()}});
   EXPECT_NE(text.find("\ngangrun_generations_total{job=\"job-1\"} 2\n"), std::string::npos) << text;
   EXPECT_NE(text.find("\ngangrun_restarts_total{job=\"job-1\"} 1\n"), std::string::npos);
   EXPECT_NE(text.find("\ngangrun_failures_total{job=\"job-1\",cause=\"worker_exit\"} 1\n"),
