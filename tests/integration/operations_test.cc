@@ -100,17 +100,12 @@ TEST_F(OperationsTest, MetricsEndpointServesPrometheusText) {
                     "--metrics_port", metrics},
                    {"--hang"});
   ASSERT_EQ(WaitReady(2).size(), 2u);
-  // The workers have reported ready; the scheduler hears of their start at about the same
-  // time, so wait (bounded) for it to count them.
-  std::string text;
-  auto deadline = std::chrono::steady_clock::now() + seconds(10);
-  do {
-    auto [status, body] = HttpGet(metrics, "/metrics");
-    ASSERT_EQ(status, 200) << body;
-    text = "\n" + body;
-  } while (text.find("state=\"running\"} 2") == std::string::npos &&
-           std::chrono::steady_clock::now() < deadline);
-  const std::string job_label = "job=\"";
+  // Workers can report ready before the launcher has heard of them; its "running" line comes
+  // after the scheduler (same event loop, earlier in the queue than our scrape) counted them.
+  ASSERT_TRUE(WaitForStderr(job, "all 2 local process(es) running", seconds(10)));
+  auto [status, body] = HttpGet(metrics, "/metrics");
+  ASSERT_EQ(status, 200) << body;
+  const std::string text = "\n" + body;
   EXPECT_NE(text.find("# TYPE gangrun_workers gauge"), std::string::npos);
   size_t at = text.find("gangrun_workers{job=\"");
   ASSERT_NE(at, std::string::npos) << text;
