@@ -7,6 +7,8 @@
 
 #include <boost/asio/read.hpp>
 
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/spawn.h"
@@ -16,17 +18,23 @@ namespace gangrun::worker {
 
 using std::chrono::milliseconds;
 
+// One of a launcher's output pipes, read into whole lines.
+struct Agent::Pipe {
+  Pipe(boost::asio::io_context& io, int fd, bool is_stdout) : fd(io, fd), is_stdout(is_stdout) {}
+  boost::asio::posix::stream_descriptor fd;
+  bool is_stdout;
+  std::array<char, 16384> buf{};
+  std::string partial;  // a line not yet ended
+};
+
 // One job's launcher on this host.
 struct Agent::Launcher {
   Launcher(boost::asio::io_context& io, int out_fd, int err_fd)
-      : out(io, out_fd), err(io, err_fd) {}
+      : out(io, out_fd, true), err(io, err_fd, false) {}
   std::string job_id;
   pid_t pid = 0;
-  boost::asio::posix::stream_descriptor out;
-  boost::asio::posix::stream_descriptor err;
-  std::array<char, 16384> out_buf{};
-  std::array<char, 4096> err_buf{};
-  std::string out_partial, err_partial;
+  Pipe out;
+  Pipe err;
   std::deque<std::string> err_tail;  // last lines of its stderr, for a failure report
   int open_pipes = 2;
   std::optional<common::ExitStatus> exit;
@@ -162,39 +170,34 @@ void Agent::Run(const v1::RunLauncher& run) {
   launchers_[run.job_id()] = launcher;
   common::Logger("agent")->info("job {}: launcher started (pid {}), scheduler port {}",
                                 run.job_id(), *pid, run.port());
-  ReadPipe(launcher, true);
-  ReadPipe(launcher, false);
+  ReadPipe(launcher, launcher->out);
+  ReadPipe(launcher, launcher->err);
 }
 
-void Agent::ReadPipe(const std::shared_ptr<Launcher>& launcher, bool is_stdout) {
-  auto& pipe = is_stdout ? launcher->out : launcher->err;
-  auto buffer =
-      is_stdout ? boost::asio::buffer(launcher->out_buf) : boost::asio::buffer(launcher->err_buf);
-  pipe.async_read_some(
-      buffer, [this, launcher, is_stdout](const boost::system::error_code& ec, size_t n) {
-        std::string& partial = is_stdout ? launcher->out_partial : launcher->err_partial;
-        const char* data = is_stdout ? launcher->out_buf.data() : launcher->err_buf.data();
-        partial.append(data, n);
+void Agent::ReadPipe(const std::shared_ptr<Launcher>& launcher, Pipe& pipe) {
+  pipe.fd.async_read_some(
+      boost::asio::buffer(pipe.buf),
+      [this, launcher, &pipe](const boost::system::error_code& ec, size_t n) {
+        pipe.partial.append(pipe.buf.data(), n);
         // Whole lines only, so that lines of different hosts do not interleave at the submitter;
         // what is left at the end goes out as it is.
-        const size_t last_newline = partial.rfind('\n');
-        size_t end = ec ? partial.size() : last_newline == std::string::npos ? 0 : last_newline + 1;
+        const size_t last_newline = pipe.partial.rfind('\n');
+        size_t end = ec                                  ? pipe.partial.size()
+                     : last_newline == std::string::npos ? 0
+                                                         : last_newline + 1;
         if (end > 0) {
-          std::string lines = partial.substr(0, end);
-          partial.erase(0, end);
-          if (is_stdout) {
+          std::string lines = pipe.partial.substr(0, end);
+          pipe.partial.erase(0, end);
+          if (pipe.is_stdout) {
             v1::AgentEvent event;
             event.mutable_output()->set_job_id(launcher->job_id);
             event.mutable_output()->set_data(lines);
             Send(std::move(event));
           } else {
-            size_t start = 0;
-            while (start < lines.size()) {
-              size_t nl = lines.find('\n', start);
-              std::string line = lines.substr(start, nl == std::string::npos ? nl : nl - start);
-              start = nl == std::string::npos ? lines.size() : nl + 1;
-              std::fprintf(stderr, "[job %s] %s\n", launcher->job_id.c_str(), line.c_str());
-              launcher->err_tail.push_back(line);
+            for (absl::string_view line : absl::StrSplit(absl::StripSuffix(lines, "\n"), '\n')) {
+              std::fprintf(stderr, "[job %s] %.*s\n", launcher->job_id.c_str(),
+                           static_cast<int>(line.size()), line.data());
+              launcher->err_tail.emplace_back(line);
               if (launcher->err_tail.size() > 5) launcher->err_tail.pop_front();
             }
           }
@@ -204,7 +207,7 @@ void Agent::ReadPipe(const std::shared_ptr<Launcher>& launcher, bool is_stdout) 
           MaybeReport(launcher);
           return;
         }
-        ReadPipe(launcher, is_stdout);
+        ReadPipe(launcher, pipe);
       });
 }
 
@@ -237,8 +240,7 @@ void Agent::MaybeReport(std::shared_ptr<Launcher> launcher) {  // a copy: we era
   exited->set_job_id(launcher->job_id);
   exited->mutable_exit()->set_exit_code(launcher->exit->code);
   exited->mutable_exit()->set_signal(launcher->exit->signal);
-  const bool failed = launcher->exit->signaled || launcher->exit->code != 0;
-  if (failed && !launcher->err_tail.empty()) {
+  if (!launcher->exit->success() && !launcher->err_tail.empty()) {
     exited->set_error("launcher " + launcher->exit->ToString() + ": " + launcher->err_tail.back());
   }
   Send(std::move(event));

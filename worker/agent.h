@@ -56,6 +56,7 @@ class Agent {
   int running() const { return static_cast<int>(launchers_.size()); }
 
  private:
+  struct Pipe;
   struct Launcher;
   using Stream = ClientStream<v1::AgentEvent, v1::AgentCommand>;
 
@@ -63,7 +64,7 @@ class Agent {
   void OnCommand(const v1::AgentCommand& command);
   void OnStreamDone(const grpc::Status& status);
   void Run(const v1::RunLauncher& run);
-  void ReadPipe(const std::shared_ptr<Launcher>& launcher, bool is_stdout);
+  void ReadPipe(const std::shared_ptr<Launcher>& launcher, Pipe& pipe);
   void Reap();
   void MaybeReport(std::shared_ptr<Launcher> launcher);
   void Send(v1::AgentEvent event);
