@@ -1,5 +1,6 @@
 #pragma once
-// spdlog set-up: one named logger per component, all writing to stderr.
+// spdlog set-up: one named logger per component, all writing to the stderr console
+// (common/console.h: it never blocks the caller).
 
 #include <spdlog/spdlog.h>
 
@@ -14,9 +15,5 @@ std::shared_ptr<spdlog::logger> Logger(const std::string& component);
 
 // Sets the level of every logger (GANGRUN_LOG_LEVEL: trace, debug, info, warn, error, off).
 void SetLogLevel(const std::string& level);
-
-// Writes all of `text` to `fd` (console output that must not be cut short), retrying on
-// EINTR and short writes; gives up silently when the descriptor is gone.
-void WriteAll(int fd, const std::string& text);
 
 }  // namespace gangrun::common

@@ -8,7 +8,7 @@ packages=(
   g++ cmake make pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libboost1.81-dev libspdlog-dev libgtest-dev libgmock-dev
-  nlohmann-json3-dev libcli11-dev
+  nlohmann-json3-dev libcli11-dev libssl-dev
   python3 python3-yaml procps iproute2 openssl
 )
 if [[ "${1:-}" == "--bench" ]]; then

@@ -1,9 +1,16 @@
 #include "launcher/credentials.h"
 
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <sys/stat.h>
+
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "absl/strings/strip.h"
+#include "common/logging.h"
 
 namespace gangrun::launcher {
 namespace {
@@ -39,10 +46,70 @@ bool UsesTls(const Options& o) {
   return !o.tls_cert.empty() || !o.tls_key.empty() || !o.tls_ca.empty();
 }
 
+using X509Ptr = std::unique_ptr<X509, decltype(&X509_free)>;
+using KeyPtr = std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)>;
+
+// The first certificate of a PEM file, or null.
+X509Ptr ReadCertificate(const std::string& path) {
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_file(path.c_str(), "r"), BIO_free);
+  if (!bio) return X509Ptr(nullptr, X509_free);
+  return X509Ptr(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr), X509_free);
+}
+
+KeyPtr ReadPrivateKey(const std::string& path) {
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_file(path.c_str(), "r"), BIO_free);
+  if (!bio) return KeyPtr(nullptr, EVP_PKEY_free);
+  // An empty passphrase callback: an encrypted key fails here instead of prompting.
+  return KeyPtr(PEM_read_bio_PrivateKey(
+                    bio.get(), nullptr, [](char*, int, int, void*) { return 0; }, nullptr),
+                EVP_PKEY_free);
+}
+
+void WarnIfReadableByOthers(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || (st.st_mode & 077) == 0) return;
+  common::Logger("launcher")
+      ->warn("--token_file {} can be read by other users (mode {:o}); chmod 600 it", path,
+             st.st_mode & 0777);
+}
+
 }  // namespace
+
+absl::Status CheckTlsFiles(const Options& options) {
+  ERR_clear_error();
+  if (!options.tls_cert.empty()) {
+    X509Ptr cert = ReadCertificate(options.tls_cert);
+    if (!cert) {
+      return absl::InvalidArgumentError("--tls_cert '" + options.tls_cert +
+                                        "' holds no PEM certificate");
+    }
+    if (X509_cmp_current_time(X509_get0_notAfter(cert.get())) < 0) {
+      return absl::InvalidArgumentError("the certificate in --tls_cert '" + options.tls_cert +
+                                        "' has expired");
+    }
+    if (!options.tls_key.empty()) {
+      KeyPtr key = ReadPrivateKey(options.tls_key);
+      if (!key) {
+        return absl::InvalidArgumentError("--tls_key '" + options.tls_key +
+                                          "' holds no unencrypted PEM private key");
+      }
+      if (X509_check_private_key(cert.get(), key.get()) != 1) {
+        return absl::InvalidArgumentError("--tls_key '" + options.tls_key +
+                                          "' does not belong to the certificate in --tls_cert '" +
+                                          options.tls_cert + "'");
+      }
+    }
+  }
+  if (!options.tls_ca.empty() && !ReadCertificate(options.tls_ca)) {
+    return absl::InvalidArgumentError("--tls_ca '" + options.tls_ca + "' holds no PEM certificate");
+  }
+  ERR_clear_error();
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::string> ResolveToken(const Options& options) {
   if (!options.token.empty() || options.token_file.empty()) return options.token;
+  WarnIfReadableByOthers(options.token_file);
   std::ifstream in(options.token_file);
   std::stringstream content;
   content << in.rdbuf();

@@ -14,6 +14,7 @@
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/service.h"
+#include "common/status.h"
 #include "launcher/client.h"
 #include "launcher/credentials.h"
 #include "launcher/launcher.h"
@@ -68,15 +69,23 @@ bool SplitHostPort(const std::string& text, std::string& host, int& port) {
   }
 }
 
-// The scheduler settings of a submitted job: its launcher options, parsed as a launcher would.
-absl::StatusOr<scheduler::Scheduler::Options> ConfigureJob(const v1::SubmitJob& job) {
+// The settings of a submitted job: its launcher options, parsed and checked as a launcher
+// would (what depends on the agents' hosts is checked there).
+absl::StatusOr<scheduler::Daemon::JobConfig> ConfigureJob(const v1::SubmitJob& job) {
   std::vector<std::string> args(job.options().begin(), job.options().end());
   args.push_back("--worker_num");
   args.push_back(std::to_string(job.worker_num()));
+  args.push_back("--local_worker_num");
+  args.push_back(std::to_string(job.local_worker_num() > 0 ? job.local_worker_num() : 1));
+  if (!job.task().empty()) args.push_back(job.task(0));
   auto parsed = ParseCommandLine(Personality::kGangrun, args,
                                  [](const std::string&) { return std::optional<std::string>(); });
   if (!parsed.ok()) return parsed.status();
-  return SchedulerOptionsFor(parsed->options);
+  RETURN_IF_ERROR(ValidateValues(parsed->options));
+  scheduler::Daemon::JobConfig config;
+  config.scheduler = SchedulerOptionsFor(parsed->options);
+  config.kv = KvLimitsFor(parsed->options);
+  return config;
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 
 #include "absl/strings/str_replace.h"
 #include "common/clock.h"
+#include "common/console.h"
 #include "common/descendants.h"
 #include "common/logging.h"
 #include "common/net.h"
@@ -126,6 +127,7 @@ absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io, co
   if (!facts.is_master && !simulating) return role;
   if (std::getenv(kNodeOnlyEnv) != nullptr) return role;  // a daemon's job: it has the scheduler
   scheduler::Scheduler::Options scheduler_options = SchedulerOptionsFor(options);
+  scheduler_options.run_id = facts.run_id;
   if (simulating) {
     scheduler_options.world_size = options.local_worker_num;
     scheduler_options.min_world_size = options.local_worker_num;
@@ -136,7 +138,7 @@ absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io, co
   }
   role.telemetry = std::make_unique<scheduler::Telemetry>(facts.run_id, role.event_log.get());
   role.scheduler->SetTelemetry(role.telemetry.get());
-  role.store = std::make_unique<scheduler::KvStore>(clock);
+  role.store = std::make_unique<scheduler::KvStore>(clock, KvLimitsFor(options));
   if (!simulating) {
     ASSIGN_OR_RETURN(auto credentials, MakeServerCredentials(options));
     scheduler::ServerOptions server_options{
@@ -241,7 +243,15 @@ scheduler::Scheduler::Options SchedulerOptionsFor(const Options& options) {
   scheduler_options.max_restarts = options.max_restarts;
   scheduler_options.restart_backoff_initial = Seconds(options.restart_backoff_initial);
   scheduler_options.restart_backoff_cap = Seconds(options.restart_backoff_cap);
+  scheduler_options.personality = PersonalityName(options.personality);
   return scheduler_options;
+}
+
+scheduler::KvLimits KvLimitsFor(const Options& options) {
+  scheduler::KvLimits limits;
+  limits.max_bytes = static_cast<uint64_t>(options.kv_max_bytes);
+  limits.max_pending_waits = static_cast<size_t>(options.kv_max_waits);
+  return limits;
 }
 
 absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& host_facts,
@@ -275,6 +285,10 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
   node_options.host_address = facts.local_ip;
   node_options.node_rank = Simulating(options) ? -1 : options.node_rank;
   node_options.local_worker_num = options.local_worker_num;
+  node_options.world_size = Simulating(options) ? 0 : options.worker_num;
+  node_options.min_world_size = Simulating(options) ? 0 : options.min_workers();
+  node_options.run_id = options.run_id;
+  node_options.personality = PersonalityName(options.personality);
   node_options.grace = Seconds(options.grace_period);
   node_options.heartbeat_interval = Seconds(options.heartbeat_interval);
   if (options.cluster_time_out >= 0) {
@@ -292,7 +306,8 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
   auto set_node_health = [&health](bool serving) {
     if (health) health->service.Set(kNodeService, serving);
   };
-  worker::LogFollower follower(io, [](const std::string& lines) { common::WriteAll(1, lines); });
+  common::ConsoleScope console(io);
+  worker::LogFollower follower(io, [](const std::string& lines) { common::Stdout().Write(lines); });
   std::optional<v1::JobOutcome> outcome;
   const bool msrun = options.personality == Personality::kMsrun;
 
@@ -303,9 +318,9 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
       return;
     }
     if (msrun) {
-      common::WriteAll(1, "Start worker process with rank id:" + std::to_string(spec.rank) +
-                              ", log file:" + spec.log_path + ". Environment variable [RANK_ID=" +
-                              std::to_string(spec.rank) + "] is exported.\n");
+      common::Stdout().Write("Start worker process with rank id:" + std::to_string(spec.rank) +
+                             ", log file:" + spec.log_path + ". Environment variable [RANK_ID=" +
+                             std::to_string(spec.rank) + "] is exported.\n");
     }
     log->info("rank {} started (pid {}), log {}", spec.rank, pid, spec.log_path);
     if (options.join && Tailed(options, spec.rank)) {
@@ -396,14 +411,14 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
   if (!outcome) return absl::InternalError("the job ended without an outcome");
   if (outcome->kind() == v1::JobOutcome::KIND_SUCCEEDED) {
     log->info("job succeeded: all {} local worker(s) exited 0", options.local_worker_num);
-    if (msrun) common::WriteAll(1, "All workers successfully exit!\n");
+    if (msrun) common::Stdout().Write("All workers successfully exit!\n");
   } else {
     std::string report = FormatOutcome(*outcome);
     if (msrun && !options.log_dir.empty()) {
       report += "Distributed job exited with exception. Please check logs in directory: " +
                 options.log_dir + ".\n";
     }
-    common::WriteAll(2, report);
+    common::Stderr().Write(report);
     ready.Notify(ExitCode(*outcome));
   }
   return *outcome;

@@ -9,6 +9,7 @@
 #include "gangrun/v1/session.pb.h"
 #include "launcher/options.h"
 #include "launcher/worker_plan.h"
+#include "scheduler/kv_store.h"
 #include "scheduler/scheduler.h"
 
 namespace gangrun::launcher {
@@ -28,6 +29,8 @@ struct RunContext {
 
 // The scheduler's settings from the launcher's options (world size, timeouts, restarts).
 scheduler::Scheduler::Options SchedulerOptionsFor(const Options& options);
+// The key-value store's bounds from the launcher's options.
+scheduler::KvLimits KvLimitsFor(const Options& options);
 
 // Runs the job to its end (SIGINT/SIGTERM/SIGHUP end it early).
 absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& facts,

@@ -1,6 +1,8 @@
 // gangrun / msrun: parse, validate, build, run, map the result to an exit code.
 
 #include <grpc/support/log.h>
+#include <malloc.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -8,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/console.h"
 #include "common/logging.h"
 #include "common/service.h"
 #include "launcher/control_command.h"
@@ -33,15 +36,8 @@ std::string SelfExe() {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("/proc/self/exe");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   namespace gl = gangrun::launcher;
-  if (argc == 3 && std::string(argv[1]) == "__keeper") {
-    return gangrun::worker::RunKeeper(std::atoi(argv[2]));
-  }
-  // As a container's first process: stay PID 1 as a reaper and signal relay, run in a child.
-  if (auto code = gangrun::common::MaybeBecomeInit()) return *code;
   const char* level = std::getenv("GANGRUN_LOG_LEVEL");
   gangrun::common::SetLogLevel(level != nullptr ? level : "info");
   // gRPC's own log lines go through our logger, at debug level.
@@ -96,4 +92,24 @@ int main(int argc, char** argv) {
   auto outcome = gl::RunJob(options, *facts, context);
   if (!outcome.ok()) return Fail(outcome.status());
   return gl::ExitCode(*outcome);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "__keeper") {
+    return gangrun::worker::RunKeeper(std::atoi(argv[2]));
+  }
+  // As a container's first process: stay PID 1 as a reaper and signal relay, run in a child.
+  if (auto code = gangrun::common::MaybeBecomeInit()) return *code;
+  // A console reader that goes away (`gangrun ... | head`) must not end the job: writes to it
+  // fail with EPIPE instead (common/console.h). Spawned processes get the default back.
+  signal(SIGPIPE, SIG_IGN);
+  // Large blocks (key-value values, big messages) straight from mmap, so that freeing them
+  // gives the memory back; a fixed threshold also stops glibc from raising it after the first
+  // free, which is what kept a deleted 3 GB of values resident.
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+  const int code = Main(argc, argv);
+  gangrun::common::FlushConsoles();
+  return code;
 }

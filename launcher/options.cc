@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -18,24 +19,37 @@ using Setter = std::function<absl::Status(Options&, const std::string&)>;
 
 struct OptionDef {
   const char* name;  // without the leading "--"
-  const char* help;
+  std::string help;  // with its range, for --help
   Setter set;
 };
 
-Setter Int(int Options::*field) {
-  return [field](Options& o, const std::string& v) -> absl::Status {
+std::string FormatNumber(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+// An integer in [min, max]; `forever` (if set) is a value meaning "no limit" that is also
+// accepted, with any other value below `min` (cluster_time_out's negatives).
+Setter Int(int Options::*field, int min, int max, bool negative_means_forever = false) {
+  return [=](Options& o, const std::string& v) -> absl::Status {
     int parsed;
     if (!absl::SimpleAtoi(v, &parsed)) return absl::InvalidArgumentError("integer");
+    if ((parsed < min && !(negative_means_forever && parsed < 0)) || parsed > max) {
+      return absl::InvalidArgumentError("an integer in [" + std::to_string(min) + ", " +
+                                        std::to_string(max) + "]");
+    }
     o.*field = parsed;
     return absl::OkStatus();
   };
 }
 
-Setter Seconds(double Options::*field) {
-  return [field](Options& o, const std::string& v) -> absl::Status {
+Setter Seconds(double Options::*field, double min, double max) {
+  return [=](Options& o, const std::string& v) -> absl::Status {
     double parsed;
-    if (!absl::SimpleAtod(v, &parsed) || !std::isfinite(parsed) || parsed < 0) {
-      return absl::InvalidArgumentError("a number of seconds >= 0");
+    if (!absl::SimpleAtod(v, &parsed) || !std::isfinite(parsed) || parsed < min || parsed > max) {
+      return absl::InvalidArgumentError("a number of seconds in [" + FormatNumber(min) + ", " +
+                                        FormatNumber(max) + "]");
     }
     o.*field = parsed;
     return absl::OkStatus();
@@ -124,27 +138,31 @@ absl::Status SetBindCore(Options& o, const std::string& v) {
 
 // N, or MIN:MAX for an elastic job.
 absl::Status SetWorkerNum(Options& o, const std::string& v) {
+  const std::string expected =
+      "an integer in [1, " + std::to_string(kMaxWorkers) + "], or MIN:MAX with 1 <= MIN <= MAX";
   std::vector<std::string> parts = absl::StrSplit(v, ':');
   int first = 0, second = 0;
-  if (parts.size() == 1 && absl::SimpleAtoi(parts[0], &first)) {
+  if (parts.size() == 1 && absl::SimpleAtoi(parts[0], &first) && first >= 1 &&
+      first <= kMaxWorkers) {
     o.worker_num = first;
     o.worker_num_min = 0;
     return absl::OkStatus();
   }
   if (parts.size() == 2 && absl::SimpleAtoi(parts[0], &first) &&
-      absl::SimpleAtoi(parts[1], &second)) {
+      absl::SimpleAtoi(parts[1], &second) && first >= 1 && first <= second &&
+      second <= kMaxWorkers) {
     o.worker_num_min = first;
     o.worker_num = second;
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError("integer, or MIN:MAX");
+  return absl::InvalidArgumentError(expected);
 }
 
 absl::Status SetTail(Options& o, const std::string& v) {
   std::vector<int> ranks;
   for (absl::string_view part : absl::StrSplit(v, ',')) {
     int rank;
-    if (!absl::SimpleAtoi(part, &rank) || rank < -1) {
+    if (!absl::SimpleAtoi(part, &rank) || rank < -1 || rank >= kMaxWorkers) {
       return absl::InvalidArgumentError("a comma-separated list of ranks, or -1 for all");
     }
     ranks.push_back(rank);
@@ -153,63 +171,126 @@ absl::Status SetTail(Options& o, const std::string& v) {
   return absl::OkStatus();
 }
 
+constexpr double kMaxBackoff = 86400;
+
 absl::Status SetBackoff(Options& o, const std::string& v) {
   std::vector<std::string> parts = absl::StrSplit(v, ',');
   double initial, cap;
-  if (parts.size() > 2 || !absl::SimpleAtod(parts[0], &initial) || initial < 0 ||
-      !std::isfinite(initial)) {
-    return absl::InvalidArgumentError("INITIAL[,CAP] in seconds, e.g. 1,30");
+  const std::string expected =
+      "INITIAL[,CAP] in seconds with 0 <= INITIAL <= CAP <= " + FormatNumber(kMaxBackoff);
+  if (parts.size() > 2 || !absl::SimpleAtod(parts[0], &initial) || !std::isfinite(initial) ||
+      initial < 0 || initial > kMaxBackoff) {
+    return absl::InvalidArgumentError(expected);
   }
   cap = initial;
-  if (parts.size() == 2 && (!absl::SimpleAtod(parts[1], &cap) || cap < initial)) {
-    return absl::InvalidArgumentError("INITIAL[,CAP] in seconds with CAP >= INITIAL");
+  if (parts.size() == 2 && (!absl::SimpleAtod(parts[1], &cap) || !std::isfinite(cap) ||
+                            cap < initial || cap > kMaxBackoff)) {
+    return absl::InvalidArgumentError(expected);
   }
   o.restart_backoff_initial = initial;
   o.restart_backoff_cap = cap;
   return absl::OkStatus();
 }
 
+// Bytes, with an optional binary suffix: 268435456, 256MiB, 256M, 1GiB.
+absl::Status SetKvMaxBytes(Options& o, const std::string& v) {
+  constexpr int64_t kMin = int64_t{1} << 20, kMax = int64_t{1} << 40;
+  const std::string expected = "a size in [1MiB, 1TiB] (bytes, or with K, M, G, T or KiB..TiB)";
+  std::string digits = v;
+  int64_t unit = 1;
+  for (const auto& [suffix, size] :
+       std::vector<std::pair<std::string, int64_t>>{{"KiB", int64_t{1} << 10},
+                                                    {"MiB", int64_t{1} << 20},
+                                                    {"GiB", int64_t{1} << 30},
+                                                    {"TiB", int64_t{1} << 40},
+                                                    {"K", int64_t{1} << 10},
+                                                    {"M", int64_t{1} << 20},
+                                                    {"G", int64_t{1} << 30},
+                                                    {"T", int64_t{1} << 40}}) {
+    if (absl::EndsWith(v, suffix)) {
+      digits = v.substr(0, v.size() - suffix.size());
+      unit = size;
+      break;
+    }
+  }
+  int64_t count;
+  if (!absl::SimpleAtoi(digits, &count) || count < 0 || count > kMax / unit ||
+      count * unit < kMin) {
+    return absl::InvalidArgumentError(expected);
+  }
+  o.kv_max_bytes = count * unit;
+  return absl::OkStatus();
+}
+
+std::string Range(int min, int max) {
+  return " [" + std::to_string(min) + ".." + std::to_string(max) + "]";
+}
+std::string Range(double min, double max) {
+  return " [" + FormatNumber(min) + ".." + FormatNumber(max) + " s]";
+}
+
 const std::vector<OptionDef>& Definitions() {
+  constexpr int kMaxRank = kMaxWorkers - 1;
+  constexpr int kYear = 365 * 24 * 3600;
   static const std::vector<OptionDef> defs = {
       {"worker_num",
-       "total number of workers in the job, or MIN:MAX for an elastic job (default 8)",
+       "total number of workers in the job, or MIN:MAX for an elastic job (default 8)" +
+           Range(1, kMaxWorkers),
        SetWorkerNum},
-      {"local_worker_num", "workers on this host (default 8)", Int(&Options::local_worker_num)},
+      {"local_worker_num", "workers on this host (default 8)" + Range(1, kMaxLocalWorkers),
+       Int(&Options::local_worker_num, 1, kMaxLocalWorkers)},
       {"master_addr", "scheduler address: IPv4, IPv6 or host name (default 127.0.0.1)",
        String(&Options::master_addr)},
-      {"master_port", "scheduler port (default 8118)", Int(&Options::master_port)},
-      {"node_rank", "rank of this node, -1 = assigned at rendezvous (default -1)",
-       Int(&Options::node_rank)},
+      {"master_port", "scheduler port (default 8118)" + Range(1, 65535),
+       Int(&Options::master_port, 1, 65535)},
+      {"node_rank",
+       "rank of this node, -1 = assigned at rendezvous (default -1)" + Range(-1, kMaxRank),
+       Int(&Options::node_rank, -1, kMaxRank)},
       {"log_dir", "directory for worker logs (default: current directory)",
        String(&Options::log_dir)},
       {"join", "wait for the job and return its outcome (gangrun: True, msrun: False)",
        Bool(&Options::join)},
-      {"cluster_time_out", "seconds to wait for the cluster to form, <0 = forever (default 600)",
-       Int(&Options::cluster_time_out)},
+      {"cluster_time_out",
+       "seconds to wait for the cluster to form, <0 = forever (default 600)" + Range(-1, kYear),
+       Int(&Options::cluster_time_out, 0, kYear, /*negative_means_forever=*/true)},
       {"bind_core", "pin workers to CPUs: False, True or a JSON dict (default False)", SetBindCore},
-      {"sim_level", "simulated compilation level, exported as MS_SIMULATION_LEVEL (default -1)",
-       Int(&Options::sim_level)},
-      {"sim_rank_id", "rank of the single simulated process (default -1)",
-       Int(&Options::sim_rank_id)},
+      {"sim_level",
+       "simulated compilation level, exported as MS_SIMULATION_LEVEL (default -1)" + Range(-1, 3),
+       Int(&Options::sim_level, -1, 3)},
+      {"sim_rank_id", "rank of the single simulated process (default -1)" + Range(-1, kMaxRank),
+       Int(&Options::sim_rank_id, -1, kMaxRank)},
       {"rank_table_file", "rank table file, exported as RANK_TABLE_FILE",
        String(&Options::rank_table_file)},
       {"worker_log_name", "worker log name prefix; {ip} and {hostname} are substituted",
        String(&Options::worker_log_name)},
       {"tail_worker_log", "ranks whose logs are shown on the console, -1 = all (default -1)",
        SetTail},
-      {"max_restarts", "restarts allowed after failures (default 0)", Int(&Options::max_restarts)},
-      {"restart_backoff", "restart backoff INITIAL[,CAP] in seconds (default 1,30)", SetBackoff},
-      {"heartbeat_interval", "seconds between node heartbeats (default 1)",
-       Seconds(&Options::heartbeat_interval)},
-      {"node_timeout", "heartbeat silence before a node is lost, seconds (default 5)",
-       Seconds(&Options::node_timeout)},
-      {"grace_period", "seconds between SIGTERM and SIGKILL when stopping (default 30)",
-       Seconds(&Options::grace_period)},
+      {"max_restarts", "restarts allowed after failures (default 0)" + Range(0, 1000000),
+       Int(&Options::max_restarts, 0, 1000000)},
+      {"restart_backoff",
+       "restart backoff INITIAL[,CAP] in seconds (default 1,30)" + Range(0.0, kMaxBackoff),
+       SetBackoff},
+      {"heartbeat_interval", "seconds between node heartbeats (default 1)" + Range(0.01, 60.0),
+       Seconds(&Options::heartbeat_interval, 0.01, 60)},
+      {"node_timeout",
+       "heartbeat silence before a node is lost, seconds (default 5)" + Range(0.1, 86400.0),
+       Seconds(&Options::node_timeout, 0.1, 86400)},
+      {"grace_period",
+       "seconds between SIGTERM and SIGKILL when stopping (default 30)" + Range(0.0, 86400.0),
+       Seconds(&Options::grace_period, 0, 86400)},
       {"last_call",
-       "elastic jobs: seconds to wait for late joiners once MIN workers joined "
-       "(default 1)",
-       Seconds(&Options::last_call)},
-      {"token", "shared secret of the job", String(&Options::token)},
+       "elastic jobs: seconds to wait for late joiners once MIN workers joined (default 1)" +
+           Range(0.0, 3600.0),
+       Seconds(&Options::last_call, 0, 3600)},
+      {"kv_max_bytes",
+       "total size of the job's key-value store (default 256MiB) [1MiB..1TiB; K/M/G/T suffixes]",
+       SetKvMaxBytes},
+      {"kv_max_waits",
+       "gets and barrier arrivals that may wait in the key-value store at once (default 65536)" +
+           Range(16, 1 << 20),
+       Int(&Options::kv_max_waits, 16, 1 << 20)},
+      {"token", "shared secret of the job (visible in ps: prefer --token_file or GANGRUN_TOKEN)",
+       String(&Options::token)},
       {"token_file", "file holding the shared secret", String(&Options::token_file)},
       {"tls_cert", "TLS certificate (PEM)", String(&Options::tls_cert)},
       {"tls_key", "TLS private key (PEM)", String(&Options::tls_key)},
@@ -222,14 +303,17 @@ const std::vector<OptionDef>& Definitions() {
        "'[{host}:{rank}] ')",
        String(&Options::log_prefix)},
       {"metrics_port",
-       "the scheduler serves Prometheus metrics on http://0.0.0.0:PORT/metrics (default -1: off)",
-       Int(&Options::metrics_port)},
+       "the scheduler serves Prometheus metrics on http://0.0.0.0:PORT/metrics (default -1: "
+       "off, 0: any free port)" +
+           Range(-1, 65535),
+       Int(&Options::metrics_port, -1, 65535)},
       {"event_log", "the scheduler appends a JSON line per job event to this file",
        String(&Options::event_log)},
       {"health_port",
        "serve the gRPC health service on 0.0.0.0:PORT: '' while alive, 'gangrun.v1.Node' "
-       "once this node's workers run (default -1: off)",
-       Int(&Options::health_port)},
+       "once this node's workers run (default -1: off)" +
+           Range(-1, 65535),
+       Int(&Options::health_port, -1, 65535)},
   };
   return defs;
 }
@@ -246,6 +330,10 @@ Personality PersonalityFromArgv0(const std::string& argv0) {
   size_t slash = argv0.rfind('/');
   std::string base = slash == std::string::npos ? argv0 : argv0.substr(slash + 1);
   return base == "msrun" ? Personality::kMsrun : Personality::kGangrun;
+}
+
+std::string PersonalityName(Personality personality) {
+  return personality == Personality::kMsrun ? "msrun" : "gangrun";
 }
 
 EnvLookup ProcessEnv() {

@@ -3,6 +3,7 @@
 // gangrun's own (PRODUCT.md section 3). Every option can also come from the environment
 // as GANGRUN_<OPTION_UPPERCASE>; a flag wins over the variable.
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -22,6 +23,11 @@ struct BindCore {
   // kDict: "device<N>" / "scheduler" -> CPU ranges such as "0-9"; in the order given.
   std::vector<std::pair<std::string, std::vector<std::string>>> dict;
 };
+
+// Documented bounds (README "Options and their ranges"). A job larger than this is larger than
+// any machine built so far; a host with more local workers than this is a mistake.
+inline constexpr int kMaxWorkers = 1 << 20;
+inline constexpr int kMaxLocalWorkers = 4096;
 
 struct Options {
   Personality personality = Personality::kGangrun;
@@ -60,6 +66,8 @@ struct Options {
   int metrics_port = -1;  // the scheduler's Prometheus endpoint; -1 = none, 0 = any free port
   std::string event_log;  // the scheduler's JSON-lines event log
   int health_port = -1;   // this launcher's gRPC health service (probes); -1 = none
+  int64_t kv_max_bytes = int64_t{256} << 20;  // the key-value store's total size bound
+  int kv_max_waits = 65536;                   // its pending gets and barrier arrivals
   // The task.
   std::string task_script;
   std::vector<std::string> task_args;
@@ -82,11 +90,16 @@ absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
                                              const std::vector<std::string>& args,
                                              const EnvLookup& env);
 
-// Checks what parsing cannot: ranges, files, the task. One line, InvalidArgument.
+// Checks what parsing cannot: how options relate, files, directories and CPUs of this host,
+// the task. One line, InvalidArgument. ValidateValues is the part that needs no host (the
+// daemon checks a submitted job's options with it).
 absl::Status Validate(const Options& options);
+absl::Status ValidateValues(const Options& options);
 
 // The personality from argv[0]: "msrun" (any directory) or gangrun.
 Personality PersonalityFromArgv0(const std::string& argv0);
+// "gangrun" or "msrun".
+std::string PersonalityName(Personality personality);
 
 // The environment of this process, as an EnvLookup.
 EnvLookup ProcessEnv();

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "common/console.h"
 #include "common/exit_status.h"
 #include "common/logging.h"
 #include "gangrun/v1/daemon.grpc.pb.h"
@@ -170,7 +171,7 @@ int RunSubmitCommand(const std::vector<std::string>& args, const EnvLookup& env)
   bool accepted = false;
   while (stream->Read(&reply)) {
     if (reply.has_output()) {
-      common::WriteAll(1, reply.output());
+      common::Stdout().Write(reply.output());
     } else if (reply.has_accepted()) {
       accepted = true;
       std::string agents;
@@ -185,7 +186,7 @@ int RunSubmitCommand(const std::vector<std::string>& args, const EnvLookup& env)
       return Usage(reply.rejected());
     } else if (reply.has_finished()) {
       const v1::JobOutcome& outcome = reply.finished();
-      common::WriteAll(2, FormatOutcome(outcome));
+      common::Stderr().Write(FormatOutcome(outcome));
       finish();
       return ExitCode(outcome);
     }

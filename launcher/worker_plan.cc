@@ -99,7 +99,10 @@ absl::StatusOr<std::vector<worker::ProcessSpec>> PlanProcesses(const Options& op
                                                                uint64_t generation,
                                                                int restart_count) {
   std::vector<worker::ProcessSpec> specs;
-  const EnvList common = CommonEnv(options, facts, assignment.world_size(), generation);
+  // The scheduler's run id, so that every rank of the job sees the same one.
+  HostFacts job_facts = facts;
+  if (!assignment.run_id().empty()) job_facts.run_id = assignment.run_id();
+  const EnvList common = CommonEnv(options, job_facts, assignment.world_size(), generation);
   const bool simulating = Simulating(options);
 
   if (options.personality == Personality::kMsrun && facts.is_master && !simulating) {
@@ -140,7 +143,7 @@ absl::StatusOr<std::vector<worker::ProcessSpec>> PlanProcesses(const Options& op
     env.emplace_back("MASTER_PORT", std::to_string(assignment.master_port()));
     env.emplace_back("TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count));
     env.emplace_back("TORCHELASTIC_MAX_RESTARTS", std::to_string(options.max_restarts));
-    env.emplace_back("TORCHELASTIC_RUN_ID", facts.run_id);
+    env.emplace_back("TORCHELASTIC_RUN_ID", job_facts.run_id);
     spec.env = MergeEnv(facts.base_env, env);
     spec.log_path = WorkerLogPath(options, facts, rank_id);
     spec.log_append = generation > 1;

@@ -7,6 +7,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "scheduler/metrics.h"
+#include "scheduler/peer_checks.h"
 
 namespace gangrun::scheduler {
 namespace {
@@ -56,9 +57,11 @@ void Daemon::OnAgentEvent(int agent_id, const v1::AgentEvent& event) {
   Agent& agent = it->second;
   if (event.has_register_()) {
     v1::AgentCommand reply;
-    if (agent.registered || event.register_().slots() <= 0) {
-      reply.mutable_rejected()->set_reason(agent.registered ? "already registered"
-                                                            : "an agent needs --slots >= 1");
+    absl::Status valid = agent.registered ? absl::FailedPreconditionError("already registered")
+                                          : CheckAgentRegister(event.register_());
+    if (!valid.ok()) {
+      common::Logger("daemon")->warn("refused an agent: {}", std::string(valid.message()));
+      reply.mutable_rejected()->set_reason(std::string(valid.message()));
       agent.handle->Send(reply);
       agent.handle->Close();
       return;
@@ -78,11 +81,7 @@ void Daemon::OnAgentEvent(int agent_id, const v1::AgentEvent& event) {
     return;
   }
   if (event.has_output()) {
-    if (Job* job = FindJob(event.output().job_id())) {
-      v1::SubmitReply reply;
-      reply.set_output(event.output().data());
-      Reply(*job, reply);
-    }
+    if (Job* job = FindJob(event.output().job_id())) RelayOutput(*job, event.output().data());
     return;
   }
   if (event.has_exited()) OnLauncherExited(agent_id, event.exited());
@@ -116,8 +115,12 @@ void Daemon::OnSubmitEvent(int submit_id, const v1::SubmitEvent& event) {
   auto submitter = submitters_.find(submit_id);
   if (submitter == submitters_.end()) return;
   if (event.has_stop()) {
+    std::vector<std::string> ids;
     for (auto& [id, job] : jobs_) {
-      if (job->submit_id == submit_id) Stop(id, event.stop().signal(), event.stop().reason());
+      if (job->submit_id == submit_id) ids.push_back(id);
+    }
+    for (const auto& id : ids) {
+      Stop(id, StopSignal(event.stop().signal()), Sanitize(event.stop().reason(), kMaxReasonBytes));
     }
     return;
   }
@@ -129,18 +132,17 @@ void Daemon::OnSubmitEvent(int submit_id, const v1::SubmitEvent& event) {
     submitter->second->Close();
   };
   const v1::SubmitJob& spec = event.job();
-  if (spec.worker_num() <= 0) return reject("--worker_num must be greater than 0");
-  if (spec.local_worker_num() < 0 ||
-      (spec.local_worker_num() > 0 && spec.worker_num() % spec.local_worker_num() != 0)) {
-    return reject("--worker_num must be a multiple of --local_worker_num");
+  if (absl::Status valid = CheckSubmitJob(spec); !valid.ok()) {
+    return reject(std::string(valid.message()));
   }
-  if (spec.task().empty()) return reject("missing task script");
   auto configured = configure_(spec);
   if (!configured.ok()) return reject(std::string(configured.status().message()));
   auto job = std::make_unique<Job>();
   job->config = *configured;
-  job->config.world_size = spec.worker_num();
+  job->config.scheduler.world_size = spec.worker_num();
   job->id = id_prefix_ + "-" + std::to_string(next_id_++);
+  job->config.scheduler.run_id = job->id;
+  job->config.scheduler.personality = "gangrun";
   job->submit_id = submit_id;
   job->spec = spec;
   ++jobs_submitted_;
@@ -181,6 +183,23 @@ Daemon::Job* Daemon::FindJob(const std::string& id) {
 void Daemon::Reply(const Job& job, const v1::SubmitReply& reply) {
   auto it = submitters_.find(job.submit_id);
   if (it != submitters_.end()) it->second->Send(reply);
+}
+
+void Daemon::RelayOutput(Job& job, const std::string& data) {
+  auto it = submitters_.find(job.submit_id);
+  if (it == submitters_.end()) return;
+  v1::SubmitReply reply;
+  if (job.dropped_output > 0) {
+    reply.set_output("gangrun: " + std::to_string(job.dropped_output) +
+                     " bytes of output were not shown: this submit did not keep up\n" + data);
+  } else {
+    reply.set_output(data);
+  }
+  if (it->second->TrySend(reply, kMaxQueuedOutput)) {
+    job.dropped_output = 0;
+  } else {
+    job.dropped_output += data.size();
+  }
 }
 
 absl::StatusOr<std::vector<std::pair<int, int>>> Daemon::Place(const Job& job) const {
@@ -239,9 +258,9 @@ void Daemon::TryPlace() {
 
 absl::Status Daemon::StartJob(Job& job, std::vector<std::pair<int, int>> placement) {
   job.telemetry = std::make_unique<Telemetry>(job.id, options_.event_log);
-  job.scheduler = std::make_unique<Scheduler>(clock_, job.config);
+  job.scheduler = std::make_unique<Scheduler>(clock_, job.config.scheduler);
   job.scheduler->SetTelemetry(job.telemetry.get());
-  job.store = std::make_unique<KvStore>(clock_);
+  job.store = std::make_unique<KvStore>(clock_, job.config.kv);
   ServerOptions server_options{options_.listen_host + ":0", options_.token, options_.credentials};
   if (options_.listen_host.find(':') != std::string::npos) {
     server_options.listen_address = "[" + options_.listen_host + "]:0";

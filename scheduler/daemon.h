@@ -32,8 +32,13 @@ class Daemon {
  public:
   using AgentStream = ServerStream<v1::AgentEvent, v1::AgentCommand>;
   using SubmitStream = ServerStream<v1::SubmitEvent, v1::SubmitReply>;
-  // A job's scheduler settings from its launcher options (parsed by the launcher library).
-  using Configure = std::function<absl::StatusOr<Scheduler::Options>(const v1::SubmitJob&)>;
+  // What the daemon runs a job with: its scheduler's settings and its store's bounds.
+  struct JobConfig {
+    Scheduler::Options scheduler;
+    KvLimits kv;
+  };
+  // A job's settings from its launcher options, parsed and checked by the launcher library.
+  using Configure = std::function<absl::StatusOr<JobConfig>(const v1::SubmitJob&)>;
 
   struct Options {
     std::string listen_host;  // where the jobs' own ports listen (the daemon's host)
@@ -73,7 +78,7 @@ class Daemon {
     std::string id;
     int submit_id = 0;
     v1::SubmitJob spec;
-    Scheduler::Options config;                  // from its launcher options, checked when submitted
+    JobConfig config;                           // from its launcher options, checked when submitted
     std::unique_ptr<common::Timer> wait_timer;  // no free slots within the cluster timeout
     bool waiting_reported = false;
     // Once placed:
@@ -86,7 +91,10 @@ class Daemon {
     std::string launcher_failure;  // a launcher that ended before the job did
     std::optional<v1::JobOutcome> outcome;
     bool closing = false;
+    uint64_t dropped_output = 0;  // bytes not relayed to a slow submitter since the last that was
   };
+  // Output waiting for one submitter; past this, output is dropped and counted.
+  static constexpr size_t kMaxQueuedOutput = 8 << 20;
 
   void TryPlace();
   // Agents and worker counts for `job`, or why it cannot be placed now.
@@ -96,6 +104,7 @@ class Daemon {
   void MaybeJobDone(Job& job);
   void EndJob(const std::string& job_id, const v1::JobOutcome& outcome);
   void Reply(const Job& job, const v1::SubmitReply& reply);
+  void RelayOutput(Job& job, const std::string& data);
   Job* FindJob(const std::string& id);
 
   boost::asio::io_context& io_;

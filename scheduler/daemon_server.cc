@@ -3,6 +3,7 @@
 
 #include "gangrun/v1/daemon.grpc.pb.h"
 #include "scheduler/daemon.h"
+#include "scheduler/peer_checks.h"
 
 namespace gangrun::scheduler {
 
@@ -41,9 +42,10 @@ class DaemonServer::Service : public v1::Daemon::CallbackService {
                                  v1::StopJobResponse* response) override {
     return ServeOnStrand(
         io_, context, token_, [this, request, response](grpc::ServerUnaryReactor* r) {
-          response->set_stopped(daemon_.Stop(
-              request->job_id(), request->signal(),
-              request->reason().empty() ? "stopped by gangrun stop" : request->reason()));
+          response->set_stopped(daemon_.Stop(request->job_id(), StopSignal(request->signal()),
+                                             request->reason().empty()
+                                                 ? "stopped by gangrun stop"
+                                                 : Sanitize(request->reason(), kMaxReasonBytes)));
           if (!request->job_id().empty() && response->stopped() == 0) {
             r->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
                                    "no running or waiting job '" + request->job_id() + "'"));

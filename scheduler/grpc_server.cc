@@ -4,6 +4,7 @@
 #include <csignal>
 
 #include "common/logging.h"
+#include "common/secret.h"
 #include "gangrun/v1/kv.grpc.pb.h"
 #include "gangrun/v1/session.grpc.pb.h"
 #include "scheduler/server_stream.h"
@@ -60,8 +61,51 @@ SessionStream* OpenSession(boost::asio::io_context& io, Scheduler& scheduler, bo
 
 common::Duration WaitFromMs(int64_t wait_ms) {
   if (wait_ms < 0) return common::Duration(-1);
-  return milliseconds(wait_ms);
+  // Anything beyond a year is "as long as the call lives" (and cannot overflow a duration).
+  return milliseconds(std::min<int64_t>(wait_ms, int64_t{365} * 24 * 3600 * 1000));
 }
+
+// A KeyValue call that may wait (Get with wait_ms, Barrier). If its caller goes away (it
+// cancels, its deadline passes, its connection breaks), the store forgets the wait at once
+// instead of holding it until a timer or a put.
+//
+// gRPC calls OnCancel on its own thread; everything else runs on the io_context. The reactor
+// lives until OnDone, which gRPC calls only after Finish; `state` tells a late cancellation
+// (posted before, run after the store answered) that the call is already finished.
+class WaitingCall : public grpc::ServerUnaryReactor {
+ public:
+  WaitingCall(boost::asio::io_context& io, KvStore& store) : io_(io), store_(store) {}
+
+  // Runs `start(done)` on the io_context; `start` returns the store's wait id.
+  template <typename Start>
+  void Begin(Start start) {
+    boost::asio::post(io_, [this, state = state_, start = std::move(start)]() mutable {
+      state->id = start([this, state](const grpc::Status& status) {
+        state->finished = true;
+        Finish(status);
+      });
+    });
+  }
+
+  void OnCancel() override {
+    boost::asio::post(io_, [this, state = state_, &store = store_] {
+      if (state->finished) return;
+      store.CancelWait(state->id);
+      state->finished = true;
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled"));
+    });
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  struct State {
+    KvStore::WaitId id = 0;
+    bool finished = false;  // on the io_context only
+  };
+  boost::asio::io_context& io_;
+  KvStore& store_;
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
 
 }  // namespace
 
@@ -70,8 +114,8 @@ bool Authorized(const grpc::ServerContextBase& context, const std::string& token
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
   if (it == metadata.end()) return false;
-  std::string value(it->second.data(), it->second.size());
-  return value == "Bearer " + token;
+  return common::SecretsEqual(std::string_view(it->second.data(), it->second.size()),
+                              "Bearer " + token);
 }
 
 class SchedulerServer::Services : public v1::Scheduler::CallbackService,
@@ -106,8 +150,9 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
                                  v1::StopJobResponse* response) override {
     return Serve(context, [this, request, response](grpc::ServerUnaryReactor* reactor) {
       response->set_stopped(scheduler_.finished() ? 0 : 1);
-      scheduler_.Stop(request->signal() > 0 ? request->signal() : SIGTERM,
-                      request->reason().empty() ? "stopped by gangrun stop" : request->reason());
+      scheduler_.Stop(StopSignal(request->signal()),
+                      request->reason().empty() ? "stopped by gangrun stop"
+                                                : Sanitize(request->reason(), kMaxReasonBytes));
       reactor->Finish(grpc::Status::OK);
     });
   }
@@ -121,13 +166,16 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
 
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context, const v1::GetRequest* request,
                                 v1::GetResponse* response) override {
-    return Serve(context, [this, request, response](grpc::ServerUnaryReactor* reactor) {
-      store_.Get(request->key(), WaitFromMs(request->wait_ms()),
-                 [reactor, response](absl::StatusOr<std::string> value) {
-                   if (value.ok()) response->set_value(*value);
-                   reactor->Finish(ToGrpc(value.status()));
-                 });
+    if (!Authorized(*context, token_)) return Refuse(context);
+    auto* call = new WaitingCall(io_, store_);
+    call->Begin([this, request, response](auto finish) {
+      return store_.Get(request->key(), WaitFromMs(request->wait_ms()),
+                        [response, finish](absl::StatusOr<std::string> value) {
+                          if (value.ok()) response->set_value(*value);
+                          finish(ToGrpc(value.status()));
+                        });
     });
+    return call;
   }
 
   grpc::ServerUnaryReactor* Add(grpc::CallbackServerContext* context, const v1::AddRequest* request,
@@ -151,16 +199,24 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
   grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* context,
                                     const v1::BarrierRequest* request,
                                     v1::BarrierResponse*) override {
-    return Serve(context, [this, request](grpc::ServerUnaryReactor* reactor) {
-      store_.Barrier(request->name(), request->count(), WaitFromMs(request->wait_ms()),
-                     [reactor](absl::Status status) { reactor->Finish(ToGrpc(status)); });
+    if (!Authorized(*context, token_)) return Refuse(context);
+    auto* call = new WaitingCall(io_, store_);
+    call->Begin([this, request](auto finish) {
+      return store_.Barrier(request->name(), request->count(), WaitFromMs(request->wait_ms()),
+                            [finish](absl::Status status) { finish(ToGrpc(status)); });
     });
+    return call;
   }
 
  private:
   template <typename Work>
   grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context, Work work) {
     return ServeOnStrand(io_, context, token_, std::move(work));
+  }
+  static grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* context) {
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong or missing token"));
+    return reactor;
   }
 
   boost::asio::io_context& io_;

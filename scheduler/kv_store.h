@@ -2,12 +2,18 @@
 // The key-value store and barriers of a job (PRODUCT.md 5): put, get (optionally waiting for
 // the key), atomic add, delete, barrier. Lives on the scheduler's strand (the io_context's
 // single thread); waits run on the injected clock.
+//
+// Bounded, because any worker (and, without a token, any peer) can call it: keys and values
+// together hold at most Limits::max_bytes (--kv_max_bytes), and at most
+// Limits::max_pending_waits gets and barrier arrivals wait at once. Past a bound a call is
+// refused with RESOURCE_EXHAUSTED naming the bound. A waiter whose caller goes away is
+// released at once (CancelWait), and a deleted key's memory goes back to the system.
 
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -15,41 +21,70 @@
 
 namespace gangrun::scheduler {
 
+struct KvLimits {
+  uint64_t max_bytes = uint64_t{256} << 20;  // keys + values (+ kEntryOverhead each)
+  size_t max_pending_waits = 65536;          // waiting gets + barrier arrivals
+};
+
 class KvStore {
  public:
   using GetCallback = std::function<void(absl::StatusOr<std::string>)>;
   using BarrierCallback = std::function<void(absl::Status)>;
+  // Identifies a pending wait; 0 = the call was answered at once.
+  using WaitId = uint64_t;
 
-  explicit KvStore(common::Clock& clock) : clock_(clock) {}
-  // Limits that keep a hostile or buggy client from exhausting the scheduler.
+  using Limits = KvLimits;
   static constexpr size_t kMaxKeyBytes = 4096;
   static constexpr size_t kMaxValueBytes = 4 << 20;
   static constexpr size_t kMaxKeys = 1 << 20;
+  static constexpr size_t kEntryOverhead = 64;  // what a key costs beyond its bytes
+
+  explicit KvStore(common::Clock& clock, Limits limits = {});
+  ~KvStore();
 
   absl::Status Put(const std::string& key, std::string value);
   // wait < 0: until the key exists; wait == 0: answer now (NotFound when absent).
-  void Get(const std::string& key, common::Duration wait, GetCallback done);
+  WaitId Get(const std::string& key, common::Duration wait, GetCallback done);
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta);
   bool Delete(const std::string& key);
-  void Barrier(const std::string& name, int count, common::Duration wait, BarrierCallback done);
+  WaitId Barrier(const std::string& name, int count, common::Duration wait, BarrierCallback done);
+  // The caller of a pending wait went away: forget it now (its callback is not called).
+  void CancelWait(WaitId id);
   // Ends every pending wait with CANCELLED (the job is over).
   void CancelAll();
 
+  uint64_t bytes() const { return bytes_; }
+  size_t pending_waits() const { return waits_.size(); }
+
  private:
-  struct Waiter {
-    GetCallback done;
+  struct Wait {
+    std::string key;  // the awaited key, or the barrier's name
+    bool barrier = false;
+    GetCallback get_done;
+    BarrierCallback barrier_done;
     std::unique_ptr<common::Timer> timer;
   };
   struct BarrierState {
     int count = 0;
-    std::list<std::pair<BarrierCallback, std::unique_ptr<common::Timer>>> arrived;
+    std::set<WaitId> arrived;  // in arrival order (ids grow)
   };
   absl::Status CheckKey(const std::string& key) const;
+  absl::Status CheckWaitBound() const;
+  WaitId AddWait(Wait wait, common::Duration timeout);
+  // Removes `id` from the store and returns it (its callback not yet called).
+  Wait TakeWait(WaitId id);
+  void OnWaitTimeout(WaitId id);
+  void MaybeReturnMemory(size_t freed);
 
   common::Clock& clock_;
+  Limits limits_;
   std::map<std::string, std::string> values_;
-  std::map<std::string, std::list<Waiter>> waiters_;
+  uint64_t bytes_ = 0;
+  WaitId next_wait_ = 1;
+  std::map<WaitId, Wait> waits_;
+  std::map<std::string, std::set<WaitId>> gets_by_key_;
   std::map<std::string, BarrierState> barriers_;
+  size_t freed_since_trim_ = 0;
 };
 
 }  // namespace gangrun::scheduler

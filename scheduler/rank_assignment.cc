@@ -36,7 +36,8 @@ absl::Status CheckJoin(const Membership& joined, const NodeJoin& candidate, int 
   if (candidate.local_worker_num <= 0) {
     return absl::InvalidArgumentError(Describe(candidate) + " offers no workers");
   }
-  if (joined.workers + candidate.local_worker_num > world_size) {
+  // Written so that no sum can overflow, whatever a peer claims.
+  if (candidate.local_worker_num > world_size - joined.workers) {
     return absl::OutOfRangeError("extra node: " + Describe(candidate) + " brings " +
                                  std::to_string(candidate.local_worker_num) +
                                  " worker(s) but only " +
@@ -49,7 +50,7 @@ absl::Status CheckJoin(const Membership& joined, const NodeJoin& candidate, int 
 absl::StatusOr<std::vector<NodeSlot>> AssignRanks(const std::vector<NodeJoin>& nodes,
                                                   int world_size) {
   const int count = static_cast<int>(nodes.size());
-  int workers = 0;
+  int64_t workers = 0;
   std::set<int> taken;
   for (const auto& node : nodes) {
     workers += node.local_worker_num;

@@ -47,6 +47,10 @@ absl::Status Scheduler::Scale(int target) {
   if (!Elastic()) {
     return absl::FailedPreconditionError("the job is not elastic (--worker_num MIN:MAX)");
   }
+  if (target > kMaxWorldSize) {
+    return absl::InvalidArgumentError("cannot scale to " + std::to_string(target) +
+                                      ": at most " + std::to_string(kMaxWorldSize) + " workers");
+  }
   if (target < min_world()) {
     return absl::InvalidArgumentError("cannot scale to " + std::to_string(target) +
                                       ": the job's minimum is " + std::to_string(min_world()));

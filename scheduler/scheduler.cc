@@ -3,11 +3,17 @@
 #include <algorithm>
 
 #include "common/logging.h"
+#include "common/status.h"
 
 namespace gangrun::scheduler {
 
 Scheduler::Scheduler(common::Clock& clock, Options options)
-    : clock_(clock), options_(std::move(options)) {}
+    : clock_(clock), options_(std::move(options)) {
+  identity_.world_size = options_.world_size;
+  identity_.min_world_size = min_world();
+  identity_.run_id = options_.run_id;
+  identity_.personality = options_.personality;
+}
 
 Scheduler::~Scheduler() = default;
 
@@ -138,7 +144,10 @@ void Scheduler::OnNodeEvent(int node_id, const v1::NodeEvent& event) {
     return;
   }
   if (event.has_stop_request()) {
-    OnStopRequest(event.stop_request());
+    v1::StopRequest request;
+    request.set_signal(StopSignal(event.stop_request().signal()));
+    request.set_reason(Sanitize(event.stop_request().reason(), kMaxReasonBytes));
+    OnStopRequest(request);
     return;
   }
   if (!node.joined || event.generation() != generation_) {
@@ -147,6 +156,7 @@ void Scheduler::OnNodeEvent(int node_id, const v1::NodeEvent& event) {
                event.generation(), node_id, generation_);
     return;
   }
+  if (!CheckEvent(node, event)) return;
   if (event.has_worker_started()) {
     const int rank = event.worker_started().rank();
     if (rank >= 0) {
@@ -180,71 +190,8 @@ void Scheduler::OnNodeEvent(int node_id, const v1::NodeEvent& event) {
   }
 }
 
-void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join) {
-  NodeJoin candidate{join.node_name(), join.host_address(), join.node_rank(),
-                     join.local_worker_num()};
-  absl::Status status = absl::OkStatus();
-  if (node.joined) {
-    status = absl::FailedPreconditionError(Describe(node) +
-                                           " sent a second join; it has "
-                                           "already joined");
-  } else if (phase_ != Phase::kForming &&
-             !(Elastic() && phase_ != Phase::kFinished && !restart_timer_)) {
-    status = absl::FailedPreconditionError("node '" + join.node_name() +
-                                           "' cannot join: the job has already formed");
-  } else {
-    status = CheckJoin(membership_, candidate, options_.world_size);
-  }
-  if (!status.ok()) {
-    common::Logger("scheduler")->error("rejected: {}", std::string(status.message()));
-    Record("node_rejected", {{"node", join.node_name()},
-                             {"address", join.host_address()},
-                             {"reason", std::string(status.message())}});
-    v1::NodeCommand command;
-    command.mutable_rejected()->set_reason(std::string(status.message()));
-    SendAndClose(node, std::move(command));
-    return;
-  }
-  node.joined = true;
-  node.join = candidate;
-  node.free_port = join.free_port();
-  node.pid = join.pid();
-  membership_.Add(candidate);
-  Record("node_joined", {{"node", join.node_name()},
-                         {"address", join.host_address()},
-                         {"pid", join.pid()},
-                         {"node_rank", join.node_rank()},
-                         {"workers", join.local_worker_num()},
-                         {"present", membership_.workers},
-                         {"world_size", options_.world_size}});
-  common::Logger("scheduler")
-      ->debug("node {} '{}' joined with {} worker(s); {} of {} workers present", node_id,
-              join.node_name(), join.local_worker_num(), membership_.workers, options_.world_size);
-  if (phase_ != Phase::kForming) {
-    // An elastic job grows: the newcomer waits for the next generation.
-    node.ended = true;
-    Reform(Describe(node) + " joined");
-    return;
-  }
-  if (membership_.workers == options_.world_size) {
-    Form();
-  } else if (membership_.workers >= min_world()) {
-    if (!last_call_timer_) {
-      common::Logger("scheduler")
-          ->info("{} of {} to {} workers present; forming in {} ms unless more join",
-                 membership_.workers, min_world(), options_.world_size,
-                 std::chrono::duration_cast<std::chrono::milliseconds>(options_.last_call).count());
-      last_call_timer_ = clock_.After(options_.last_call, [this] {
-        last_call_timer_.reset();
-        if (phase_ == Phase::kForming && membership_.workers >= min_world()) Form();
-      });
-    }
-  } else {
-    LogProgress();
-  }
-}
-
 void Scheduler::Form() {
+  if (RejectUnreachableNodeRanks()) return;  // the job waits for the right nodes
   std::vector<NodeJoin> joins;
   std::vector<NodeState*> states;
   for (auto& [id, node] : nodes_) {
@@ -327,6 +274,7 @@ void Scheduler::StartGeneration() {
     assignment->set_world_size(current_world_);
     assignment->set_master_addr(rank0->join.host_address);
     assignment->set_master_port(rank0->free_port);
+    assignment->set_run_id(options_.run_id);
     command.mutable_start()->set_restart_count(restarts_used_);
     SendTo(*node, std::move(command));
   }

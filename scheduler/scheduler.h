@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "gangrun/v1/session.pb.h"
 #include "nlohmann/json.hpp"
+#include "scheduler/peer_checks.h"
 #include "scheduler/rank_assignment.h"
 #include "scheduler/telemetry.h"
 
@@ -51,6 +52,9 @@ class Scheduler {
     int min_world_size = 0;  // elastic jobs: the minimum (0 = fixed size)
     // Elastic jobs: once the minimum has joined, how long to wait for more before forming.
     common::Duration last_call = std::chrono::seconds(1);
+    // The job's run id, given to every node; a node started with another one is refused.
+    std::string run_id;
+    std::string personality;  // "gangrun" or "msrun"; a node of the other kind is refused
   };
 
   Scheduler(common::Clock& clock, Options options);
@@ -90,6 +94,13 @@ class Scheduler {
   };
 
   void OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join);
+  absl::Status CheckJoinAllowed(const NodeState& node, const v1::JoinRequest& join) const;
+  void Reject(NodeState& node, const v1::JoinRequest& join, const absl::Status& why);
+  // Refuses, alone, the nodes whose explicit node rank the job's final node count cannot
+  // reach; true if any was refused (the job then waits for the right nodes).
+  bool RejectUnreachableNodeRanks();
+  // Checks a joined node's event; false (with a warning) for one that must be ignored.
+  bool CheckEvent(const NodeState& node, const v1::NodeEvent& event) const;
   void Form();
   void StartGeneration();
   void ScheduleRestart();
@@ -122,6 +133,7 @@ class Scheduler {
 
   common::Clock& clock_;
   Options options_;
+  JobIdentity identity_;  // what a joining node must agree with (as configured)
   Phase phase_ = Phase::kForming;
   uint64_t generation_ = 0;
   int next_node_id_ = 1;

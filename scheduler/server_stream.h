@@ -46,6 +46,14 @@ class ServerStream : public grpc::ServerBidiReactor<In, Out> {
       std::lock_guard<std::mutex> lock(mu_);
       if (stream_ != nullptr) stream_->QueueLocked(message);
     }
+    // Sends `message` unless more than `max_queued_bytes` already wait for a slow peer;
+    // false when it was dropped (or the stream is done).
+    bool TrySend(const Out& message, size_t max_queued_bytes) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stream_ == nullptr || stream_->queued_bytes_ > max_queued_bytes) return false;
+      stream_->QueueLocked(message);
+      return true;
+    }
     // Ends the stream once everything sent so far is delivered.
     void Close() {
       std::lock_guard<std::mutex> lock(mu_);
@@ -88,9 +96,11 @@ class ServerStream : public grpc::ServerBidiReactor<In, Out> {
 
   void OnWriteDone(bool ok) override {
     std::lock_guard<std::mutex> lock(handle_->mu_);
+    queued_bytes_ -= outgoing_.front().ByteSizeLong();
     outgoing_.pop_front();
     if (!ok) {
       outgoing_.clear();
+      queued_bytes_ = 0;
       FinishOnce(grpc::Status::OK);
       return;
     }
@@ -113,6 +123,7 @@ class ServerStream : public grpc::ServerBidiReactor<In, Out> {
   void QueueLocked(const Out& message) {
     if (finished_ || closing_) return;
     outgoing_.push_back(message);
+    queued_bytes_ += message.ByteSizeLong();
     if (outgoing_.size() == 1) this->StartWrite(&outgoing_.front());
   }
   void CloseLocked() {
@@ -127,6 +138,7 @@ class ServerStream : public grpc::ServerBidiReactor<In, Out> {
   Handlers handlers_;
   In incoming_;
   std::deque<Out> outgoing_;  // guarded by handle_->mu_
+  size_t queued_bytes_ = 0;   // guarded by handle_->mu_: the messages in outgoing_
   bool closing_ = false;      // guarded by handle_->mu_
   std::atomic<bool> finished_{false};
 };

@@ -105,7 +105,7 @@ std::string Launched::Stdout() const { return ReadFile(stdout_path); }
 std::string Launched::Stderr() const { return ReadFile(stderr_path); }
 
 Launched Launch(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
-                const std::string& cwd, const std::string& output_dir) {
+                const std::string& cwd, const std::string& output_dir, int stdout_fd) {
   static int counter = 0;
   Launched launched;
   std::string stem = output_dir + "/launch" + std::to_string(counter++);
@@ -126,7 +126,7 @@ Launched Launch(const std::vector<std::string>& argv, const std::vector<std::str
   options.env = common::CurrentEnvironment();
   options.env.insert(options.env.end(), extra_env.begin(), extra_env.end());
   options.cwd = cwd;
-  options.fds = {{0, in}, {1, out}, {2, err}};
+  options.fds = {{0, in}, {1, stdout_fd >= 0 ? stdout_fd : out}, {2, err}};
   options.new_process_group = true;
   auto pid = common::Spawn(options);
   close(out);

@@ -59,9 +59,10 @@ struct Launched {
 bool WaitForStderr(const Launched& launched, const std::string& text, milliseconds timeout);
 
 // Starts `argv` (argv[0] is the program path) in `cwd` with the test's environment plus
-// `extra_env`. Its output goes to files in `output_dir`.
+// `extra_env`. Its output goes to files in `output_dir`, or its stdout to `stdout_fd` (a pipe
+// the test holds, say) when that is >= 0.
 Launched Launch(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
-                const std::string& cwd, const std::string& output_dir);
+                const std::string& cwd, const std::string& output_dir, int stdout_fd = -1);
 
 // Waits for our child `pid` to exit and reaps it; nullopt on timeout (it is left running).
 std::optional<common::ExitStatus> WaitExit(pid_t pid, milliseconds timeout);

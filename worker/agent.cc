@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/console.h"
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/spawn.h"
@@ -17,6 +18,13 @@
 namespace gangrun::worker {
 
 using std::chrono::milliseconds;
+
+namespace {
+constexpr size_t kMaxPartialLine = 64 * 1024;
+// Output waiting to reach the daemon (which waits for its submitter): past this, output is
+// dropped and counted rather than held.
+constexpr size_t kMaxQueuedOutput = 8 << 20;
+}  // namespace
 
 // One of a launcher's output pipes, read into whole lines.
 struct Agent::Pipe {
@@ -36,6 +44,7 @@ struct Agent::Launcher {
   Pipe out;
   Pipe err;
   std::deque<std::string> err_tail;  // last lines of its stderr, for a failure report
+  uint64_t dropped_output = 0;       // bytes of stdout not relayed since the last that was
   int open_pipes = 2;
   std::optional<common::ExitStatus> exit;
 };
@@ -118,6 +127,23 @@ void Agent::Send(v1::AgentEvent event) {
   if (stream_ && connected_) stream_->Queue(event);
 }
 
+void Agent::SendOutput(Launcher& launcher, std::string lines) {
+  if (!stream_ || !connected_) return;
+  const size_t size = lines.size();
+  if (launcher.dropped_output > 0) {
+    lines = "gangrun: " + std::to_string(launcher.dropped_output) +
+            " bytes of output were not relayed: the submitter did not keep up\n" + lines;
+  }
+  v1::AgentEvent event;
+  event.mutable_output()->set_job_id(launcher.job_id);
+  event.mutable_output()->set_data(std::move(lines));
+  if (stream_->TryQueue(event, kMaxQueuedOutput)) {
+    launcher.dropped_output = 0;
+  } else {
+    launcher.dropped_output += size;
+  }
+}
+
 void Agent::Run(const v1::RunLauncher& run) {
   auto fail = [&](const std::string& error) {
     common::Logger("agent")->error("job {}: cannot start its launcher: {}", run.job_id(), error);
@@ -181,22 +207,19 @@ void Agent::ReadPipe(const std::shared_ptr<Launcher>& launcher, Pipe& pipe) {
         pipe.partial.append(pipe.buf.data(), n);
         // Whole lines only, so that lines of different hosts do not interleave at the submitter;
         // what is left at the end goes out as it is.
+        // A line that never ends goes out in pieces rather than grow here.
         const size_t last_newline = pipe.partial.rfind('\n');
-        size_t end = ec                                  ? pipe.partial.size()
-                     : last_newline == std::string::npos ? 0
-                                                         : last_newline + 1;
+        size_t end = ec || pipe.partial.size() >= kMaxPartialLine ? pipe.partial.size()
+                     : last_newline == std::string::npos          ? 0
+                                                                  : last_newline + 1;
         if (end > 0) {
           std::string lines = pipe.partial.substr(0, end);
           pipe.partial.erase(0, end);
           if (pipe.is_stdout) {
-            v1::AgentEvent event;
-            event.mutable_output()->set_job_id(launcher->job_id);
-            event.mutable_output()->set_data(lines);
-            Send(std::move(event));
+            SendOutput(*launcher, std::move(lines));
           } else {
             for (absl::string_view line : absl::StrSplit(absl::StripSuffix(lines, "\n"), '\n')) {
-              std::fprintf(stderr, "[job %s] %.*s\n", launcher->job_id.c_str(),
-                           static_cast<int>(line.size()), line.data());
+              common::Stderr().Write("[job " + launcher->job_id + "] " + std::string(line) + "\n");
               launcher->err_tail.emplace_back(line);
               if (launcher->err_tail.size() > 5) launcher->err_tail.pop_front();
             }

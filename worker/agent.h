@@ -65,6 +65,8 @@ class Agent {
   void OnStreamDone(const grpc::Status& status);
   void Run(const v1::RunLauncher& run);
   void ReadPipe(const std::shared_ptr<Launcher>& launcher, Pipe& pipe);
+  // Relays a launcher's output, or drops and counts it while too much waits for the daemon.
+  void SendOutput(Launcher& launcher, std::string lines);
   void Reap();
   void MaybeReport(std::shared_ptr<Launcher> launcher);
   void Send(v1::AgentEvent event);

@@ -44,9 +44,14 @@ class ClientStream : public grpc::ClientBidiReactor<Out, In> {
 
   void Queue(const Out& message) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (done_) return;
-    outgoing_.push_back(message);
-    if (outgoing_.size() == 1) this->StartWrite(&outgoing_.front());
+    QueueLocked(message);
+  }
+  // Queues `message` unless more than `max_queued_bytes` already wait; false when dropped.
+  bool TryQueue(const Out& message, size_t max_queued_bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_ || queued_bytes_ > max_queued_bytes) return false;
+    QueueLocked(message);
+    return true;
   }
 
   void OnReadDone(bool ok) override {
@@ -57,9 +62,13 @@ class ClientStream : public grpc::ClientBidiReactor<Out, In> {
 
   void OnWriteDone(bool ok) override {
     std::lock_guard<std::mutex> lock(mu_);
+    queued_bytes_ -= outgoing_.front().ByteSizeLong();
     outgoing_.pop_front();
     if (ok && !outgoing_.empty()) this->StartWrite(&outgoing_.front());
-    if (!ok) outgoing_.clear();
+    if (!ok) {
+      outgoing_.clear();
+      queued_bytes_ = 0;
+    }
   }
 
   void OnDone(const grpc::Status& status) override {
@@ -67,6 +76,7 @@ class ClientStream : public grpc::ClientBidiReactor<Out, In> {
       std::lock_guard<std::mutex> lock(mu_);
       done_ = true;
       outgoing_.clear();
+      queued_bytes_ = 0;
     }
     if (!cancelled_) boost::asio::post(io_, [handler = on_done_, status] { handler(status); });
     std::lock_guard<std::mutex> lock(mu_);
@@ -82,6 +92,13 @@ class ClientStream : public grpc::ClientBidiReactor<Out, In> {
   }
 
  private:
+  void QueueLocked(const Out& message) {
+    if (done_) return;
+    outgoing_.push_back(message);
+    queued_bytes_ += message.ByteSizeLong();
+    if (outgoing_.size() == 1) this->StartWrite(&outgoing_.front());
+  }
+
   boost::asio::io_context& io_;
   ReadHandler on_read_;
   DoneHandler on_done_;
@@ -90,6 +107,7 @@ class ClientStream : public grpc::ClientBidiReactor<Out, In> {
   std::mutex mu_;
   std::condition_variable finished_cv_;
   std::deque<Out> outgoing_;  // guarded by mu_
+  size_t queued_bytes_ = 0;   // guarded by mu_: the messages in outgoing_
   bool done_ = false;         // guarded by mu_
   bool finished_ = false;     // guarded by mu_
   std::atomic<bool> cancelled_{false};

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
+#include <cstring>
 #include <deque>
 
 #include "common/logging.h"
@@ -21,11 +23,12 @@ std::vector<std::string> ReadLastLines(const std::string& path, size_t count) {
   }
   struct stat st;
   fstat(fd, &st);
-  // Read backwards in blocks until we hold count+1 newlines or the whole file.
+  // Read backwards in blocks until we hold count+1 newlines, the whole file, or the bound.
   constexpr off_t kBlock = 8192;
   std::string tail;
   off_t pos = st.st_size;
-  while (pos > 0 && static_cast<size_t>(std::count(tail.begin(), tail.end(), '\n')) <= count) {
+  while (pos > 0 && tail.size() < kMaxTailBytes &&
+         static_cast<size_t>(std::count(tail.begin(), tail.end(), '\n')) <= count) {
     off_t start = std::max<off_t>(0, pos - kBlock);
     std::string block(static_cast<size_t>(pos - start), '\0');
     ssize_t n = pread(fd, block.data(), block.size(), start);
@@ -40,7 +43,9 @@ std::vector<std::string> ReadLastLines(const std::string& path, size_t count) {
   while (begin < tail.size()) {
     size_t end = tail.find('\n', begin);
     if (end == std::string::npos) end = tail.size();
-    kept.push_back(tail.substr(begin, end - begin));
+    std::string line = tail.substr(begin, std::min(end - begin, kMaxTailLineBytes));
+    if (end - begin > kMaxTailLineBytes) line += " [... cut]";
+    kept.push_back(std::move(line));
     if (kept.size() > count) kept.pop_front();
     begin = end + 1;
   }
@@ -51,7 +56,7 @@ std::vector<std::string> ReadLastLines(const std::string& path, size_t count) {
 }
 
 LogFollower::LogFollower(boost::asio::io_context& io, std::function<void(const std::string&)> write)
-    : write_(std::move(write)), event_buffer_(64 * 1024) {
+    : io_(io), write_(std::move(write)), event_buffer_(64 * 1024) {
   inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (inotify_fd_ < 0) {
     common::Logger("node")->warn("inotify unavailable; worker logs are shown at the end only");
@@ -66,26 +71,31 @@ LogFollower::~LogFollower() {
     boost::system::error_code ec;
     events_->close(ec);
   }
-  for (auto& [wd, file] : files_) close(file.fd);
+  for (auto& [key, file] : files_) close(file.fd);
 }
 
 void LogFollower::Follow(const std::string& path, const std::string& prefix, off_t offset) {
+  // The same file again (a restarted worker appends): finish the old follow first.
+  for (auto it = files_.begin(); it != files_.end(); ++it) {
+    if (it->second.path == path) {
+      Close(it->first);
+      break;
+    }
+  }
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     common::Logger("node")->warn("cannot follow {}: {}", path, strerror(errno));
     return;
   }
-  static int fake_wd = -1;  // files followed without inotify get negative keys
-  int wd = inotify_fd_ >= 0 ? inotify_add_watch(inotify_fd_, path.c_str(), IN_MODIFY) : -1;
-  if (wd < 0) wd = fake_wd--;
+  int key = inotify_fd_ >= 0 ? inotify_add_watch(inotify_fd_, path.c_str(), IN_MODIFY) : -1;
+  if (key < 0) key = next_fake_key_--;
   if (offset < 0) {
     auto it = finished_offsets_.find(path);
     offset = it == finished_offsets_.end() ? 0 : it->second;
   }
-  File& file = files_[wd];
-  if (file.fd >= 0) close(file.fd);  // the same file again (a new generation)
-  file = File{path, prefix, fd, offset, {}};
-  Drain(file, false);  // whatever was written before the watch existed
+  files_[key] = File{path, prefix, fd, offset, {}, false, false};
+  // Whatever was written before the watch existed: one chunk now, the rest from the loop.
+  if (ReadChunk(files_[key])) Schedule(key);
 }
 
 void LogFollower::ReadEvents() {
@@ -94,52 +104,81 @@ void LogFollower::ReadEvents() {
         if (ec) return;
         for (size_t i = 0; i + sizeof(inotify_event) <= n;) {
           auto* event = reinterpret_cast<inotify_event*>(event_buffer_.data() + i);
-          auto it = files_.find(event->wd);
-          if (it != files_.end()) Drain(it->second, false);
+          if (files_.count(event->wd) > 0) Schedule(event->wd);
           i += sizeof(inotify_event) + event->len;
         }
         ReadEvents();
       });
 }
 
+void LogFollower::Schedule(int key) {
+  File& file = files_.at(key);
+  if (file.scheduled) return;
+  file.scheduled = true;
+  boost::asio::post(io_, [this, key] { ReadStep(key); });
+}
+
+void LogFollower::ReadStep(int key) {
+  auto it = files_.find(key);
+  if (it == files_.end()) return;
+  it->second.scheduled = false;
+  if (ReadChunk(it->second)) {
+    Schedule(key);  // yield to the loop between chunks
+  } else if (it->second.finishing) {
+    Close(key);
+  }
+}
+
+bool LogFollower::ReadChunk(File& file) {
+  char buffer[kChunkBytes];
+  ssize_t n = pread(file.fd, buffer, sizeof(buffer), file.offset);
+  if (n <= 0) return false;
+  file.offset += n;
+  file.partial.append(buffer, static_cast<size_t>(n));
+  std::string out;
+  size_t begin = 0;
+  for (size_t nl; (nl = file.partial.find('\n', begin)) != std::string::npos; begin = nl + 1) {
+    out += file.prefix;
+    out.append(file.partial, begin, nl - begin + 1);
+  }
+  file.partial.erase(0, begin);
+  // A line without end: show it in pieces rather than hold it.
+  while (file.partial.size() >= kMaxLineBytes) {
+    out += file.prefix;
+    out.append(file.partial, 0, kMaxLineBytes);
+    out += '\n';
+    file.partial.erase(0, kMaxLineBytes);
+  }
+  if (!out.empty()) write_(out);
+  return static_cast<size_t>(n) == sizeof(buffer);
+}
+
+void LogFollower::Close(int key) {
+  auto it = files_.find(key);
+  if (it == files_.end()) return;
+  File& file = it->second;
+  while (ReadChunk(file)) {
+  }
+  if (!file.partial.empty()) write_(file.prefix + file.partial + "\n");
+  // Dropping watches as writers end keeps the final close of the inotify descriptor cheap
+  // (the kernel destroys marks asynchronously; a close that must destroy them waits).
+  if (key >= 0) inotify_rm_watch(inotify_fd_, key);
+  finished_offsets_[file.path] = file.offset;
+  close(file.fd);
+  files_.erase(it);
+}
+
 void LogFollower::Finish(const std::string& path) {
-  for (auto it = files_.begin(); it != files_.end(); ++it) {
-    if (it->second.path != path) continue;
-    Drain(it->second, true);
-    // Dropping watches as writers end keeps the final close of the inotify descriptor cheap
-    // (the kernel destroys marks asynchronously; a close that must destroy them waits).
-    if (it->first >= 0) inotify_rm_watch(inotify_fd_, it->first);
-    finished_offsets_[path] = it->second.offset;
-    close(it->second.fd);
-    files_.erase(it);
+  for (auto& [key, file] : files_) {
+    if (file.path != path) continue;
+    file.finishing = true;
+    Schedule(key);
     return;
   }
 }
 
 void LogFollower::DrainAll() {
-  for (auto& [wd, file] : files_) Drain(file, true);
-}
-
-void LogFollower::Drain(File& file, bool final) {
-  char buffer[65536];
-  std::string out;
-  while (true) {
-    ssize_t n = pread(file.fd, buffer, sizeof(buffer), file.offset);
-    if (n <= 0) break;
-    file.offset += n;
-    file.partial.append(buffer, static_cast<size_t>(n));
-    size_t begin = 0;
-    for (size_t nl; (nl = file.partial.find('\n', begin)) != std::string::npos; begin = nl + 1) {
-      out += file.prefix;
-      out.append(file.partial, begin, nl - begin + 1);
-    }
-    file.partial.erase(0, begin);
-  }
-  if (final && !file.partial.empty()) {
-    out += file.prefix + file.partial + "\n";
-    file.partial.clear();
-  }
-  if (!out.empty()) write_(out);
+  while (!files_.empty()) Close(files_.begin()->first);
 }
 
 }  // namespace gangrun::worker

@@ -29,6 +29,10 @@ void Node::Start() {
   join->set_local_worker_num(options_.local_worker_num);
   join->set_free_port(options_.free_port);
   join->set_pid(getpid());
+  join->set_world_size(options_.world_size);
+  join->set_min_world_size(options_.min_world_size);
+  join->set_run_id(options_.run_id);
+  join->set_personality(options_.personality);
   Send(std::move(event));
   SendHeartbeat();
   if (options_.formation_timeout >= common::Duration::zero()) {

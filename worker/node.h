@@ -34,6 +34,11 @@ class Node {
     int node_rank = -1;
     int local_worker_num = 1;
     int free_port = 0;  // a free port on this host, offered for MASTER_PORT
+    // This launcher's view of the job, checked by the scheduler (JoinRequest).
+    int world_size = 0;
+    int min_world_size = 0;
+    std::string run_id;  // only when given explicitly
+    std::string personality;
     common::Duration grace = std::chrono::seconds(30);
     size_t log_tail_lines = 20;
     common::Duration heartbeat_interval = std::chrono::seconds(1);

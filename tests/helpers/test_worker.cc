@@ -3,6 +3,8 @@
 // line "ready <rank> <pid> <grandchild pid or 0>", so tests wait for events, not time.
 //
 //   --lines N          print N numbered lines (alternating stdout and stderr) first
+//   --flood BYTES      then write BYTES of numbered 100-byte lines to stdout as fast as it can
+//   --long-line BYTES  then write one line of BYTES bytes (its newline last)
 //   --env FILE         write the environment to FILE.<rank>
 //   --affinity         print "cpus <Cpus_allowed_list>"
 //   --grandchild       fork a grandchild that calls setsid() and ignores SIGTERM, then hangs
@@ -19,6 +21,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -52,6 +55,31 @@ void OnUsr1(int) {
   close(fd);
 }
 
+// Whole 100-byte lines, written with large write(2) calls.
+void Flood(long long bytes) {
+  std::string block;
+  for (long long written = 0; written < bytes;) {
+    block.clear();
+    while (block.size() < (1 << 16) && written + static_cast<long long>(block.size()) < bytes) {
+      char line[101];
+      std::snprintf(line, sizeof(line), "flood %-93lld\n", written + block.size());
+      block.append(line, 100);
+    }
+    if (write(1, block.data(), block.size()) <= 0) return;
+    written += static_cast<long long>(block.size());
+  }
+}
+
+void LongLine(long long bytes) {
+  if (bytes <= 0) return;
+  std::string chunk(1 << 16, 'x');
+  for (long long left = bytes; left > 0; left -= static_cast<long long>(chunk.size())) {
+    size_t n = static_cast<size_t>(std::min<long long>(left, chunk.size()));
+    if (write(1, chunk.data(), n) <= 0) return;
+  }
+  (void)!write(1, "\n", 1);
+}
+
 void HangForever() {
   while (true) pause();
 }
@@ -62,6 +90,7 @@ int main(int argc, char** argv) {
   const char* rank_env = std::getenv("RANK");
   rank = rank_env ? std::atoi(rank_env) : -1;
   int lines = 0, fail_rank = -1, exit_code = -1, sig = 0, only_generation = -1;
+  long long flood = 0, long_line = 0;
   bool grandchild = false, ignore_term = false, usr1 = false, do_abort = false, hang = false;
   bool affinity = false;
   std::string env_file;
@@ -70,6 +99,10 @@ int main(int argc, char** argv) {
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
     if (a == "--lines")
       lines = std::atoi(next().c_str());
+    else if (a == "--flood")
+      flood = std::atoll(next().c_str());
+    else if (a == "--long-line")
+      long_line = std::atoll(next().c_str());
     else if (a == "--env")
       env_file = next();
     else if (a == "--affinity")
@@ -99,6 +132,8 @@ int main(int argc, char** argv) {
     std::fprintf(i % 2 ? stderr : stdout, "line %d of rank %d\n", i, rank);
   }
   std::fflush(stdout);
+  Flood(flood);
+  LongLine(long_line);
   if (!env_file.empty()) {
     std::ofstream out(env_file + "." + std::to_string(rank));
     for (char** e = environ; *e != nullptr; ++e) out << *e << "\n";

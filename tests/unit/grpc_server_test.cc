@@ -112,6 +112,8 @@ TEST_F(GrpcServerTest, EventsBeforeJoinAndSecondJoinsAreRefused) {
   ASSERT_TRUE(stream->Write(early));  // ignored: not a member
   v1::NodeEvent join;
   join.mutable_join()->set_node_name("n");
+  join.mutable_join()->set_host_address("127.0.0.1");
+  join.mutable_join()->set_free_port(40000);
   join.mutable_join()->set_local_worker_num(1);
   join.mutable_join()->set_node_rank(0);
   ASSERT_TRUE(stream->Write(join));

@@ -88,5 +88,91 @@ TEST(KvStoreTest, CancelAllEndsPendingWaits) {
   EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
 }
 
+TEST(KvStoreTest, TotalSizeIsBoundedAndDeletingGivesRoomBack) {
+  common::FakeClock clock;
+  KvLimits limits;
+  limits.max_bytes = 10 * (1 << 20);
+  KvStore store(clock, limits);
+  const std::string mib(1 << 20, 'v');
+  int stored = 0;
+  absl::Status refused;
+  for (int i = 0; i < 100 && refused.ok(); ++i) {
+    refused = store.Put("k" + std::to_string(i), mib);
+    stored += refused.ok();
+  }
+  EXPECT_EQ(stored, 9);  // the tenth would pass 10 MiB with keys and overheads
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("--kv_max_bytes"), std::string::npos) << refused;
+  EXPECT_LE(store.bytes(), limits.max_bytes);
+  // Replacing a value counts only the difference; deleting gives the room back.
+  EXPECT_TRUE(store.Put("k0", "small").ok());
+  EXPECT_TRUE(store.Put("k9", mib).ok());
+  for (int i = 0; i < 10; ++i) store.Delete("k" + std::to_string(i));
+  EXPECT_EQ(store.bytes(), 0u);
+  EXPECT_TRUE(store.Put("again", mib).ok());
+}
+
+TEST(KvStoreTest, PendingWaitsAreBounded) {
+  common::FakeClock clock;
+  KvLimits limits;
+  limits.max_pending_waits = 3;
+  KvStore store(clock, limits);
+  int answered = 0;
+  for (int i = 0; i < 2; ++i) {
+    store.Get("k", seconds(5), [&](absl::StatusOr<std::string>) { ++answered; });
+  }
+  store.Barrier("b", 4, seconds(5), [&](absl::Status) { ++answered; });
+  EXPECT_EQ(store.pending_waits(), 3u);
+  absl::Status get_refused, barrier_refused;
+  store.Get("k", seconds(5), [&](absl::StatusOr<std::string> v) { get_refused = v.status(); });
+  store.Barrier("b", 4, seconds(5), [&](absl::Status s) { barrier_refused = s; });
+  EXPECT_EQ(get_refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(barrier_refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(get_refused.message().find("pending waits"), std::string::npos);
+  EXPECT_EQ(answered, 0);
+  // A value that is there needs no waiting, whatever the bound.
+  ASSERT_TRUE(store.Put("k", "v").ok());
+  EXPECT_EQ(answered, 2);
+  std::string value;
+  store.Get("k", seconds(5), [&](absl::StatusOr<std::string> v) { value = *v; });
+  EXPECT_EQ(value, "v");
+  store.CancelAll();
+}
+
+TEST(KvStoreTest, CancelledWaitsAreForgottenAtOnce) {
+  common::FakeClock clock;
+  KvStore store(clock);
+  bool called = false;
+  KvStore::WaitId get =
+      store.Get("k", seconds(5), [&](absl::StatusOr<std::string>) { called = true; });
+  KvStore::WaitId barrier =
+      store.Barrier("b", 2, common::Duration(-1), [&](absl::Status) { called = true; });
+  EXPECT_NE(get, 0u);
+  EXPECT_NE(barrier, 0u);
+  EXPECT_EQ(clock.pending_timers(), 1u);
+  store.CancelWait(get);
+  store.CancelWait(barrier);
+  EXPECT_EQ(store.pending_waits(), 0u);
+  EXPECT_EQ(clock.pending_timers(), 0u);
+  // The barrier starts afresh: a cancelled arrival does not count.
+  int released = 0;
+  store.Barrier("b", 2, seconds(5), [&](absl::Status s) { released += s.ok(); });
+  EXPECT_EQ(released, 0);
+  store.Barrier("b", 2, seconds(5), [&](absl::Status s) { released += s.ok(); });
+  EXPECT_EQ(released, 2);
+  ASSERT_TRUE(store.Put("k", "v").ok());
+  clock.Advance(seconds(10));
+  EXPECT_FALSE(called);
+  store.CancelWait(get);  // twice, or after the end: nothing happens
+}
+
+TEST(KvStoreTest, AddRefusesToOverflow) {
+  common::FakeClock clock;
+  KvStore store(clock);
+  ASSERT_TRUE(store.Put("n", std::to_string(INT64_MAX)).ok());
+  EXPECT_EQ(store.Add("n", 1).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(*store.Add("n", -1), INT64_MAX - 1);
+}
+
 }  // namespace
 }  // namespace gangrun::scheduler

@@ -1,8 +1,13 @@
 #include "launcher/options.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <fstream>
 #include <map>
+
+#include "tests/test_util.h"
 
 namespace gangrun::launcher {
 namespace {
@@ -89,11 +94,64 @@ TEST(OptionsTest, BooleansTakeMsrunLiteralsAndCommonSpellings) {
 
 TEST(OptionsTest, MalformedNumbersAreNamed) {
   EXPECT_EQ(Error({"--worker_num", "abc", "t.py"}),
-            "invalid value 'abc' for --worker_num: expected integer, or MIN:MAX");
+            "invalid value 'abc' for --worker_num: expected an integer in [1, 1048576], or "
+            "MIN:MAX with 1 <= MIN <= MAX");
   EXPECT_EQ(Error({"--local_worker_num", "1.5", "t.py"}),
             "invalid value '1.5' for --local_worker_num: expected integer");
   EXPECT_EQ(Error({"--grace_period", "-1", "t.py"}),
-            "invalid value '-1' for --grace_period: expected a number of seconds >= 0");
+            "invalid value '-1' for --grace_period: expected a number of seconds in [0, 86400]");
+}
+
+TEST(OptionsTest, EveryNumericOptionHasARange) {
+  // Values that used to become no grace, a busy loop, a node that never joins, no backoff,
+  // or gigabytes of plans.
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"--grace_period", "1e10"},
+      {"--heartbeat_interval", "1e-300"},
+      {"--node_timeout", "1e300"},
+      {"--restart_backoff", "1e308"},
+      {"--restart_backoff", "1,1e308"},
+      {"--last_call", "nan"},
+      {"--worker_num", "2147483647"},
+      {"--worker_num", "0:4"},
+      {"--worker_num", "5:4"},
+      {"--local_worker_num", "1000000"},
+      {"--local_worker_num", "0"},
+      {"--master_port", "65536"},
+      {"--node_rank", "-2"},
+      {"--cluster_time_out", "99999999999"},
+      {"--max_restarts", "-1"},
+      {"--sim_level", "4"},
+      {"--metrics_port", "70000"},
+      {"--health_port", "-5"},
+      {"--kv_max_bytes", "1"},
+      {"--kv_max_bytes", "2TiB"},
+      {"--kv_max_bytes", "-1M"},
+      {"--tail_worker_log", "2000000"},
+  };
+  for (const auto& [option, value] : bad) {
+    std::string message = Error({option, value, "t.py"});
+    EXPECT_NE(message.find("invalid value '" + value + "' for " + option + ": expected"),
+              std::string::npos)
+        << option << " " << value << ": " << message;
+  }
+  EXPECT_EQ(Error({"--heartbeat_interval", "1e-300", "t.py"}),
+            "invalid value '1e-300' for --heartbeat_interval: expected a number of seconds in "
+            "[0.01, 60]");
+}
+
+TEST(OptionsTest, RangesAcceptTheirEnds) {
+  Options o = Parse({"--grace_period", "86400", "--heartbeat_interval", "0.01",
+                     "--cluster_time_out", "-1", "--kv_max_bytes", "64MiB", "--worker_num",
+                     "1048576", "--local_worker_num", "4096", "t.py"});
+  EXPECT_DOUBLE_EQ(o.grace_period, 86400);
+  EXPECT_DOUBLE_EQ(o.heartbeat_interval, 0.01);
+  EXPECT_EQ(o.cluster_time_out, -1);
+  EXPECT_EQ(o.kv_max_bytes, int64_t{64} << 20);
+  EXPECT_EQ(o.worker_num, 1048576);
+  EXPECT_EQ(o.local_worker_num, 4096);
+  EXPECT_EQ(Parse({"--kv_max_bytes", "1048576", "t.py"}).kv_max_bytes, 1048576);
+  EXPECT_EQ(Parse({"--kv_max_bytes", "2G", "t.py"}).kv_max_bytes, int64_t{2} << 30);
 }
 
 TEST(OptionsTest, UnknownOptionIsRejected) {
@@ -179,13 +237,13 @@ TEST(ValidateTest, AcceptsAValidConfiguration) { EXPECT_TRUE(Validate(Valid()).o
 TEST(ValidateTest, RejectsBadCountsWithOneClearLine) {
   Options o = Valid();
   o.worker_num = 0;
-  EXPECT_EQ(Invalid(o), "--worker_num must be greater than 0 (got 0)");
+  EXPECT_EQ(Invalid(o), "--worker_num must be in 1..1048576 (got 0)");
   o = Valid();
   o.local_worker_num = 3;
   EXPECT_EQ(Invalid(o), "--local_worker_num (3) is greater than --worker_num (2)");
   o = Valid();
   o.local_worker_num = -1;
-  EXPECT_EQ(Invalid(o), "--local_worker_num must be greater than 0 (got -1)");
+  EXPECT_EQ(Invalid(o), "--local_worker_num must be in 1..4096 (got -1)");
 }
 
 TEST(ValidateTest, RejectsAnElasticMinimumAboveTheMaximum) {
@@ -211,6 +269,54 @@ TEST(ValidateTest, RejectsMissingTaskAndUnreadableFiles) {
   EXPECT_EQ(Invalid(o),
             "cannot read --rank_table_file '/nonexistent/rank_table.json': No such file or "
             "directory");
+}
+
+TEST(ValidateTest, RejectsOptionsThatContradictEachOther) {
+  Options o = Valid();
+  o.node_timeout = 1;
+  o.heartbeat_interval = 2;
+  EXPECT_NE(Invalid(o).find("--node_timeout (1.000000 s) must be longer than "
+                            "--heartbeat_interval"),
+            std::string::npos);
+  o = Valid();
+  o.node_rank = 2;
+  EXPECT_EQ(Invalid(o),
+            "--node_rank 2 is out of range: a job of 2 worker(s) has at most 2 node(s)");
+}
+
+TEST(ValidateTest, RejectsALogDirectoryThatCannotHoldLogs) {
+  Options o = Valid();
+  o.log_dir = "/proc/gangrun-logs";
+  EXPECT_EQ(Invalid(o),
+            "--log_dir '/proc/gangrun-logs' is on /proc or /sys, not a file system "
+            "for logs");
+  testing::TempDir dir;
+  ASSERT_EQ(chmod(dir.path().c_str(), 0500), 0);
+  o.log_dir = dir.File("a/b");
+  if (geteuid() != 0) {  // root writes anyway
+    EXPECT_NE(Invalid(o).find("cannot write in"), std::string::npos);
+  }
+  chmod(dir.path().c_str(), 0700);
+  std::ofstream(dir.File("file")) << "x";
+  o.log_dir = dir.File("file/logs");
+  EXPECT_NE(Invalid(o).find("is not a directory"), std::string::npos);
+  o.log_dir = dir.File("new/nested");
+  EXPECT_TRUE(Validate(o).ok());
+}
+
+TEST(ValidateTest, RejectsAnEventLogThatCannotBeWritten) {
+  Options o = Valid();
+  o.event_log = "/nonexistent-dir/events.jsonl";
+  EXPECT_EQ(Invalid(o),
+            "cannot create --event_log '/nonexistent-dir/events.jsonl': "
+            "'/nonexistent-dir' is not a writable directory");
+}
+
+TEST(ValidateTest, RejectsBindCoreCpusThatDoNotExist) {
+  Options o = Valid();
+  o.bind_core = {BindCore::Mode::kDict, {{"device0", {"0"}}, {"device1", {"99999"}}}};
+  EXPECT_NE(Invalid(o).find("--bind_core: CPU 99999 of 'device1' does not exist"),
+            std::string::npos);
 }
 
 TEST(ValidateTest, RejectsOutOfRangeSimulationLevels) {

@@ -48,6 +48,7 @@ class TelemetryTest : public ::testing::Test {
     v1::NodeEvent event;
     event.mutable_join()->set_node_name("host-a");
     event.mutable_join()->set_host_address("10.0.0.1");
+    event.mutable_join()->set_free_port(40000);
     event.mutable_join()->set_node_rank(-1);
     event.mutable_join()->set_local_worker_num(2);
     Send(event);

@@ -1,0 +1,140 @@
+// Admitting nodes: what a join must satisfy (its numbers, this job's options, the nodes
+// already there), refusing a node alone when it does not, and checking what a joined node
+// sends. Part of the Scheduler actor (scheduler.h): the same strand, the same state.
+
+#include "common/logging.h"
+#include "common/status.h"
+#include "scheduler/scheduler.h"
+
+namespace gangrun::scheduler {
+
+absl::Status Scheduler::CheckJoinAllowed(const NodeState& node, const v1::JoinRequest& join) const {
+  RETURN_IF_ERROR(CheckJoinRequest(join, identity_));
+  if (node.joined) {
+    return absl::FailedPreconditionError(Describe(node) + " sent a second join; it has " +
+                                         "already joined");
+  }
+  if (phase_ != Phase::kForming && !(Elastic() && phase_ != Phase::kFinished && !restart_timer_)) {
+    return absl::FailedPreconditionError(DescribeJoin(join) +
+                                         " cannot join: the job has already formed");
+  }
+  NodeJoin candidate{join.node_name(), join.host_address(), join.node_rank(),
+                     join.local_worker_num()};
+  RETURN_IF_ERROR(CheckJoin(membership_, candidate, options_.world_size));
+  if (!Elastic() && join.node_rank() >= 0) {
+    // Every node brings at least one worker: the job can still have at most this many nodes.
+    int joined = 0;
+    for (const auto& [id, other] : nodes_) joined += other.joined;
+    const int most =
+        joined + 1 + (options_.world_size - membership_.workers - join.local_worker_num());
+    if (join.node_rank() >= most) {
+      return absl::OutOfRangeError(
+          "node rank " + std::to_string(join.node_rank()) + " of " + DescribeJoin(join) +
+          " is out of range: with the nodes already joined, the job has at most " +
+          std::to_string(most) + " node(s)");
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Scheduler::Reject(NodeState& node, const v1::JoinRequest& join, const absl::Status& why) {
+  common::Logger("scheduler")->error("rejected: {}", std::string(why.message()));
+  Record("node_rejected", {{"node", Sanitize(join.node_name(), kMaxNameBytes)},
+                           {"address", Sanitize(join.host_address(), 64)},
+                           {"reason", std::string(why.message())}});
+  v1::NodeCommand command;
+  command.mutable_rejected()->set_reason(std::string(why.message()));
+  SendAndClose(node, std::move(command));
+}
+
+void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join) {
+  if (absl::Status status = CheckJoinAllowed(node, join); !status.ok()) {
+    Reject(node, join, status);
+    return;
+  }
+  NodeJoin candidate{join.node_name(), join.host_address(), join.node_rank(),
+                     join.local_worker_num()};
+  node.joined = true;
+  node.join = candidate;
+  node.free_port = join.free_port();
+  node.pid = join.pid();
+  membership_.Add(candidate);
+  Record("node_joined", {{"node", join.node_name()},
+                         {"address", join.host_address()},
+                         {"pid", join.pid()},
+                         {"node_rank", join.node_rank()},
+                         {"workers", join.local_worker_num()},
+                         {"present", membership_.workers},
+                         {"world_size", options_.world_size}});
+  common::Logger("scheduler")
+      ->debug("node {} '{}' joined with {} worker(s); {} of {} workers present", node_id,
+              join.node_name(), join.local_worker_num(), membership_.workers, options_.world_size);
+  if (phase_ != Phase::kForming) {
+    // An elastic job grows: the newcomer waits for the next generation.
+    node.ended = true;
+    Reform(Describe(node) + " joined");
+    return;
+  }
+  if (membership_.workers == options_.world_size) {
+    Form();
+  } else if (membership_.workers >= min_world()) {
+    if (!last_call_timer_) {
+      common::Logger("scheduler")
+          ->info("{} of {} to {} workers present; forming in {} ms unless more join",
+                 membership_.workers, min_world(), options_.world_size,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(options_.last_call).count());
+      last_call_timer_ = clock_.After(options_.last_call, [this] {
+        last_call_timer_.reset();
+        if (phase_ == Phase::kForming && membership_.workers >= min_world()) Form();
+      });
+    }
+  } else {
+    LogProgress();
+  }
+}
+
+bool Scheduler::RejectUnreachableNodeRanks() {
+  if (Elastic()) return false;  // explicit node ranks only order an elastic job's nodes
+  int count = 0;
+  for (const auto& [id, node] : nodes_) count += node.joined;
+  std::vector<int> refused;
+  for (const auto& [id, node] : nodes_) {
+    if (node.joined && node.join.requested_rank >= count) refused.push_back(id);
+  }
+  for (int id : refused) {
+    NodeState& node = nodes_.at(id);
+    v1::JoinRequest join;
+    join.set_node_name(node.join.node_name);
+    join.set_host_address(node.join.host_address);
+    join.set_pid(node.pid);
+    Reject(node, join,
+           absl::OutOfRangeError("node rank " + std::to_string(node.join.requested_rank) + " of " +
+                                 DescribeJoin(join) + " is out of range: the job has " +
+                                 std::to_string(count) + " node(s)"));
+    membership_.Remove(node.join);
+    nodes_.erase(id);
+  }
+  if (!refused.empty()) LogProgress();
+  return !refused.empty();
+}
+
+bool Scheduler::CheckEvent(const NodeState& node, const v1::NodeEvent& event) const {
+  auto in_range = [&node](int rank) {
+    // -1: the MindSpore scheduler process (msrun personality).
+    return rank == -1 || (rank >= node.slot.first_rank &&
+                          rank < node.slot.first_rank + node.join.local_worker_num);
+  };
+  std::string problem;
+  if (event.has_worker_started()) {
+    if (!in_range(event.worker_started().rank())) problem = "a start of a rank it does not run";
+    if (event.worker_started().pid() <= 0) problem = "a start without a pid";
+  } else if (event.has_worker_exited()) {
+    if (!in_range(event.worker_exited().rank())) problem = "an exit of a rank it does not run";
+    if (event.worker_exited().log_tail_size() > kMaxLogTailLines) problem = "an oversized log tail";
+  }
+  if (problem.empty()) return true;
+  common::Logger("scheduler")->warn("ignoring {} from {}", problem, Describe(node));
+  return false;
+}
+
+}  // namespace gangrun::scheduler

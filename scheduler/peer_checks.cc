@@ -1,0 +1,141 @@
+#include "scheduler/peer_checks.h"
+
+#include <arpa/inet.h>
+
+#include <csignal>
+
+namespace gangrun::scheduler {
+namespace {
+
+absl::Status Refuse(const v1::JoinRequest& join, const std::string& why) {
+  return absl::InvalidArgumentError(DescribeJoin(join) + " " + why);
+}
+
+bool IsNumericAddress(const std::string& address) {
+  unsigned char buf[sizeof(in6_addr)];
+  return inet_pton(AF_INET, address.c_str(), buf) == 1 ||
+         inet_pton(AF_INET6, address.c_str(), buf) == 1;
+}
+
+bool IsCleanName(const std::string& name) {
+  if (name.empty() || name.size() > kMaxNameBytes) return false;
+  for (unsigned char c : name) {
+    if (c < 0x20 || c == 0x7f) return false;
+  }
+  return true;
+}
+
+std::string ElasticText(int min, int max) {
+  return min == max ? std::to_string(max) : std::to_string(min) + ":" + std::to_string(max);
+}
+
+}  // namespace
+
+std::string Sanitize(const std::string& text, size_t max_bytes) {
+  std::string out = text.substr(0, max_bytes);
+  for (char& c : out) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) c = '?';
+  }
+  if (text.size() > max_bytes) out += "...";
+  return out;
+}
+
+std::string DescribeJoin(const v1::JoinRequest& join) {
+  std::string text = "node '" + Sanitize(join.node_name(), kMaxNameBytes) + "' (" +
+                     Sanitize(join.host_address(), 64);
+  if (join.pid() > 0) text += ", launcher pid " + std::to_string(join.pid());
+  return text + ")";
+}
+
+int StopSignal(int signal) { return signal >= 1 && signal <= 64 ? signal : SIGTERM; }
+
+absl::Status CheckJoinRequest(const v1::JoinRequest& join, const JobIdentity& job) {
+  if (!IsCleanName(join.node_name())) {
+    return Refuse(join, "has an empty, too long or unprintable node name");
+  }
+  if (!IsNumericAddress(join.host_address())) {
+    return Refuse(join, "does not give a numeric host address");
+  }
+  if (join.pid() < 0) return Refuse(join, "gives a negative launcher pid");
+  if (join.free_port() < 1 || join.free_port() > 65535) {
+    return Refuse(join, "offers port " + std::to_string(join.free_port()) +
+                            " for MASTER_PORT (not in 1..65535)");
+  }
+  if (join.local_worker_num() < 1 || join.local_worker_num() > job.world_size) {
+    return Refuse(join, "brings " + std::to_string(join.local_worker_num()) +
+                            " worker(s); a node of this job brings 1 to " +
+                            std::to_string(job.world_size));
+  }
+  if (join.node_rank() < -1 || join.node_rank() >= job.world_size) {
+    return Refuse(join, "asks for node rank " + std::to_string(join.node_rank()) +
+                            ", out of range: a job of " + std::to_string(job.world_size) +
+                            " worker(s) has at most " + std::to_string(job.world_size) +
+                            " node(s)");
+  }
+  // What older launchers do not say (0 / "") is not compared.
+  if (join.world_size() != 0 &&
+      (join.world_size() != job.world_size ||
+       (join.min_world_size() != 0 && join.min_world_size() != job.min_world_size))) {
+    return Refuse(
+        join,
+        "was started with --worker_num " +
+            ElasticText(join.min_world_size() != 0 ? join.min_world_size() : join.world_size(),
+                        join.world_size()) +
+            ", but the job has --worker_num " + ElasticText(job.min_world_size, job.world_size));
+  }
+  if (!join.run_id().empty() && join.run_id() != job.run_id) {
+    return Refuse(join, "was started with --run_id '" + Sanitize(join.run_id(), kMaxNameBytes) +
+                            "', but the job's run id is '" + job.run_id + "'");
+  }
+  if (!join.personality().empty() && !job.personality.empty() &&
+      join.personality() != job.personality) {
+    return Refuse(join, "runs as " + Sanitize(join.personality(), 16) +
+                            ", but the job's scheduler runs as " + job.personality);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckAgentRegister(const v1::AgentRegister& reg) {
+  if (!IsCleanName(reg.name())) {
+    return absl::InvalidArgumentError("an agent needs a printable name of 1 to " +
+                                      std::to_string(kMaxNameBytes) + " bytes");
+  }
+  if (!reg.address().empty() && !IsNumericAddress(reg.address())) {
+    return absl::InvalidArgumentError("agent '" + reg.name() + "' gives no numeric address");
+  }
+  if (reg.slots() < 1 || reg.slots() > kMaxAgentSlots) {
+    return absl::InvalidArgumentError("agent '" + reg.name() + "' offers " +
+                                      std::to_string(reg.slots()) +
+                                      " slots; an agent needs "
+                                      "--slots in 1.." +
+                                      std::to_string(kMaxAgentSlots));
+  }
+  if (reg.pid() < 0)
+    return absl::InvalidArgumentError("agent '" + reg.name() + "' gives a negative pid");
+  return absl::OkStatus();
+}
+
+absl::Status CheckSubmitJob(const v1::SubmitJob& job) {
+  if (job.worker_num() < 1 || job.worker_num() > kMaxWorldSize) {
+    return absl::InvalidArgumentError("--worker_num must be in 1.." +
+                                      std::to_string(kMaxWorldSize));
+  }
+  if (job.local_worker_num() < 0 || job.local_worker_num() > kMaxAgentSlots) {
+    return absl::InvalidArgumentError("--local_worker_num must be in 1.." +
+                                      std::to_string(kMaxAgentSlots));
+  }
+  if (job.local_worker_num() > 0 && job.worker_num() % job.local_worker_num() != 0) {
+    return absl::InvalidArgumentError("--worker_num must be a multiple of --local_worker_num");
+  }
+  if (job.cluster_time_out() > 365 * 24 * 3600) {
+    return absl::InvalidArgumentError("--cluster_time_out must be at most a year");
+  }
+  if (job.task().empty()) return absl::InvalidArgumentError("missing task script");
+  if (job.options_size() > 4096 || job.task_size() > 65536) {
+    return absl::InvalidArgumentError("too many options or task arguments");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gangrun::scheduler
