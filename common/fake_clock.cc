@@ -44,4 +44,14 @@ void FakeClock::Advance(Duration delta) {
   now_ = target;
 }
 
+void FakeClock::Stall(Duration delta) {
+  now_ += delta;
+  while (!timers_->empty() && timers_->begin()->first.first <= now_) {
+    auto it = timers_->begin();
+    auto callback = std::move(it->second);
+    timers_->erase(it);
+    callback();
+  }
+}
+
 }  // namespace gangrun::common

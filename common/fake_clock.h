@@ -18,6 +18,9 @@ class FakeClock : public Clock {
 
   // Moves time forward by `delta`, running every timer that falls due on the way.
   void Advance(Duration delta);
+  // Moves time forward by `delta` at once and only then runs what fell due, late, as a
+  // process that was stopped (or whose host stalled) for `delta` experiences it.
+  void Stall(Duration delta);
   size_t pending_timers() const { return timers_->size(); }
 
  private:

@@ -4,6 +4,7 @@
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -46,6 +47,47 @@ socklen_t ToSockaddr(const std::string& address, int port, sockaddr_storage* sto
 
 }  // namespace
 
+std::string HostPort::ToString() const { return JoinHostPort(host, port); }
+
+std::string JoinHostPort(const std::string& host, int port) {
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
+  return host + ":" + std::to_string(port);
+}
+
+absl::StatusOr<HostPort> ParseHostPort(const std::string& text, const std::string& what,
+                                       bool allow_zero_port) {
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(what + " '" + text + "' is not HOST:PORT: " + why);
+  };
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos) return bad("no port");
+  HostPort result;
+  result.host = text.substr(0, colon);
+  const std::string port = text.substr(colon + 1);
+  if (result.host.size() >= 2 && result.host.front() == '[' && result.host.back() == ']') {
+    result.host = result.host.substr(1, result.host.size() - 2);
+    sockaddr_storage storage;
+    if (ToSockaddr(result.host, 0, &storage) == 0 || storage.ss_family != AF_INET6) {
+      return bad("'" + result.host + "' in brackets is not an IPv6 address");
+    }
+  } else if (result.host.find(':') != std::string::npos) {
+    return bad("an IPv6 address needs brackets, as in [::1]:8118");
+  } else if (result.host.empty() || result.host.size() > 253 ||
+             result.host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                           "0123456789-._") != std::string::npos) {
+    return bad("'" + result.host + "' is not a host name or address");
+  }
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos) {
+    return bad("the port must be a number");
+  }
+  result.port = std::stoi(port);
+  if (result.port > 65535 || (result.port == 0 && !allow_zero_port)) {
+    return bad(std::string("the port must be in ") + (allow_zero_port ? "0" : "1") + "..65535");
+  }
+  return result;
+}
+
 std::string Hostname() {
   char buf[256] = {};
   if (gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
@@ -73,6 +115,16 @@ absl::StatusOr<std::vector<std::string>> ResolveHost(const std::string& host) {
   freeaddrinfo(result);
   if (addresses.empty()) return absl::NotFoundError("host '" + host + "' has no address");
   return addresses;
+}
+
+bool IsLoopbackHost(const std::string& host) {
+  if (host == "localhost") return true;
+  sockaddr_storage storage;
+  if (ToSockaddr(host, 0, &storage) == 0) return false;
+  if (storage.ss_family == AF_INET) {
+    return (ntohl(reinterpret_cast<sockaddr_in*>(&storage)->sin_addr.s_addr) >> 24) == 127;
+  }
+  return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<sockaddr_in6*>(&storage)->sin6_addr);
 }
 
 bool IsLocalAddress(const std::string& address) {
@@ -113,6 +165,75 @@ absl::StatusOr<std::string> LocalAddressToward(const std::string& address) {
   getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len);
   close(fd);
   return SockaddrToString(reinterpret_cast<sockaddr*>(&local));
+}
+
+namespace {
+
+// Waits until `fd` has `events`, or `deadline` passes.
+bool WaitFor(int fd, short events, std::chrono::steady_clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  pollfd p{fd, events, 0};
+  return left.count() > 0 && poll(&p, 1, static_cast<int>(left.count())) == 1;
+}
+
+Http2Probe ProbeConnected(int fd, std::chrono::steady_clock::time_point deadline) {
+  // The client preface and an empty SETTINGS frame (RFC 9113 3.4).
+  static const char kPreface[] =
+      "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+  if (send(fd, kPreface, sizeof(kPreface) - 1, MSG_NOSIGNAL) < 0) {
+    return Http2Probe::kNotPlaintextHttp2;
+  }
+  unsigned char header[9];
+  size_t have = 0;
+  while (have < sizeof(header)) {
+    if (!WaitFor(fd, POLLIN, deadline)) {
+      return have == 0 ? Http2Probe::kNoAnswer : Http2Probe::kNotPlaintextHttp2;
+    }
+    ssize_t n = recv(fd, header + have, sizeof(header) - have, 0);
+    if (n <= 0) return Http2Probe::kNotPlaintextHttp2;  // closed or reset: it wanted TLS
+    have += static_cast<size_t>(n);
+  }
+  // A SETTINGS frame (type 4) on stream 0.
+  const bool settings = header[3] == 0x04 && (header[5] & 0x7f) == 0 && header[6] == 0 &&
+                        header[7] == 0 && header[8] == 0;
+  return settings ? Http2Probe::kPlaintextHttp2 : Http2Probe::kNotPlaintextHttp2;
+}
+
+}  // namespace
+
+Http2Probe ProbeHttp2(const std::string& target, std::chrono::milliseconds timeout) {
+  auto address = ParseHostPort(target, "target");
+  if (!address.ok()) return Http2Probe::kNoAnswer;
+  sockaddr_storage storage;
+  socklen_t len = ToSockaddr(address->host, address->port, &storage);
+  if (len == 0) return Http2Probe::kNoAnswer;
+  int fd = socket(storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return Http2Probe::kNoAnswer;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  Http2Probe result = Http2Probe::kNoAnswer;
+  int error = 0;
+  socklen_t error_len = sizeof(error);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&storage), len) == 0 ||
+      (errno == EINPROGRESS && WaitFor(fd, POLLOUT, deadline) &&
+       getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &error_len) == 0 && error == 0)) {
+    result = ProbeConnected(fd, deadline);
+  }
+  close(fd);
+  return result;
+}
+
+bool PortIsFree(const std::string& address, int port) {
+  sockaddr_storage storage;
+  socklen_t len = ToSockaddr(address, port, &storage);
+  if (len == 0) return false;
+  int fd = socket(storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  int one = 1;  // as a listener would: connections in TIME_WAIT do not make the port taken
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  const bool free = bind(fd, reinterpret_cast<sockaddr*>(&storage), len) == 0;
+  close(fd);
+  return free;
 }
 
 absl::StatusOr<int> PickFreePort(const std::string& address, const std::vector<int>& avoid) {

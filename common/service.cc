@@ -1,6 +1,7 @@
 #include "common/service.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -9,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace gangrun::common {
 
@@ -45,6 +47,27 @@ void Watchdog::Ping() {
   SdNotify("WATCHDOG=1");
   timer_ = clock_.After(interval_, [this] { Ping(); });
 }
+
+namespace {
+constexpr char kFileLimitEnv[] = "GANGRUN_INTERNAL_NOFILE";
+uint64_t original_file_limit = 0;
+}  // namespace
+
+void RaiseFileLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  original_file_limit = limit.rlim_cur;
+  if (const char* inherited = std::getenv(kFileLimitEnv)) {
+    const unsigned long long value = std::strtoull(inherited, nullptr, 10);
+    if (value > 0 && value <= limit.rlim_cur) original_file_limit = value;
+  }
+  setenv(kFileLimitEnv, std::to_string(original_file_limit).c_str(), 1);
+  if (limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+}
+
+uint64_t OriginalFileLimit() { return original_file_limit; }
 
 std::optional<int> MaybeBecomeInit() {
   if (getpid() != 1 || std::getenv("GANGRUN_NO_INIT") != nullptr) return std::nullopt;

@@ -10,6 +10,7 @@
 // signal to the child and reaps every zombie that the namespace re-parents to it; the child
 // returns and runs gangrun as usual. The parent exits with the child's status.
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +35,14 @@ class Watchdog {
   Duration interval_{};
   std::unique_ptr<Timer> timer_;
 };
+
+// Raises this process's soft limit on open files to its hard limit: a scheduler holds a
+// connection per node (10,000 nodes need 10,000 descriptors), and idle peers must not be able
+// to exhaust a 1024 limit. The limit the user gave is kept in GANGRUN_INTERNAL_NOFILE (for
+// gangrun processes this one starts) and given back to workers (SpawnOptions::file_limit).
+void RaiseFileLimit();
+// The soft limit on open files this process was started with (before RaiseFileLimit).
+uint64_t OriginalFileLimit();
 
 // Returns the exit code for main() in the PID 1 parent (after the child has ended), or
 // nullopt in the child and whenever this process is not PID 1 (or GANGRUN_NO_INIT is set).

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,6 +38,8 @@ struct ChildContext {
   cpu_set_t cpus;
   bool set_cpus;
   sigset_t original_mask;
+  rlimit file_limit;
+  bool set_file_limit;
   const char* failed_step = nullptr;
   int error = 0;
 };
@@ -70,6 +73,7 @@ int ChildMain(void* arg) {
   if (c->set_cpus && sched_setaffinity(0, sizeof(c->cpus), &c->cpus) < 0) {
     return Fail(c, "sched_setaffinity");
   }
+  if (c->set_file_limit) setrlimit(RLIMIT_NOFILE, &c->file_limit);  // best effort
   // Move the source descriptors above every target first, so a dup2 never clobbers a
   // source that a later dup2 still needs.
   int high = c->max_child_fd + 1;
@@ -128,6 +132,13 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& options) {
       return absl::InvalidArgumentError("spawn: cpu " + std::to_string(cpu) + " out of range");
     }
     CPU_SET(cpu, &context.cpus);
+  }
+
+  context.set_file_limit = false;
+  if (options.file_limit > 0 && getrlimit(RLIMIT_NOFILE, &context.file_limit) == 0 &&
+      options.file_limit < context.file_limit.rlim_cur) {
+    context.file_limit.rlim_cur = options.file_limit;
+    context.set_file_limit = true;
   }
 
   void* stack = mmap(nullptr, kChildStackSize, PROT_READ | PROT_WRITE,

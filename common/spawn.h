@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@ struct SpawnOptions {
   bool new_session = false;       // setsid() instead (implies its own group)
   int parent_death_signal = 0;    // PR_SET_PDEATHSIG, 0 = none
   std::vector<int> cpus;          // sched_setaffinity; empty = inherit
+  uint64_t file_limit = 0;        // the child's soft RLIMIT_NOFILE; 0 = inherit
 };
 
 // Starts the program; returns its pid once it has exec'd, or why it could not.

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "common/net.h"
+#include "common/status.h"
 #include "launcher/credentials.h"
 #include "worker/grpc_link.h"
 
@@ -37,6 +39,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenClientChannel(const ClientTar
   if (target.master.empty()) {
     return absl::InvalidArgumentError("--master HOST:PORT is required (or GANGRUN_MASTER)");
   }
+  RETURN_IF_ERROR(common::ParseHostPort(target.master, "--master").status());
   auto credentials = MakeChannelCredentials(target.access);
   if (!credentials.ok()) return credentials.status();
   return worker::MakeChannel(target.master, *credentials, "", std::chrono::seconds(30));

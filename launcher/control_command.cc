@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/exit_status.h"
+#include "common/net.h"
 #include "gangrun/v1/daemon.grpc.pb.h"
 #include "gangrun/v1/session.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -167,6 +168,9 @@ int RunHealthCommand(const std::vector<std::string>& args, const EnvLookup& env)
   app.add_option("--service", service, "'' (the server) or gangrun.v1.Node (the node's workers)");
   app.add_option("--timeout", timeout, "seconds to wait for an answer (default 5)");
   if (auto code = ParseClientArgs(app, "health", args)) return *code;
+  if (auto address = common::ParseHostPort(target, "--target"); !address.ok()) {
+    return BadChannel("health", address.status());
+  }
   auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +

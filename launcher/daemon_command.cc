@@ -54,21 +54,6 @@ int Fail(const std::string& command, const std::string& message, int code = 2) {
   return code;
 }
 
-// Splits HOST:PORT ([v6]:PORT); false when malformed.
-bool SplitHostPort(const std::string& text, std::string& host, int& port) {
-  size_t colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0) return false;
-  host = text.substr(0, colon);
-  if (host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  try {
-    size_t used = 0;
-    port = std::stoi(text.substr(colon + 1), &used);
-    return used == text.size() - colon - 1 && port >= 0 && port <= 65535;
-  } catch (...) {
-    return false;
-  }
-}
-
 // The settings of a submitted job: its launcher options, parsed and checked as a launcher
 // would (what depends on the agents' hosts is checked there).
 absl::StatusOr<scheduler::Daemon::JobConfig> ConfigureJob(const v1::SubmitJob& job) {
@@ -98,13 +83,34 @@ int RunSchedulerCommand(const std::vector<std::string>& args, const EnvLookup& e
       ->envname("GANGRUN_LISTEN");
   ServiceOptions service;
   AddServiceOptions(app, service, true);
+  bool insecure = false;
+  app.add_flag("--insecure", insecure,
+               "serve a non-loopback address without a token or client certificates: anyone "
+               "who reaches the port can then run commands on every agent")
+      ->envname("GANGRUN_INSECURE");
   if (auto code = ParseClientArgs(app, "scheduler", args)) return *code;
-  std::string host;
-  int port = 0;
-  if (!SplitHostPort(listen, host, port)) return Fail("scheduler", "--listen must be ADDR:PORT");
+  auto address = common::ParseHostPort(listen, "--listen", /*allow_zero_port=*/true);
+  if (!address.ok()) return Fail("scheduler", std::string(address.status().message()));
+  const std::string host = address->host;
+  const int port = address->port;
   auto token = ResolveToken(service.access);
   if (!token.ok()) return Fail("scheduler", std::string(token.status().message()));
   service.access.token = *token;
+  if (absl::Status tls = CheckTlsFiles(service.access); !tls.ok()) {
+    return Fail("scheduler", std::string(tls.message()));
+  }
+  const bool authenticated = !service.access.token.empty() || !service.access.tls_ca.empty();
+  if (!common::IsLoopbackHost(host) && !authenticated && !insecure) {
+    return Fail("scheduler",
+                "refusing to listen on " + listen +
+                    " without authentication: anyone who can reach it could run commands on "
+                    "every agent. Give a --token_file (or GANGRUN_TOKEN), or client-certificate "
+                    "TLS (--tls_cert, --tls_key, --tls_ca), or listen on 127.0.0.1; --insecure "
+                    "serves it anyway");
+  }
+  if (!authenticated) {
+    common::Logger("daemon")->warn("serving {} without a token or client certificates", listen);
+  }
   auto credentials = MakeServerCredentials(service.access);
   if (!credentials.ok()) return Fail("scheduler", std::string(credentials.status().message()));
   if (service.metrics_port < -1 || service.metrics_port > 65535) {
@@ -180,10 +186,9 @@ int RunAgentCommand(const std::vector<std::string>& args, const EnvLookup& env,
   ServiceOptions service;
   AddServiceOptions(app, service, false);
   if (auto code = ParseClientArgs(app, "agent", args)) return *code;
-  int port = 0;
-  if (!SplitHostPort(master, options.master_host, port) || port == 0) {
-    return Fail("agent", "--master must be HOST:PORT");
-  }
+  auto daemon_address = common::ParseHostPort(master, "--master");
+  if (!daemon_address.ok()) return Fail("agent", std::string(daemon_address.status().message()));
+  options.master_host = daemon_address->host;
   if (options.slots < 1) return Fail("agent", "--slots must be at least 1");
   auto token = ResolveToken(service.access);
   if (!token.ok()) return Fail("agent", std::string(token.status().message()));

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "common/files.h"
 #include "common/spawn.h"
 #include "common/status.h"
 #include "launcher/launcher.h"
@@ -19,8 +20,8 @@ namespace gangrun::launcher {
 absl::StatusOr<int> RunDetached(const std::vector<std::string>& argv, const Options& options,
                                 const HostFacts& facts, const std::string& self_exe) {
   const std::string dir = facts.log_dir.empty() ? "." : facts.log_dir;
-  if (!facts.log_dir.empty() && mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return common::ErrnoToStatus(errno, "cannot create --log_dir " + dir);
+  if (absl::Status made = common::MakeDirs(facts.log_dir, 0700); !made.ok()) {
+    return absl::InvalidArgumentError("--log_dir: " + std::string(made.message()));
   }
   const std::string log_path = dir + "/gangrun.log";
   int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);

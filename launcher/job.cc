@@ -24,6 +24,7 @@
 #include "common/clock.h"
 #include "common/console.h"
 #include "common/descendants.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/status.h"
@@ -51,24 +52,12 @@ common::Duration Seconds(double s) {
   return duration_cast<common::Duration>(std::chrono::duration<double>(s));
 }
 
-// mkdir -p; directories we create get mode 0700, as msrun's do.
+// mkdir -p; directories we create get mode 0700, as msrun's do. A failure here is a bad
+// --log_dir (exit 2).
 absl::Status MakeLogDir(const std::string& dir) {
-  if (dir.empty()) return absl::OkStatus();
-  std::string path;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = dir.find('/', pos + 1);
-    path = dir.substr(0, pos);
-    if (path.empty()) continue;
-    if (mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
-      return common::ErrnoToStatus(errno, "cannot create --log_dir " + path);
-    }
-  }
-  struct stat st;
-  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError("--log_dir " + dir + " is not a directory");
-  }
-  return absl::OkStatus();
+  absl::Status made = common::MakeDirs(dir, 0700);
+  if (made.ok()) return made;
+  return absl::InvalidArgumentError("--log_dir: " + std::string(made.message()));
 }
 
 bool Tailed(const Options& options, int rank) {
@@ -151,6 +140,12 @@ absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io, co
           ->info("port {} is taken; the scheduler listens on another", facts.scheduler_port);
       server_options.listen_address = JoinHostPort(facts.scheduler_host, 0);
       server = scheduler::SchedulerServer::Start(io, *role.scheduler, *role.store, server_options);
+    }
+    if (!server.ok() && common::PortIsFree(facts.scheduler_host, facts.scheduler_port)) {
+      // Not a port conflict: never mistake it for one (and never join ourselves).
+      return absl::InvalidArgumentError(
+          "cannot start the scheduler's gRPC server on " + server_options.listen_address +
+          " although the port is free; check --tls_cert, --tls_key and --tls_ca");
     }
     if (!server.ok()) {
       if (facts.single_host) return server.status();

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/numbers.h"
+#include "common/net.h"
 #include "gangrun/v1/kv.grpc.pb.h"
 #include "launcher/credentials.h"
 #include "worker/grpc_link.h"
@@ -46,6 +47,9 @@ int RunKvCommand(const std::vector<std::string>& args, const EnvLookup& env) {
   auto target = env("GANGRUN_SCHEDULER");
   if (!target || target->empty())
     return Usage("GANGRUN_SCHEDULER is not set (run me from a worker)");
+  if (auto address = common::ParseHostPort(*target, "GANGRUN_SCHEDULER"); !address.ok()) {
+    return Usage(std::string(address.status().message()));
+  }
   const Options access = ClientAccessFromEnv(env);
   auto credentials = MakeChannelCredentials(access);
   if (!credentials.ok()) return Usage(std::string(credentials.status().message()));

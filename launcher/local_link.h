@@ -22,6 +22,7 @@ class LocalLink : public worker::SchedulerLink, public scheduler::NodeLink {
   void Send(const v1::NodeEvent& event) override {
     boost::asio::post(io_, [this, event] { scheduler_.OnNodeEvent(node_id_, event); });
   }
+  bool InProcess() const override { return true; }
   void Send(const v1::NodeCommand& command) override {
     boost::asio::post(io_, [this, command] {
       if (node_ != nullptr) node_->OnCommand(command);

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -40,9 +41,19 @@ int Main(int argc, char** argv) {
   namespace gl = gangrun::launcher;
   const char* level = std::getenv("GANGRUN_LOG_LEVEL");
   gangrun::common::SetLogLevel(level != nullptr ? level : "info");
-  // gRPC's own log lines go through our logger, at debug level.
-  gpr_set_log_function(
-      [](gpr_log_func_args* args) { gangrun::common::Logger("grpc")->debug("{}", args->message); });
+  // gRPC's own log lines go through our logger, at debug level; but one that says a server
+  // stopped accepting connections (gRPC 1.51 closes a listener for good when accept4 fails,
+  // e.g. with EMFILE) is an error the operator must see.
+  gpr_set_log_function([](gpr_log_func_args* args) {
+    if (std::strstr(args->message, "Failed accept4") != nullptr) {
+      gangrun::common::Logger("grpc")->error(
+          "a gRPC server of this process stopped accepting connections ({}); raise the limit "
+          "on open files (ulimit -n, LimitNOFILE=) so that idle peers cannot exhaust it",
+          args->message);
+      return;
+    }
+    gangrun::common::Logger("grpc")->debug("{}", args->message);
+  });
   if (argc >= 2 && std::string(argv[1]) == "kv") {
     return gl::RunKvCommand({argv + 2, argv + argc}, gl::ProcessEnv());
   }
@@ -109,6 +120,7 @@ int main(int argc, char** argv) {
   // gives the memory back; a fixed threshold also stops glibc from raising it after the first
   // free, which is what kept a deleted 3 GB of values resident.
   mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+  gangrun::common::RaiseFileLimit();
   const int code = Main(argc, argv);
   gangrun::common::FlushConsoles();
   return code;

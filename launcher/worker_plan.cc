@@ -78,11 +78,6 @@ worker::ProcessSpec BaseSpec(const HostFacts& facts) {
 
 }  // namespace
 
-std::string JoinHostPort(const std::string& host, int port) {
-  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
-  return host + ":" + std::to_string(port);
-}
-
 std::string WorkerLogPath(const Options& options, const HostFacts& facts, int rank) {
   std::string name = "worker";
   if (!options.worker_log_name.empty()) {

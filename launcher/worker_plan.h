@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/net.h"
 #include "gangrun/v1/session.pb.h"
 #include "launcher/options.h"
 #include "launcher/task_command.h"
@@ -44,8 +45,7 @@ absl::StatusOr<std::vector<worker::ProcessSpec>> PlanProcesses(const Options& op
 // {hostname} substituted.
 std::string WorkerLogPath(const Options& options, const HostFacts& facts, int rank);
 
-// "host:port", with brackets around an IPv6 host.
-std::string JoinHostPort(const std::string& host, int port);
+using common::JoinHostPort;
 
 // True when `options` ask for simulation (--sim_level != -1): no cluster, no networking
 // variables.

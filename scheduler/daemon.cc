@@ -45,9 +45,20 @@ Daemon::Daemon(boost::asio::io_context& io, common::Clock& clock, Options option
 
 Daemon::~Daemon() = default;
 
+template <typename Handle>
+void Daemon::ExpectHello(int id, std::shared_ptr<Handle> handle) {
+  hello_timers_[id] = clock_.After(kHelloTimeout, [this, id, handle] {
+    hello_timers_.erase(id);
+    common::Logger("daemon")->warn("closing a stream that said nothing within {} s",
+                                   kHelloTimeout.count());
+    handle->Close();  // its end arrives as OnAgentGone / OnSubmitterGone
+  });
+}
+
 int Daemon::AddAgent(std::shared_ptr<AgentStream::Handle> handle) {
   int id = next_id_++;
-  agents_[id].handle = std::move(handle);
+  agents_[id].handle = handle;
+  ExpectHello(id, std::move(handle));
   return id;
 }
 
@@ -67,6 +78,7 @@ void Daemon::OnAgentEvent(int agent_id, const v1::AgentEvent& event) {
       return;
     }
     agent.registered = true;
+    hello_timers_.erase(agent_id);
     agent.info = event.register_();
     reply.mutable_registered()->set_agent_id(agent_id);
     agent.handle->Send(reply);
@@ -103,11 +115,13 @@ void Daemon::OnAgentGone(int agent_id) {
     OnLauncherExited(agent_id, exited);
   }
   agents_.erase(agent_id);
+  hello_timers_.erase(agent_id);
 }
 
 int Daemon::AddSubmitter(std::shared_ptr<SubmitStream::Handle> handle) {
   int id = next_id_++;
-  submitters_[id] = std::move(handle);
+  submitters_[id] = handle;
+  ExpectHello(id, std::move(handle));
   return id;
 }
 
@@ -125,6 +139,7 @@ void Daemon::OnSubmitEvent(int submit_id, const v1::SubmitEvent& event) {
     return;
   }
   if (!event.has_job()) return;
+  hello_timers_.erase(submit_id);
   auto reject = [&](const std::string& why) {
     v1::SubmitReply reply;
     reply.set_rejected(why);
@@ -168,6 +183,7 @@ void Daemon::OnSubmitEvent(int submit_id, const v1::SubmitEvent& event) {
 
 void Daemon::OnSubmitterGone(int submit_id) {
   submitters_.erase(submit_id);
+  hello_timers_.erase(submit_id);
   std::vector<std::string> ids;
   for (const auto& [id, job] : jobs_) {
     if (job->submit_id == submit_id) ids.push_back(id);
@@ -217,43 +233,84 @@ absl::StatusOr<std::vector<std::pair<int, int>>> Daemon::Place(const Job& job) c
     placement.emplace_back(id, take);
     remaining -= take;
   }
-  if (remaining > 0) {
-    return absl::UnavailableError(
-        "waiting for " + std::to_string(job.spec.worker_num()) + " free worker slots" +
-        (per_agent > 0 ? " (" + std::to_string(per_agent) + " per agent)" : std::string()) + "; " +
-        std::to_string(free_total) + " free on " + std::to_string(agents) + " agent(s)");
+  if (remaining == 0) return placement;
+  // Would it fit if every registered agent were idle?
+  int capacity = 0;
+  for (const auto& [id, agent] : agents_) {
+    if (!agent.registered) continue;
+    const int slots = agent.info.slots();
+    capacity += per_agent > 0 ? (slots >= per_agent ? per_agent : 0) : slots;
   }
-  return placement;
+  const std::string want =
+      std::to_string(job.spec.worker_num()) + " worker slots" +
+      (per_agent > 0 ? " (" + std::to_string(per_agent) + " per agent)" : std::string());
+  if (capacity < job.spec.worker_num()) {
+    return absl::ResourceExhaustedError(
+        "waiting for agents: the job needs " + want + ", more than the " +
+        std::to_string(capacity) + " that the " + std::to_string(agents) +
+        " registered agent(s) have in all; later jobs that fit run meanwhile");
+  }
+  return absl::UnavailableError("waiting for " + want + " to be free; " +
+                                std::to_string(free_total) + " free on " + std::to_string(agents) +
+                                " agent(s)");
 }
 
+// First come, first served among the jobs the registered agents could ever run: the oldest
+// such job that does not fit now holds the later ones back (so a stream of small jobs cannot
+// starve it). A job larger than all registered slots together holds nobody back: it waits
+// aside, saying so, until agents with enough slots register or its cluster timeout ends it.
 void Daemon::TryPlace() {
-  while (!pending_.empty()) {
-    Job* job = FindJob(pending_.front());
-    if (job == nullptr) {
-      pending_.pop_front();
+  // Starting or ending a job may come back here; the outer call then goes round once more.
+  if (placing_) {
+    place_again_ = true;
+    return;
+  }
+  placing_ = true;
+  do {
+    place_again_ = false;
+    PlacePending();
+  } while (place_again_);
+  placing_ = false;
+}
+
+void Daemon::PlacePending() {
+  std::vector<std::string> still_pending;
+  bool blocked = false;
+  const std::deque<std::string> pending = std::move(pending_);
+  pending_.clear();
+  for (const std::string& id : pending) {
+    Job* job = FindJob(id);
+    if (job == nullptr) continue;
+    if (blocked) {
+      still_pending.push_back(id);
       continue;
     }
     auto placement = Place(*job);
-    if (!placement.ok()) {
-      // First come, first served: later jobs wait behind this one.
-      if (!job->waiting_reported) {
-        job->waiting_reported = true;
-        common::Logger("daemon")->info("job {}: {}", job->id,
-                                       std::string(placement.status().message()));
-        v1::SubmitReply reply;
-        reply.set_waiting(std::string(placement.status().message()));
-        Reply(*job, reply);
+    if (placement.ok()) {
+      job->wait_timer.reset();
+      absl::Status started = StartJob(*job, std::move(*placement));
+      if (!started.ok()) {
+        EndJob(job->id,
+               Outcome(v1::JobOutcome::KIND_FORMATION_FAILED, std::string(started.message())));
       }
-      return;
+      continue;
     }
-    pending_.pop_front();
-    job->wait_timer.reset();
-    absl::Status started = StartJob(*job, std::move(*placement));
-    if (!started.ok()) {
-      EndJob(job->id,
-             Outcome(v1::JobOutcome::KIND_FORMATION_FAILED, std::string(started.message())));
-    }
+    still_pending.push_back(id);
+    const bool could_ever_fit = placement.status().code() == absl::StatusCode::kUnavailable;
+    blocked = could_ever_fit;
+    ReportWaiting(*job, std::string(placement.status().message()));
   }
+  // Jobs submitted meanwhile (by a nested call) queue behind those still waiting.
+  pending_.insert(pending_.begin(), still_pending.begin(), still_pending.end());
+}
+
+void Daemon::ReportWaiting(Job& job, const std::string& why) {
+  if (job.waiting_reported == why) return;
+  job.waiting_reported = why;
+  common::Logger("daemon")->info("job {}: {}", job.id, why);
+  v1::SubmitReply reply;
+  reply.set_waiting(why);
+  Reply(job, reply);
 }
 
 absl::Status Daemon::StartJob(Job& job, std::vector<std::pair<int, int>> placement) {

@@ -80,7 +80,7 @@ class Daemon {
     v1::SubmitJob spec;
     JobConfig config;                           // from its launcher options, checked when submitted
     std::unique_ptr<common::Timer> wait_timer;  // no free slots within the cluster timeout
-    bool waiting_reported = false;
+    std::string waiting_reported;               // the last "waiting" said to the submitter
     // Once placed:
     std::unique_ptr<Telemetry> telemetry;
     std::unique_ptr<Scheduler> scheduler;
@@ -93,10 +93,15 @@ class Daemon {
     bool closing = false;
     uint64_t dropped_output = 0;  // bytes not relayed to a slow submitter since the last that was
   };
+  static constexpr std::chrono::seconds kHelloTimeout{30};
+  template <typename Handle>
+  void ExpectHello(int id, std::shared_ptr<Handle> handle);
   // Output waiting for one submitter; past this, output is dropped and counted.
   static constexpr size_t kMaxQueuedOutput = 8 << 20;
 
   void TryPlace();
+  void PlacePending();
+  void ReportWaiting(Job& job, const std::string& why);
   // Agents and worker counts for `job`, or why it cannot be placed now.
   absl::StatusOr<std::vector<std::pair<int, int>>> Place(const Job& job) const;
   absl::Status StartJob(Job& job, std::vector<std::pair<int, int>> placement);
@@ -118,9 +123,14 @@ class Daemon {
   std::map<std::string, uint64_t> jobs_finished_;  // by outcome
   std::map<int, Agent> agents_;
   std::map<int, std::shared_ptr<SubmitStream::Handle>> submitters_;
+  // Agents that have not registered and submitters that have not sent their job yet: closed
+  // when kHelloTimeout passes first (a silent peer holds no stream for ever).
+  std::map<int, std::unique_ptr<common::Timer>> hello_timers_;
   std::map<std::string, std::unique_ptr<Job>> jobs_;
   std::deque<std::string> pending_;  // job ids waiting for slots, oldest first
-  std::function<void()> on_idle_;    // Shutdown's `done`
+  bool placing_ = false;
+  bool place_again_ = false;
+  std::function<void()> on_idle_;  // Shutdown's `done`
 };
 
 // The daemon's gRPC face: the Daemon service and the health service on one port.

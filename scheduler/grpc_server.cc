@@ -2,7 +2,9 @@
 
 #include <boost/asio/post.hpp>
 #include <csignal>
+#include <cstdlib>
 
+#include "absl/strings/numbers.h"
 #include "common/logging.h"
 #include "common/secret.h"
 #include "gangrun/v1/kv.grpc.pb.h"
@@ -225,6 +227,15 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
   std::string token_;
 };
 
+int HandshakeTimeoutMs() {
+  int value = 10000;
+  if (const char* env = std::getenv("GANGRUN_HANDSHAKE_TIMEOUT_MS")) {
+    int parsed;
+    if (absl::SimpleAtoi(env, &parsed) && parsed >= 100 && parsed <= 30000) value = parsed;
+  }
+  return value;
+}
+
 std::unique_ptr<grpc::Server> BuildServer(const std::string& listen_address,
                                           std::shared_ptr<grpc::ServerCredentials> credentials,
                                           const std::vector<grpc::Service*>& services, int* port) {
@@ -232,6 +243,11 @@ std::unique_ptr<grpc::Server> BuildServer(const std::string& listen_address,
   grpc::ServerBuilder builder;
   // Two launchers must not share a port: the second one has to find it taken.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // A connection that does not finish its (TLS and HTTP/2) handshake within 10 s is closed,
+  // and so is one that carries no call for a minute: idle or stray peers cannot hold file
+  // descriptors for ever. Nodes keep their session call open for the job's life.
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, HandshakeTimeoutMs());
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, kMaxConnectionIdleMs);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   builder.SetMaxReceiveMessageSize(8 << 20);

@@ -30,8 +30,15 @@ struct ServerOptions {
   std::shared_ptr<grpc::ServerCredentials> credentials;  // null = insecure
 };
 
+// A connection must finish its TLS and HTTP/2 handshake within this long (default 10 s;
+// GANGRUN_HANDSHAKE_TIMEOUT_MS, 100..30000, changes it), and one that carries no call for
+// kMaxConnectionIdleMs is closed.
+int HandshakeTimeoutMs();
+inline constexpr int kMaxConnectionIdleMs = 60000;
+
 // A gRPC server with gangrun's settings (no SO_REUSEPORT, the keepalive ping policy nodes
-// use, 8 MiB messages, the standard health service) for `services` on `listen_address`.
+// use, handshake and idle timeouts, 8 MiB messages, the standard health service) for `services` on
+// `listen_address`.
 // `*port` is 0 afterwards when it could not listen.
 std::unique_ptr<grpc::Server> BuildServer(const std::string& listen_address,
                                           std::shared_ptr<grpc::ServerCredentials> credentials,

@@ -1,8 +1,10 @@
 #include "scheduler/metrics.h"
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <deque>
 #include <sstream>
 
 #include "common/logging.h"
@@ -142,11 +144,20 @@ std::string RenderMetrics(const std::vector<JobView>& jobs,
   return text;
 }
 
-// Accepts connections and answers each with one response.
+// Accepts connections and answers each with one response. Bounded: at most
+// kMaxConnections at once (past that, the oldest connection still waiting for its request is
+// closed to make room: an idle client cannot lock scrapers out), each closed after
+// kRequestTimeout whether or not it asked for anything, and an accept that fails for want of
+// descriptors or memory is retried after a pause instead of at once (which would spin the
+// loop).
 class MetricsServer::Acceptor : public std::enable_shared_from_this<Acceptor> {
  public:
+  static constexpr int kMaxConnections = 64;
+  static constexpr std::chrono::seconds kRequestTimeout{10};
+  static constexpr std::chrono::milliseconds kAcceptBackoff{250};
+
   Acceptor(boost::asio::io_context& io, Render render)
-      : acceptor_(io), render_(std::move(render)) {}
+      : acceptor_(io), backoff_(io), render_(std::move(render)) {}
 
   boost::system::error_code Listen(const tcp::endpoint& endpoint) {
     boost::system::error_code ec;
@@ -159,58 +170,116 @@ class MetricsServer::Acceptor : public std::enable_shared_from_this<Acceptor> {
   int port() const { return acceptor_.local_endpoint().port(); }
   void Close() {
     render_ = nullptr;  // what it renders may be gone; late scrapes get 503
+    closed_ = true;
     boost::system::error_code ignored;
     acceptor_.close(ignored);
+    backoff_.cancel();
   }
 
   void Accept() {
+    if (closed_ || accepting_) return;
+    accepting_ = true;
     acceptor_.async_accept(
         [self = shared_from_this()](boost::system::error_code ec, tcp::socket socket) {
-          if (ec == boost::asio::error::operation_aborted) return;
-          if (!ec) Serve(self, std::move(socket));
+          self->accepting_ = false;
+          if (ec == boost::asio::error::operation_aborted || self->closed_) return;
+          if (ec == boost::asio::error::no_descriptors || ec == boost::asio::error::no_memory ||
+              ec == boost::asio::error::no_buffer_space || ec.value() == ENFILE) {
+            self->backoff_.expires_after(kAcceptBackoff);
+            self->backoff_.async_wait([self](boost::system::error_code wait_ec) {
+              if (!wait_ec) self->Accept();
+            });
+            return;
+          }
+          if (!ec) {
+            Serve(self, std::move(socket));
+            self->EvictIdleOverTheBound();
+          }
           self->Accept();
         });
   }
 
  private:
   struct Connection {
-    explicit Connection(tcp::socket s) : socket(std::move(s)) {}
+    Connection(tcp::socket s, boost::asio::io_context& io) : socket(std::move(s)), timer(io) {}
     tcp::socket socket;
-    boost::beast::flat_buffer buffer;
+    boost::asio::steady_timer timer;
+    bool requested = false;  // its request has arrived
+    boost::beast::flat_buffer buffer{8192};
     http::request<http::empty_body> request;
     http::response<http::string_body> response;
   };
 
   static void Serve(const std::shared_ptr<Acceptor>& self, tcp::socket socket) {
-    auto c = std::make_shared<Connection>(std::move(socket));
-    http::async_read(
-        c->socket, c->buffer, c->request, [self, c](boost::system::error_code ec, size_t) {
-          if (ec) return;
-          std::string target(c->request.target());
-          const bool metrics = target == "/metrics" || target.rfind("/metrics?", 0) == 0;
-          c->response.version(c->request.version());
-          c->response.keep_alive(false);
-          if (!self->render_) {
-            c->response.result(http::status::service_unavailable);
-          } else if (c->request.method() == http::verb::get && metrics) {
-            c->response.result(http::status::ok);
-            c->response.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-            c->response.body() = self->render_();
-          } else {
-            c->response.result(http::status::not_found);
-            c->response.set(http::field::content_type, "text/plain");
-            c->response.body() = "only GET /metrics is served here\n";
-          }
-          c->response.prepare_payload();
-          http::async_write(c->socket, c->response, [c](boost::system::error_code, size_t) {
-            boost::system::error_code ignored;
-            c->socket.shutdown(tcp::socket::shutdown_both, ignored);
-          });
-        });
+    auto& io = static_cast<boost::asio::io_context&>(self->acceptor_.get_executor().context());
+    auto c = std::make_shared<Connection>(std::move(socket), io);
+    ++self->active_;
+    self->waiting_.push_back(c);
+    c->timer.expires_after(kRequestTimeout);
+    c->timer.async_wait([c](boost::system::error_code ec) {
+      if (ec) return;
+      boost::system::error_code ignored;
+      c->socket.close(ignored);  // a silent or slow client: its pending read ends
+    });
+    http::async_read(c->socket, c->buffer, c->request,
+                     [self, c](boost::system::error_code ec, size_t) {
+                       if (ec) return Done(self, c);
+                       c->requested = true;
+                       Respond(self, c);
+                     });
+  }
+
+  // Closes the oldest connections still waiting for their request while over the bound.
+  void EvictIdleOverTheBound() {
+    int over = active_ - kMaxConnections;
+    while (over > 0 && !waiting_.empty()) {
+      std::shared_ptr<Connection> oldest = waiting_.front().lock();
+      waiting_.pop_front();
+      if (!oldest || oldest->requested || !oldest->socket.is_open()) continue;
+      boost::system::error_code ignored;
+      oldest->socket.close(ignored);  // its read ends: Done() counts it out
+      --over;
+    }
+  }
+
+  static void Respond(const std::shared_ptr<Acceptor>& self, const std::shared_ptr<Connection>& c) {
+    std::string target(c->request.target());
+    const bool metrics = target == "/metrics" || target.rfind("/metrics?", 0) == 0;
+    c->response.version(c->request.version());
+    c->response.keep_alive(false);
+    if (!self->render_) {
+      c->response.result(http::status::service_unavailable);
+    } else if (c->request.method() == http::verb::get && metrics) {
+      c->response.result(http::status::ok);
+      c->response.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+      c->response.body() = self->render_();
+    } else {
+      c->response.result(http::status::not_found);
+      c->response.set(http::field::content_type, "text/plain");
+      c->response.body() = "only GET /metrics is served here\n";
+    }
+    c->response.prepare_payload();
+    http::async_write(c->socket, c->response, [self, c](boost::system::error_code, size_t) {
+      boost::system::error_code ignored;
+      c->socket.shutdown(tcp::socket::shutdown_both, ignored);
+      Done(self, c);
+    });
+  }
+
+  static void Done(const std::shared_ptr<Acceptor>& self, const std::shared_ptr<Connection>& c) {
+    c->timer.cancel();
+    boost::system::error_code ignored;
+    c->socket.close(ignored);
+    --self->active_;
   }
 
   tcp::acceptor acceptor_;
+  boost::asio::steady_timer backoff_;
   Render render_;
+  int active_ = 0;
+  std::deque<std::weak_ptr<Connection>> waiting_;  // in accept order
+  bool accepting_ = false;
+  bool closed_ = false;
 };
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(boost::asio::io_context& io,

@@ -26,13 +26,21 @@ void Scheduler::Start() {
 }
 
 // Worked example: node_timeout 5 s gives a sweep every 1.25 s; a node last heard at t=10
-// is lost by the first sweep after t=15, i.e. by t=16.25 at the latest.
+// is lost by the first sweep after t=15, i.e. by t=16.25 at the latest. A sweep due at t=20
+// that runs at t=29 (this process was stopped or its host stalled for 9 s) blames nobody:
+// every node is treated as heard at t=29 and is lost only if it stays silent until t=34.
 void Scheduler::CheckHeartbeats() {
   if (options_.node_timeout <= common::Duration::zero()) return;
   const common::TimePoint now = clock_.Now();
+  const common::Duration period = options_.node_timeout / 4;
+  if (sweep_due_ != common::TimePoint() && now - sweep_due_ > options_.node_timeout / 2) {
+    OnSchedulerStalled(now - sweep_due_ + period);
+  }
+  CloseSilentSessions(now);
   std::vector<int> silent;
   for (auto& [id, node] : nodes_) {
-    if (node.link != nullptr) node.last_seen = std::max(node.last_seen, node.link->LastHeartbeat());
+    if (node.link == nullptr || node.link->InProcess()) continue;
+    node.last_seen = std::max(node.last_seen, node.link->LastHeartbeat());
     if (node.joined && !node.lost && !node.ended && now - node.last_seen >= options_.node_timeout) {
       silent.push_back(id);
     }
@@ -45,10 +53,26 @@ void Scheduler::CheckHeartbeats() {
     OnNodeLost(id, it->second, "no heartbeat for " + std::to_string(silence.count()) + " ms");
   }
   if (phase_ == Phase::kFinished) return;
-  heartbeat_timer_ = clock_.After(options_.node_timeout / 4, [this] { CheckHeartbeats(); });
+  sweep_due_ = now + period;
+  heartbeat_timer_ = clock_.After(period, [this] { CheckHeartbeats(); });
 }
 
-void Scheduler::OnNodeLost(int node_id, NodeState& node, const std::string& why) {
+void Scheduler::OnSchedulerStalled(common::Duration stalled) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(stalled).count();
+  common::Logger("scheduler")
+      ->warn(
+          "the scheduler did not run for {} ms (its host stalled or its launcher was "
+          "stopped); the nodes are not blamed for that silence",
+          ms);
+  Record("scheduler_stalled", {{"stalled_ms", ms}});
+  const common::TimePoint now = clock_.Now();
+  for (auto& [id, node] : nodes_) node.last_seen = now;
+  stall_note_ = " (after this scheduler did not run for " + std::to_string(ms) + " ms)";
+  stall_note_until_ = now + options_.node_timeout;
+}
+
+void Scheduler::OnNodeLost(int node_id, NodeState& node, const std::string& cause) {
+  const std::string why = clock_.Now() < stall_note_until_ ? cause + stall_note_ : cause;
   node.lost = true;
   common::Logger("scheduler")->error("lost {}: {}", Describe(node), why);
   Record("node_lost",
@@ -101,7 +125,27 @@ int Scheduler::AddNode(NodeLink* link) {
   int id = next_node_id_++;
   nodes_[id].link = link;
   nodes_[id].last_seen = clock_.Now();
+  nodes_[id].connected_at = clock_.Now();
   return id;
+}
+
+void Scheduler::CloseSilentSessions(common::TimePoint now) {
+  std::vector<int> silent;
+  for (const auto& [id, node] : nodes_) {
+    if (!node.joined && node.link != nullptr && !node.link->InProcess() &&
+        now - node.connected_at >= options_.join_timeout) {
+      silent.push_back(id);
+    }
+  }
+  for (int id : silent) {
+    common::Logger("scheduler")
+        ->warn("closing a session that did not join within {} s",
+               std::chrono::duration_cast<std::chrono::seconds>(options_.join_timeout).count());
+    v1::NodeCommand command;
+    command.mutable_rejected()->set_reason("no join request within the join timeout");
+    SendAndClose(nodes_.at(id), std::move(command));
+    nodes_.erase(id);
+  }
 }
 
 void Scheduler::OnNodeDisconnected(int node_id) {

@@ -35,6 +35,9 @@ class NodeLink {
   // When the transport last heard a heartbeat itself (transports may count heartbeats
   // without delivering them as events, which keeps them off the scheduler's strand).
   virtual common::TimePoint LastHeartbeat() const { return common::TimePoint::min(); }
+  // A node in the scheduler's own process (the master launcher's): it runs whenever the
+  // scheduler runs, so it is never lost to silence.
+  virtual bool InProcess() const { return false; }
 };
 
 class Scheduler {
@@ -55,6 +58,9 @@ class Scheduler {
     // The job's run id, given to every node; a node started with another one is refused.
     std::string run_id;
     std::string personality;  // "gangrun" or "msrun"; a node of the other kind is refused
+    // A session that has not joined within this long is closed (a silent or stray peer holds
+    // no connection for ever).
+    common::Duration join_timeout = std::chrono::seconds(30);
   };
 
   Scheduler(common::Clock& clock, Options options);
@@ -90,6 +96,7 @@ class Scheduler {
     bool lost = false;
     int pid = 0;
     common::TimePoint last_seen;
+    common::TimePoint connected_at;
     std::map<int, v1::WorkerStatus> workers;  // this generation's, by rank
   };
 
@@ -118,6 +125,10 @@ class Scheduler {
   void OnStopRequest(const v1::StopRequest& request);
   void OnFormationTimeout();
   void CheckHeartbeats();
+  // The sweep ran much later than due: this process did not run (its host stalled, or it was
+  // stopped). The nodes' silence is then ours: they get a fresh node timeout.
+  void OnSchedulerStalled(common::Duration stalled);
+  void CloseSilentSessions(common::TimePoint now);
   void OnNodeLost(int node_id, NodeState& node, const std::string& why);
   void LogProgress();
   std::string Describe(const NodeState& node) const;
@@ -141,6 +152,10 @@ class Scheduler {
   Membership membership_;  // the joined nodes, for O(log n) join checks
   std::unique_ptr<common::Timer> formation_timer_;
   std::unique_ptr<common::Timer> heartbeat_timer_;
+  common::TimePoint sweep_due_;  // when the next heartbeat sweep should run
+  // Said with losses that follow a stall of this process: "after ... stalled for N ms".
+  std::string stall_note_;
+  common::TimePoint stall_note_until_;
   std::unique_ptr<common::Timer> restart_timer_;
   int restarts_used_ = 0;
   int started_ranks_ = 0;

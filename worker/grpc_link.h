@@ -9,6 +9,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -31,6 +32,11 @@ class GrpcSchedulerLink : public SchedulerLink {
     std::string tls_target_name;  // overrides the name checked in the server certificate
     common::Duration keepalive = std::chrono::seconds(5);
   };
+  // While the stream waits for the scheduler, how often the link looks at a failing channel,
+  // and how many definite answers (see CheckHandshake) make it give up.
+  static constexpr std::chrono::milliseconds kHandshakeCheckPeriod{500};
+  static constexpr int kMismatchesToGiveUp = 2;
+  static constexpr int kTlsFailuresToGiveUp = 3;
   using CommandHandler = std::function<void(const v1::NodeCommand&)>;
   // `reason` says why the stream ended (unreachable, token rejected, connection lost).
   using LostHandler = std::function<void(const std::string& reason, bool unauthenticated)>;
@@ -44,11 +50,22 @@ class GrpcSchedulerLink : public SchedulerLink {
 
  private:
   using Stream = ClientStream<v1::NodeEvent, v1::NodeCommand>;
+  // A scheduler that accepts TCP connections but not our handshake (TLS on one side only,
+  // a certificate that does not verify, another service on the port) would otherwise be
+  // waited for until the cluster timeout, as if it were not there yet.
+  void WatchHandshake();
+  void CheckHandshake();
+  void GiveUp(const std::string& why);
   boost::asio::io_context& io_;
   Options options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Scheduler::Stub> stub_;
   std::unique_ptr<Stream> stream_;
+  LostHandler on_lost_;
+  std::unique_ptr<boost::asio::steady_timer> handshake_timer_;
+  int mismatches_ = 0;    // the scheduler speaks TLS and we do not, or the other way round
+  int tls_failures_ = 0;  // both speak TLS, and the handshake still fails
+  bool connected_ = false;
 };
 
 // A channel to `target` with gangrun's settings (fast reconnects, keepalive pings).

@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "common/logging.h"
+#include "common/service.h"
 #include "common/spawn.h"
 #include "common/status.h"
 #include "gangrun/v1/keeper.pb.h"
@@ -35,7 +36,8 @@ absl::StatusOr<std::unique_ptr<KeeperClient>> KeeperClient::Start(
   options.argv.push_back("3");
   options.env = common::CurrentEnvironment();
   options.fds = {{3, fds[1]}};
-  options.new_process_group = true;  // out of the terminal's foreground group
+  options.new_process_group = true;                  // out of the terminal's foreground group
+  options.file_limit = common::OriginalFileLimit();  // workers get the user's limit back
   auto pid = common::Spawn(options);
   close(fds[1]);
   if (!pid.ok()) {

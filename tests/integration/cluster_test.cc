@@ -212,6 +212,26 @@ TEST_F(ClusterTest, StoppedNodeIsLostAfterTheNodeTimeout) {
   for (const auto& r : ready) EXPECT_TRUE(WaitGone(r.pid, milliseconds(1000))) << r.rank;
 }
 
+TEST_F(ClusterTest, AStallOfTheMasterHostBlamesTheStallNotItsOwnNode) {
+  auto a = Node(2, 1, {"--node_rank", "0", "--node_timeout", "1"}, {"--hang"});
+  auto b = Node(2, 1, {"--node_rank", "1", "--node_timeout", "1"}, {"--hang"});
+  auto ready = WaitReady(2);
+  auto [master, other, b_is_node] = RolesOf(a, b);
+  kill(master.pid, SIGSTOP);
+  // The other node notices the silent scheduler on its own, and stops its workers.
+  EXPECT_EQ(RunToEnd(other).code, 4) << other.Stderr();
+  EXPECT_NE(other.Stderr().find("lost the scheduler"), std::string::npos) << other.Stderr();
+  kill(master.pid, SIGCONT);
+  EXPECT_EQ(RunToEnd(master).code, 4) << master.Stderr();
+  const std::string err = master.Stderr();
+  EXPECT_NE(err.find("the scheduler did not run for"), std::string::npos) << err;
+  EXPECT_EQ(err.find("launcher pid " + std::to_string(master.pid) + ") was lost"),
+            std::string::npos)
+      << "the master blamed its own node:\n"
+      << err;
+  for (const auto& r : ready) EXPECT_TRUE(WaitGone(r.pid, milliseconds(2000))) << r.rank;
+}
+
 TEST_F(ClusterTest, WrongTokenIsRejected) {
   auto a = Node(2, 1, {"--node_rank", "0", "--token", "right", "--cluster_time_out", "2"}, {});
   // Let the right launcher bind first: wait for its progress line.

@@ -1,6 +1,7 @@
 // Daemon mode (gangrun scheduler / agent / submit), systemd readiness, and gangrun as PID 1.
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -168,7 +169,8 @@ TEST_F(DaemonTest, SubmitWaitsForSlotsAndGivesUpAfterTheClusterTimeout) {
   auto job = Gangrun({"submit", "--master", master, "--worker_num", "2", "--cluster_time_out", "1",
                       TestWorkerBinary()});
   EXPECT_EQ(RunToEnd(job).code, 3) << job.Stderr();
-  EXPECT_NE(job.Stderr().find("waiting for 2 free worker slots; 0 free on 0 agent(s)"),
+  EXPECT_NE(job.Stderr().find("waiting for agents: the job needs 2 worker slots, more than the "
+                              "0 that the 0 registered agent(s) have in all"),
             std::string::npos)
       << job.Stderr();
   auto bad = Gangrun(
@@ -195,9 +197,49 @@ TEST_F(DaemonTest, AgentsRegisterAgainWhenTheDaemonRestarts) {
   StopDaemon(second);
 }
 
+TEST_F(DaemonTest, AJobLargerThanEverySlotDoesNotBlockSmallerOnes) {
+  const std::string master = "127.0.0.1:" + FreePort();
+  auto scheduler = Scheduler({"--listen", master});
+  auto agent = Gangrun({"agent", "--master", master, "--slots", "2"});
+  ASSERT_TRUE(WaitForStderr(agent, "registered with the daemon", seconds(10))) << agent.Stderr();
+  auto big = Gangrun({"submit", "--master", master, "--worker_num", "8", "--cluster_time_out", "60",
+                      TestWorkerBinary()});
+  ASSERT_TRUE(
+      WaitForStderr(big, "more than the 2 that the 1 registered agent(s) have in all", seconds(10)))
+      << big.Stderr();
+  auto small = Gangrun({"submit", "--master", master, "--worker_num", "2", TestWorkerBinary()});
+  EXPECT_EQ(RunToEnd(small).code, 0) << small.Stderr();
+  kill(big.pid, SIGTERM);
+  EXPECT_EQ(RunToEnd(big).code, 128 + SIGTERM) << big.Stderr();
+  kill(agent.pid, SIGTERM);
+  EXPECT_EQ(RunToEnd(agent).code, 0) << agent.Stderr();
+  StopDaemon(scheduler);
+}
+
+TEST_F(DaemonTest, ANonLoopbackDaemonNeedsAuthenticationOrInsecure) {
+  const std::string port = FreePort();
+  auto refused = Gangrun({"scheduler", "--listen", "0.0.0.0:" + port});
+  EXPECT_EQ(RunToEnd(refused).code, 2);
+  EXPECT_NE(refused.Stderr().find("without authentication"), std::string::npos) << refused.Stderr();
+  std::ofstream(dir_.File("token")) << "s3cret\n";
+  chmod(dir_.File("token").c_str(), 0644);
+  auto with_token = Scheduler({"--listen", "0.0.0.0:" + port, "--token_file", dir_.File("token")});
+  EXPECT_NE(with_token.Stderr().find("can be read by other users"), std::string::npos)
+      << with_token.Stderr();
+  StopDaemon(with_token);
+  auto insecure = Scheduler({"--listen", "0.0.0.0:" + port, "--insecure"});
+  EXPECT_NE(insecure.Stderr().find("without a token or client certificates"), std::string::npos);
+  StopDaemon(insecure);
+}
+
 TEST_F(DaemonTest, BadDaemonOptionsAreOneClearError) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {{"scheduler", "--listen", "nonsense"}, "--listen must be ADDR:PORT"},
+      {{"scheduler", "--listen", "nonsense"}, "--listen 'nonsense' is not HOST:PORT"},
+      {{"scheduler", "--listen", "0.0.0.0:0"},
+       "refusing to listen on 0.0.0.0:0 without "
+       "authentication"},
+      {{"status", "--master", "127.0.0.1:99999"}, "the port must be in 1..65535"},
+      {{"status", "--master", "bad host:80"}, "is not a host name or address"},
       {{"scheduler", "--listen", "127.0.0.1:0", "--event_log", "/nonexistent/e.jsonl"},
        "cannot open --event_log"},
       {{"scheduler", "--listen", "127.0.0.1:0", "--metrics_port", "70000"}, "--metrics_port"},

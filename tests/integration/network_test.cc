@@ -72,6 +72,59 @@ TEST_F(NetworkTest, MutualTlsJobFormsAndAPlainNodeCannotJoin) {
   EXPECT_EQ(RunToEnd(master).code, 3) << master.Stderr();
 }
 
+TEST_F(NetworkTest, TlsMismatchesAreNamedAsSuch) {
+  const std::string d = dir_.path();
+  ASSERT_TRUE(Shell("cd " + d +
+                    " && openssl req -x509 -newkey rsa:2048 -nodes -keyout a.key -out a.pem "
+                    "-days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1"
+                    " && openssl req -x509 -newkey rsa:2048 -nodes -keyout b.key -out b.pem "
+                    "-days 1 -subj /CN=other"))
+      << "openssl failed";
+  // A key that belongs to another certificate: one line naming both files, exit 2, before
+  // anything listens (it used to be reported as a busy port).
+  auto pair_args = Job(2, 1, "0");
+  pair_args.insert(pair_args.end(), {"--tls_cert", d + "/a.pem", "--tls_key", d + "/b.key"});
+  auto pair = Start(pair_args, {});
+  EXPECT_EQ(RunToEnd(pair).code, 2) << pair.Stderr();
+  EXPECT_NE(pair.Stderr().find("--tls_key '" + d +
+                               "/b.key' does not belong to the certificate "
+                               "in --tls_cert '" +
+                               d + "/a.pem'"),
+            std::string::npos)
+      << pair.Stderr();
+  // A node without TLS in front of a scheduler with it: named as a handshake failure within
+  // seconds, not after the cluster timeout.
+  auto master_args = Job(2, 1, "0");
+  master_args.insert(master_args.end(), {"--tls_cert", d + "/a.pem", "--tls_key", d + "/a.key",
+                                         "--cluster_time_out", "60"});
+  auto master = Start(master_args, {});
+  ASSERT_TRUE(WaitForStderr(master, "waiting for 1 of 2", seconds(20))) << master.Stderr();
+  auto start = std::chrono::steady_clock::now();
+  auto plain = Start(Job(2, 1, "1"), {});
+  EXPECT_EQ(RunToEnd(plain).code, 3) << plain.Stderr();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(20));
+  EXPECT_NE(plain.Stderr().find("expects TLS (or is not a gangrun scheduler), but this launcher "
+                                "does not use it"),
+            std::string::npos)
+      << plain.Stderr();
+  kill(master.pid, SIGTERM);
+  RunToEnd(master);
+
+  // And the other way round: a node with TLS in front of a scheduler without it.
+  auto plain_master = Start(Job(2, 1, "0"), {});
+  ASSERT_TRUE(WaitForStderr(plain_master, "waiting for 1 of 2", seconds(20)))
+      << plain_master.Stderr();
+  auto tls_args = Job(2, 1, "1");
+  tls_args.insert(tls_args.end(), {"--tls_cert", d + "/a.pem", "--tls_key", d + "/a.key",
+                                   "--tls_ca", d + "/a.pem"});
+  auto tls_node = Start(tls_args, {});
+  EXPECT_EQ(RunToEnd(tls_node).code, 3) << tls_node.Stderr();
+  EXPECT_NE(tls_node.Stderr().find("does not speak TLS, but this launcher does"), std::string::npos)
+      << tls_node.Stderr();
+  kill(plain_master.pid, SIGTERM);
+  RunToEnd(plain_master);
+}
+
 TEST_F(NetworkTest, TwoNetworkNamespacesActAsTwoHosts) {
   const std::string a = "gangrun-a-" + std::to_string(getpid());
   const std::string b = "gangrun-b-" + std::to_string(getpid());

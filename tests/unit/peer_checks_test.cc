@@ -181,6 +181,20 @@ TEST_F(PeerChecksTest, EventsAboutRanksANodeDoesNotRunAreIgnored) {
   for (const auto& node : status.nodes()) EXPECT_EQ(node.workers_size(), 2);
 }
 
+TEST_F(PeerChecksTest, ASessionThatNeverJoinsIsClosed) {
+  Link silent;
+  scheduler->AddNode(&silent);
+  clock.Advance(seconds(29));
+  EXPECT_FALSE(silent.closed);
+  clock.Advance(seconds(2));
+  EXPECT_TRUE(silent.closed);
+  EXPECT_TRUE(silent.rejected());
+  Link a, b;  // the job still forms
+  Join(a, GoodJoin("a", -1, 2));
+  Join(b, GoodJoin("b", -1, 2));
+  EXPECT_TRUE(a.started());
+}
+
 TEST(SanitizeTest, BoundsAndCleansFreeText) {
   EXPECT_EQ(Sanitize("ok", 10), "ok");
   EXPECT_EQ(Sanitize("a\x1b[2Jb", 10), "a?[2Jb");
