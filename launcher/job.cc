@@ -285,6 +285,7 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
   node_options.run_id = options.run_id;
   node_options.personality = PersonalityName(options.personality);
   node_options.grace = Seconds(options.grace_period);
+  node_options.log_dir = facts.log_dir;
   node_options.heartbeat_interval = Seconds(options.heartbeat_interval);
   if (options.cluster_time_out >= 0) {
     // A little longer than the scheduler's own timeout, whose message is the better one.
@@ -407,6 +408,7 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
   if (outcome->kind() == v1::JobOutcome::KIND_SUCCEEDED) {
     log->info("job succeeded: all {} local worker(s) exited 0", options.local_worker_num);
     if (msrun) common::Stdout().Write("All workers successfully exit!\n");
+    common::Stderr().Write(FormatOutcome(*outcome));  // its warnings, if any
   } else {
     std::string report = FormatOutcome(*outcome);
     if (msrun && !options.log_dir.empty()) {

@@ -36,8 +36,11 @@ scheduler::KvLimits KvLimitsFor(const Options& options);
 absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& facts,
                                       const RunContext& context);
 
-// The one-paragraph root-cause report for a failed job ("" for success).
+// The one-paragraph root-cause report for a failed job, then the outcome's warnings ("" for a
+// success without warnings).
 std::string FormatOutcome(const v1::JobOutcome& outcome);
+// The report without the warnings.
+std::string FormatKind(const v1::JobOutcome& outcome);
 
 // --join False: starts a detached copy of this launcher (same arguments, its own session,
 // output to <log_dir>/gangrun.log) and returns once its workers run. Returns the exit code.

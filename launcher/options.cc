@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
@@ -318,6 +319,14 @@ const std::vector<OptionDef>& Definitions() {
   return defs;
 }
 
+// A value as an error message shows it: on one line (control characters escaped) and short.
+std::string Quote(const std::string& value) {
+  constexpr size_t kShown = 200;
+  std::string shown = absl::CHexEscape(value.substr(0, kShown));
+  if (value.size() > kShown) shown += "...";
+  return shown;
+}
+
 std::string EnvName(const std::string& option) {
   std::string name = "GANGRUN_";
   for (char c : option) name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -390,7 +399,7 @@ absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
     result.given.insert(def.name);
     absl::Status status = def.set(options, value);
     if (!status.ok()) {
-      return absl::InvalidArgumentError("invalid value '" + value + "' for " + source +
+      return absl::InvalidArgumentError("invalid value '" + Quote(value) + "' for " + source +
                                         ": expected " + std::string(status.message()));
     }
   }
@@ -399,7 +408,8 @@ absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
   if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
   if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
     std::string name = rest.front().substr(0, rest.front().find('='));
-    return absl::InvalidArgumentError("unknown option " + name + " (see " + program + " --help)");
+    return absl::InvalidArgumentError("unknown option " + Quote(name) + " (see " + program +
+                                      " --help)");
   }
   if (!rest.empty()) {
     options.task_script = rest.front();

@@ -7,7 +7,21 @@
 
 namespace gangrun::launcher {
 
+namespace {
+
+std::string Warnings(const v1::JobOutcome& outcome) {
+  std::string out;
+  for (const auto& warning : outcome.warnings()) out += "gangrun: warning: " + warning + "\n";
+  return out;
+}
+
+}  // namespace
+
 std::string FormatOutcome(const v1::JobOutcome& outcome) {
+  return FormatKind(outcome) + Warnings(outcome);
+}
+
+std::string FormatKind(const v1::JobOutcome& outcome) {
   std::ostringstream out;
   switch (outcome.kind()) {
     case v1::JobOutcome::KIND_SUCCEEDED:

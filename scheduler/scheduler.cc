@@ -326,6 +326,7 @@ void Scheduler::StartGeneration() {
 
 void Scheduler::OnWorkerExited(NodeState& node, const v1::WorkerExited& exited) {
   const bool failed = exited.exit().exit_code() != 0 || exited.exit().signal() != 0;
+  if (!exited.log_lost().empty()) OnLogOutputLost(node, exited);
   if (exited.rank() >= 0) {
     auto& worker = node.workers[exited.rank()];
     worker.set_pid(exited.pid());
@@ -357,6 +358,17 @@ void Scheduler::OnWorkerExited(NodeState& node, const v1::WorkerExited& exited) 
     return;
   }
   if (phase_ == Phase::kStopping && exited.rank() >= 0) stopped_ranks_.push_back(exited.rank());
+}
+
+void Scheduler::OnLogOutputLost(const NodeState& node, const v1::WorkerExited& exited) {
+  const std::string warning = "worker log output may be incomplete on " + Describe(node) + ": " +
+                              Sanitize(exited.log_lost(), kMaxReasonBytes);
+  if (!log_warnings_.insert(warning).second) return;  // said once per node and cause
+  common::Logger("scheduler")->warn("{}", warning);
+  Record("log_output_lost", {{"generation", generation_},
+                             {"rank", exited.rank()},
+                             {"node", node.join.node_name},
+                             {"reason", Sanitize(exited.log_lost(), kMaxReasonBytes)}});
 }
 
 void Scheduler::OnGenerationEnded(NodeState& node) {
@@ -439,6 +451,7 @@ void Scheduler::AbortAll(const std::string& reason) {
 
 void Scheduler::Finish(v1::JobOutcome outcome) {
   phase_ = Phase::kFinished;
+  for (const auto& warning : log_warnings_) outcome.add_warnings(warning);
   outcome_ = outcome;
   static const char* kKinds[] = {"unspecified",       "succeeded",        "worker_failed",
                                  "stopped_by_signal", "formation_failed", "node_lost"};

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,7 @@ class Scheduler {
   void WaitForReplacement();
   void OnWorkerExited(NodeState& node, const v1::WorkerExited& exited);
   void OnGenerationEnded(NodeState& node);
+  void OnLogOutputLost(const NodeState& node, const v1::WorkerExited& exited);
   void OnStopRequest(const v1::StopRequest& request);
   void OnFormationTimeout();
   void CheckHeartbeats();
@@ -174,6 +176,7 @@ class Scheduler {
   int stop_signal_ = 0;
   std::string stop_reason_;
   std::vector<int> stopped_ranks_;
+  std::set<std::string> log_warnings_;  // lost worker log output, for the outcome
   std::function<void(const v1::JobOutcome&)> on_finished_;
   Telemetry* telemetry_ = nullptr;
   std::optional<v1::JobOutcome> outcome_;  // once finished

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <ctime>
 
 #include "common/logging.h"
@@ -35,21 +36,40 @@ void DurationStat::Observe(common::Duration d) {
 
 absl::StatusOr<std::unique_ptr<EventLog>> EventLog::Open(const std::string& path) {
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (fd < 0) return common::ErrnoToStatus(errno, "cannot open --event_log " + path);
-  return std::unique_ptr<EventLog>(new EventLog(fd));
+  if (fd < 0) {
+    return absl::InvalidArgumentError("cannot open --event_log " + path + ": " +
+                                      std::strerror(errno));
+  }
+  return std::unique_ptr<EventLog>(new EventLog(fd, path));
 }
 
 EventLog::~EventLog() { close(fd_); }
 
 void EventLog::Write(const nlohmann::json& line) {
-  std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  // O_APPEND and one write: the line lands whole, after every earlier one.
-  ssize_t n;
-  do {
-    n = write(fd_, text.data(), text.size());
-  } while (n < 0 && errno == EINTR);
-  if (n != static_cast<ssize_t>(text.size())) {
-    common::Logger("scheduler")->warn("event log: short write ({}): {}", n, std::strerror(errno));
+  const std::string text =
+      line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  // Where the line starts: we are the file's only writer, so O_APPEND puts it at the end.
+  const off_t start = lseek(fd_, 0, SEEK_END);
+  size_t done = 0;
+  int error = 0;
+  while (done < text.size()) {
+    ssize_t n = write(fd_, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = n < 0 ? errno : EIO;
+      break;
+    }
+    done += static_cast<size_t>(n);  // a short write: the next one says why, or finishes it
+  }
+  if (done == text.size()) return;
+  if (done > 0 && start >= 0 && ftruncate(fd_, start) != 0) {
+    common::Logger("scheduler")
+        ->error("event log {}: cannot remove a partial line: {}", path_, std::strerror(errno));
+  }
+  if (lost_++ == 0) {
+    common::Logger("scheduler")
+        ->error("event log {}: cannot write ({}); events are being lost", path_,
+                std::strerror(error));
   }
 }
 

@@ -4,7 +4,8 @@
 // (metrics.h). The scheduler calls Record() on its strand.
 //
 // One event per line, written with a single write(2) on an O_APPEND descriptor, so a line is
-// never torn or lost when the process dies right after:
+// never torn or lost when the process dies right after; a line the disk cannot take whole is
+// cut back off (never a partial line) and counted, with one warning naming the error:
 //   {"ts":"2026-11-29T10:00:00.123Z","job":"3f2a","event":"worker_failed","rank":3,...}
 
 #include <map>
@@ -36,9 +37,13 @@ class EventLog {
   EventLog& operator=(const EventLog&) = delete;
   void Write(const nlohmann::json& line);
 
+  uint64_t lost() const { return lost_; }
+
  private:
-  explicit EventLog(int fd) : fd_(fd) {}
+  EventLog(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   int fd_;
+  std::string path_;
+  uint64_t lost_ = 0;  // events that could not be written (a full disk, say)
 };
 
 class Telemetry {

@@ -9,6 +9,7 @@
 #include <boost/asio/post.hpp>
 #include <cstring>
 #include <deque>
+#include <string_view>
 
 #include "common/logging.h"
 
@@ -129,6 +130,22 @@ void LogFollower::ReadStep(int key) {
   }
 }
 
+namespace {
+
+// Appends `line` (without its newline) to `out` as lines of at most `max` bytes, each with
+// `prefix`: the same pieces however the file was read.
+void AppendPieces(std::string& out, const std::string& prefix, std::string_view line, size_t max) {
+  do {
+    const size_t piece = std::min(line.size(), max);
+    out += prefix;
+    out.append(line.data(), piece);
+    out += '\n';
+    line.remove_prefix(piece);
+  } while (!line.empty());
+}
+
+}  // namespace
+
 bool LogFollower::ReadChunk(File& file) {
   char buffer[kChunkBytes];
   ssize_t n = pread(file.fd, buffer, sizeof(buffer), file.offset);
@@ -136,19 +153,16 @@ bool LogFollower::ReadChunk(File& file) {
   file.offset += n;
   file.partial.append(buffer, static_cast<size_t>(n));
   std::string out;
+  const std::string_view data = file.partial;
   size_t begin = 0;
-  for (size_t nl; (nl = file.partial.find('\n', begin)) != std::string::npos; begin = nl + 1) {
-    out += file.prefix;
-    out.append(file.partial, begin, nl - begin + 1);
+  for (size_t nl; (nl = data.find('\n', begin)) != std::string::npos; begin = nl + 1) {
+    AppendPieces(out, file.prefix, data.substr(begin, nl - begin), kMaxLineBytes);
   }
-  file.partial.erase(0, begin);
-  // A line without end: show it in pieces rather than hold it.
-  while (file.partial.size() >= kMaxLineBytes) {
-    out += file.prefix;
-    out.append(file.partial, 0, kMaxLineBytes);
-    out += '\n';
-    file.partial.erase(0, kMaxLineBytes);
-  }
+  // A line without end yet: show its full pieces now rather than hold them. The partial
+  // always starts at a piece boundary, so the pieces do not depend on how it was read.
+  const size_t whole = (data.size() - begin) / kMaxLineBytes * kMaxLineBytes;
+  if (whole > 0) AppendPieces(out, file.prefix, data.substr(begin, whole), kMaxLineBytes);
+  file.partial.erase(0, begin + whole);
   if (!out.empty()) write_(out);
   return static_cast<size_t>(n) == sizeof(buffer);
 }

@@ -1,5 +1,6 @@
 #include "worker/node.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -42,8 +43,21 @@ void Node::Start() {
   }
 }
 
+void Node::CheckLogSpace() {
+  const std::string dir = options_.log_dir.empty() ? "." : options_.log_dir;
+  struct statvfs fs;
+  if (statvfs(dir.c_str(), &fs) != 0) return;
+  // What this process's workers may still use: root may also take the reserved blocks.
+  const unsigned long long blocks = geteuid() == 0 ? fs.f_bfree : fs.f_bavail;
+  const bool full = blocks * fs.f_frsize < kLogSpaceLow || (fs.f_files > 0 && fs.f_favail == 0);
+  if (!full || !log_space_lost_.empty()) return;
+  log_space_lost_ = "the file system of " + dir + " is full";
+  common::Logger("node")->error("{}: worker log output is being lost", log_space_lost_);
+}
+
 void Node::SendHeartbeat() {
   if (finished_) return;
+  CheckLogSpace();
   v1::NodeEvent event;
   event.mutable_heartbeat();
   Send(std::move(event));
@@ -184,6 +198,8 @@ void Node::OnProcessExited(const ProcessSpec& spec, pid_t pid, common::ExitStatu
       exited->add_log_tail(std::move(line));
     }
   }
+  CheckLogSpace();
+  exited->set_log_lost(log_space_lost_);
   Send(std::move(event));
 }
 

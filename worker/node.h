@@ -28,6 +28,8 @@ class SchedulerLink {
 
 class Node {
  public:
+  // Less free space than this on the log directory's file system counts as full.
+  static constexpr unsigned long long kLogSpaceLow = 4096;
   struct Options {
     std::string node_name;
     std::string host_address;
@@ -44,6 +46,9 @@ class Node {
     common::Duration heartbeat_interval = std::chrono::seconds(1);
     // How long to wait for the first generation; negative = forever.
     common::Duration formation_timeout = common::Duration(-1);
+    // Where the workers' logs are ("" = the current directory): its file system is watched
+    // at every heartbeat, and an exit while it is or was full reports lost log output.
+    std::string log_dir;
   };
   // Builds the processes of a generation from this node's rank assignment.
   using Planner = std::function<absl::StatusOr<std::vector<ProcessSpec>>(
@@ -77,6 +82,8 @@ class Node {
   void OnSpawnFailed(const ProcessSpec& spec, const absl::Status& status);
   void Send(v1::NodeEvent event);
   void SendHeartbeat();
+  // Looks at the free space of the log directory's file system; remembers that it was full.
+  void CheckLogSpace();
   void FinishLocally(v1::JobOutcome outcome);
 
   ProcessBackend& backend_;
@@ -95,6 +102,7 @@ class Node {
   std::unique_ptr<common::Timer> formation_timer_;
   // Set when the node ends on its own (scheduler lost): reported once processes are gone.
   std::optional<v1::JobOutcome> local_outcome_;
+  std::string log_space_lost_;  // why log output may be lost ("" while there is space)
 };
 
 }  // namespace gangrun::worker

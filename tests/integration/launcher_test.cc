@@ -178,6 +178,17 @@ TEST_F(LauncherTest, InvalidInputExitsTwoWithOneLineAndStartsNothing) {
       {"--rank_table_file", "/nonexistent/table.json"},
       {"--bind_core", "{\"device0\": 5}"},
       {"--master_addr", "no-such-host.invalid"},
+      {"--grace_period", "1e10"},
+      {"--heartbeat_interval", "1e-300"},
+      {"--node_timeout", "1e300"},
+      {"--restart_backoff", "1e308"},
+      {"--worker_num", "2147483647", "--dry_run", "True"},
+      {"--worker_num", "0:4"},
+      {"--local_worker_num", "1000000", "--worker_num", "1000000"},
+      {"--log_dir", "/proc/gangrun-logs"},
+      {"--event_log", "/nonexistent-dir/events.jsonl"},
+      {"--bind_core", "{\"device0\": [\"99999\"]}"},
+      {"--kv_max_bytes", "10"},
   };
   for (const auto& args : cases) {
     auto run = Start(args, {"--lines", "1"});
@@ -189,6 +200,15 @@ TEST_F(LauncherTest, InvalidInputExitsTwoWithOneLineAndStartsNothing) {
   EXPECT_TRUE(fifo_.ReadLines(1, std::chrono::milliseconds(0)).empty());
   struct stat st;
   EXPECT_NE(stat(dir_.File("worker_0.log").c_str(), &st), 0);
+}
+
+TEST_F(LauncherTest, MsrunDefaultJoinFalseCreatesANestedLogDirectory) {
+  auto run = Start({"--worker_num", "1", "--local_worker_num", "1", "--log_dir", "a/b/c"},
+                   {"--lines", "1"}, MsrunBinary());
+  EXPECT_EQ(RunToEnd(run).code, 0) << run.Stderr();
+  EXPECT_EQ(WaitReady(1).size(), 1u);
+  struct stat st;
+  EXPECT_EQ(stat(dir_.File("a/b/c/gangrun.log").c_str(), &st), 0) << run.Stderr();
 }
 
 TEST_F(LauncherTest, MissingTaskScriptExitsTwo) {

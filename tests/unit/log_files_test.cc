@@ -49,5 +49,30 @@ TEST(LogFollowerTest, PrefixesWholeLinesAndFlushesThePartialOneAtTheEnd) {
   EXPECT_EQ(console, "[r0] one\n[r0] two\n[r0] three\n");
 }
 
+TEST(LogFollowerTest, ALongLineIsShownInTheSamePiecesHoweverItIsRead) {
+  testing::TempDir dir;
+  for (bool in_one_write : {true, false}) {
+    std::string path = dir.File(in_one_write ? "one.log" : "two.log");
+    std::ofstream out(path);
+    const std::string line(40000, 'x');
+    if (in_one_write) out << line << "\nend\n" << std::flush;
+    boost::asio::io_context io;
+    std::string console;
+    LogFollower follower(io, [&](const std::string& text) { console += text; });
+    if (!in_one_write) {
+      out << line.substr(0, 20000) << std::flush;  // the follower reads it without its end
+      follower.Follow(path, "> ");
+      out << line.substr(20000) << "\nend\n" << std::flush;
+    } else {
+      follower.Follow(path, "> ");
+    }
+    follower.DrainAll();
+    const std::string piece(LogFollower::kMaxLineBytes, 'x');
+    EXPECT_EQ(console, "> " + piece + "\n> " + piece + "\n> " +
+                           std::string(40000 - 2 * piece.size(), 'x') + "\n> end\n")
+        << (in_one_write ? "one write" : "two writes");
+  }
+}
+
 }  // namespace
 }  // namespace gangrun::worker
