@@ -30,10 +30,10 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/spawn.h"
+#include "node/grpc_link.h"
 #include "scheduler/grpc_server.h"
 #include "scheduler/kv_store.h"
 #include "scheduler/scheduler.h"
-#include "worker/grpc_link.h"
 
 namespace {
 
@@ -111,7 +111,7 @@ int Rendezvous(int nodes, double heartbeat_interval, double duration, const std:
   std::thread io_thread([&] { io.run(); });
   std::atomic<int> assigned{0}, lost{0};
   std::atomic<int64_t> last_assigned_ns{0};
-  std::vector<std::unique_ptr<worker::GrpcSchedulerLink>> links(nodes);
+  std::vector<std::unique_ptr<node::GrpcSchedulerLink>> links(nodes);
   const auto start = Clock::now();
   // Nodes join concurrently, as real hosts would; several threads open the sessions.
   const int openers = 4;
@@ -119,10 +119,10 @@ int Rendezvous(int nodes, double heartbeat_interval, double duration, const std:
   for (int t = 0; t < openers; ++t) {
     threads.emplace_back([&, t] {
       for (int i = t; i < nodes; i += openers) {
-        worker::GrpcSchedulerLink::Options options;
+        node::GrpcSchedulerLink::Options options;
         options.target = target;
         options.keepalive = std::chrono::seconds(60);
-        links[i] = std::make_unique<worker::GrpcSchedulerLink>(io, options);
+        links[i] = std::make_unique<node::GrpcSchedulerLink>(io, options);
         links[i]->Connect(
             [&](const v1::NodeCommand& command) {
               if (command.has_start()) {

@@ -11,8 +11,8 @@
 #include "common/spawn.h"
 #include "common/status.h"
 #include "launcher/bind_core.h"
-#include "launcher/credentials.h"
 #include "launcher/launcher.h"
+#include "rpc/credentials.h"
 
 namespace gangrun::launcher {
 namespace {
@@ -66,7 +66,7 @@ absl::StatusOr<HostFacts> GatherHostFacts(const Options& options) {
       options.personality == Personality::kMsrun ? options.master_port + 1 : options.master_port;
   facts.run_id = options.run_id.empty() ? RandomRunId() : options.run_id;
   facts.log_dir = options.log_dir;
-  ASSIGN_OR_RETURN(facts.token, ResolveToken(options));
+  ASSIGN_OR_RETURN(facts.token, rpc::ResolveToken(options.access));
   std::string path_env = "/usr/local/bin:/usr/bin:/bin";
   for (auto& entry : common::CurrentEnvironment()) {
     if (absl::StartsWith(entry, "GANGRUN_INTERNAL_")) continue;

@@ -29,18 +29,18 @@
 #include "common/net.h"
 #include "common/status.h"
 #include "grpc/health/v1/health.grpc.pb.h"
-#include "launcher/credentials.h"
 #include "launcher/exit_codes.h"
 #include "launcher/launcher.h"
 #include "launcher/local_link.h"
+#include "node/grpc_link.h"
+#include "node/keeper_client.h"
+#include "node/log_files.h"
+#include "node/node.h"
+#include "rpc/credentials.h"
 #include "scheduler/grpc_server.h"
 #include "scheduler/kv_store.h"
 #include "scheduler/metrics.h"
 #include "scheduler/scheduler.h"
-#include "worker/grpc_link.h"
-#include "worker/keeper_client.h"
-#include "worker/log_files.h"
-#include "worker/node.h"
 
 namespace gangrun::launcher {
 namespace {
@@ -129,7 +129,7 @@ absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io, co
   role.scheduler->SetTelemetry(role.telemetry.get());
   role.store = std::make_unique<scheduler::KvStore>(clock, KvLimitsFor(options));
   if (!simulating) {
-    ASSIGN_OR_RETURN(auto credentials, MakeServerCredentials(options));
+    ASSIGN_OR_RETURN(auto credentials, rpc::MakeServerCredentials(options.access));
     scheduler::ServerOptions server_options{
         JoinHostPort(facts.scheduler_host, facts.scheduler_port), facts.token, credentials};
     auto server =
@@ -259,23 +259,22 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
 
   boost::asio::io_context io;
   common::AsioClock clock(io.get_executor());
-  ASSIGN_OR_RETURN(auto keeper, worker::KeeperClient::Start(io, {context.self_exe, "__keeper"}));
+  ASSIGN_OR_RETURN(auto keeper, node::KeeperClient::Start(io, {context.self_exe, "__keeper"}));
   ASSIGN_OR_RETURN(SchedulerRole role, MaybeHostScheduler(io, clock, options, facts));
   facts.is_master = role.scheduler != nullptr;  // only the hosting launcher runs MS_SCHED
-  std::unique_ptr<worker::GrpcSchedulerLink> remote;
+  std::unique_ptr<node::GrpcSchedulerLink> remote;
   if (!role.scheduler) {
-    ASSIGN_OR_RETURN(auto credentials, MakeChannelCredentials(options));
-    worker::GrpcSchedulerLink::Options link_options;
+    ASSIGN_OR_RETURN(auto credentials, rpc::MakeChannelCredentials(options.access));
+    node::GrpcSchedulerLink::Options link_options;
     link_options.target = JoinHostPort(facts.master_ip, facts.scheduler_port);
     link_options.token = facts.token;
     link_options.credentials = credentials;
     link_options.keepalive = Seconds(std::max(options.node_timeout / 2, 0.5));
-    remote = std::make_unique<worker::GrpcSchedulerLink>(io, link_options);
+    remote = std::make_unique<node::GrpcSchedulerLink>(io, link_options);
   }
-  worker::SchedulerLink& link =
-      role.link ? static_cast<worker::SchedulerLink&>(*role.link) : *remote;
+  node::SchedulerLink& link = role.link ? static_cast<node::SchedulerLink&>(*role.link) : *remote;
 
-  worker::Node::Options node_options;
+  node::Node::Options node_options;
   node_options.node_name = facts.hostname;
   node_options.host_address = facts.local_ip;
   node_options.node_rank = Simulating(options) ? -1 : options.node_rank;
@@ -303,12 +302,12 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
     if (health) health->service.Set(kNodeService, serving);
   };
   common::ConsoleScope console(io);
-  worker::LogFollower follower(io, [](const std::string& lines) { common::Stdout().Write(lines); });
+  node::LogFollower follower(io, [](const std::string& lines) { common::Stdout().Write(lines); });
   std::optional<v1::JobOutcome> outcome;
   const bool msrun = options.personality == Personality::kMsrun;
 
-  worker::Node::Callbacks callbacks;
-  callbacks.on_process_started = [&](const worker::ProcessSpec& spec, pid_t pid) {
+  node::Node::Callbacks callbacks;
+  callbacks.on_process_started = [&](const node::ProcessSpec& spec, pid_t pid) {
     if (spec.rank < 0) {
       log->info("MindSpore scheduler process started (pid {}), log {}", pid, spec.log_path);
       return;
@@ -327,7 +326,7 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
       follower.Follow(spec.log_path, prefix);
     }
   };
-  callbacks.on_process_exited = [&](const worker::ProcessSpec& spec, pid_t, common::ExitStatus) {
+  callbacks.on_process_exited = [&](const node::ProcessSpec& spec, pid_t, common::ExitStatus) {
     follower.Finish(spec.log_path);
   };
   callbacks.on_generation_running = [&](uint64_t generation) {
@@ -351,7 +350,7 @@ absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& h
     set_node_health(false);
     keeper->Shutdown(Seconds(options.grace_period), stop_loop);
   };
-  worker::Node node(
+  node::Node node(
       *keeper, clock, link, node_options,
       [&](const v1::RankAssignment& assignment, uint64_t generation, int restart_count) {
         return PlanProcesses(options, facts, assignment, generation, restart_count);

@@ -7,17 +7,17 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
+#include "node/node.h"
 #include "scheduler/scheduler.h"
-#include "worker/node.h"
 
 namespace gangrun::launcher {
 
-class LocalLink : public worker::SchedulerLink, public scheduler::NodeLink {
+class LocalLink : public node::SchedulerLink, public scheduler::NodeLink {
  public:
   LocalLink(boost::asio::io_context& io, scheduler::Scheduler& scheduler)
       : io_(io), scheduler_(scheduler), node_id_(scheduler.AddNode(this)) {}
 
-  void Connect(worker::Node* node) { node_ = node; }
+  void Connect(node::Node* node) { node_ = node; }
 
   void Send(const v1::NodeEvent& event) override {
     boost::asio::post(io_, [this, event] { scheduler_.OnNodeEvent(node_id_, event); });
@@ -33,7 +33,7 @@ class LocalLink : public worker::SchedulerLink, public scheduler::NodeLink {
   boost::asio::io_context& io_;
   scheduler::Scheduler& scheduler_;
   int node_id_;
-  worker::Node* node_ = nullptr;
+  node::Node* node_ = nullptr;
 };
 
 }  // namespace gangrun::launcher

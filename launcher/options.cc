@@ -64,6 +64,13 @@ Setter String(std::string Options::*field) {
   };
 }
 
+Setter AccessString(std::string rpc::Access::*field) {
+  return [field](Options& o, const std::string& v) {
+    o.access.*field = v;
+    return absl::OkStatus();
+  };
+}
+
 // msrun's literals True/False, and also true/false/1/0.
 std::optional<bool> ParseBool(const std::string& v) {
   if (v == "True" || v == "true" || v == "1") return true;
@@ -291,11 +298,11 @@ const std::vector<OptionDef>& Definitions() {
            Range(16, 1 << 20),
        Int(&Options::kv_max_waits, 16, 1 << 20)},
       {"token", "shared secret of the job (visible in ps: prefer --token_file or GANGRUN_TOKEN)",
-       String(&Options::token)},
-      {"token_file", "file holding the shared secret", String(&Options::token_file)},
-      {"tls_cert", "TLS certificate (PEM)", String(&Options::tls_cert)},
-      {"tls_key", "TLS private key (PEM)", String(&Options::tls_key)},
-      {"tls_ca", "TLS CA bundle (PEM); enables mutual TLS", String(&Options::tls_ca)},
+       AccessString(&rpc::Access::token)},
+      {"token_file", "file holding the shared secret", AccessString(&rpc::Access::token_file)},
+      {"tls_cert", "TLS certificate (PEM)", AccessString(&rpc::Access::tls_cert)},
+      {"tls_key", "TLS private key (PEM)", AccessString(&rpc::Access::tls_key)},
+      {"tls_ca", "TLS CA bundle (PEM); enables mutual TLS", AccessString(&rpc::Access::tls_ca)},
       {"run_id", "job id, exported as TORCHELASTIC_RUN_ID/GANGRUN_RUN_ID",
        String(&Options::run_id)},
       {"dry_run", "print the rank/command/environment plan and exit", Bool(&Options::dry_run)},

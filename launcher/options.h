@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "rpc/credentials.h"
 
 namespace gangrun::launcher {
 
@@ -55,11 +56,7 @@ struct Options {
   double node_timeout = 5.0;
   double grace_period = 30.0;
   double last_call = 1.0;  // elastic jobs: how long to wait for late joiners once MIN is met
-  std::string token;
-  std::string token_file;
-  std::string tls_cert;
-  std::string tls_key;
-  std::string tls_ca;
+  rpc::Access access;      // --token, --token_file, --tls_cert, --tls_key, --tls_ca
   std::string run_id;
   bool dry_run = false;
   std::string log_prefix = "[{host}:{rank}] ";

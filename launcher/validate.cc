@@ -11,8 +11,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "launcher/credentials.h"
 #include "launcher/options.h"
+#include "rpc/credentials.h"
 
 namespace gangrun::launcher {
 namespace {
@@ -177,7 +177,7 @@ absl::Status ValidateValues(const Options& o) {
   if (absl::Status s = CheckCounts(o); !s.ok()) return s;
   if (absl::Status s = CheckPortsAndTimes(o); !s.ok()) return s;
   if (absl::Status s = CheckSimulation(o); !s.ok()) return s;
-  if (o.tls_cert.empty() != o.tls_key.empty()) {
+  if (o.access.tls_cert.empty() != o.access.tls_key.empty()) {
     return Invalid("--tls_cert and --tls_key must be given together");
   }
   if (o.worker_log_name.find('/') != std::string::npos) {
@@ -196,16 +196,17 @@ absl::Status Validate(const Options& o) {
   if (!o.rank_table_file.empty()) {
     if (absl::Status s = CheckReadable("rank_table_file", o.rank_table_file); !s.ok()) return s;
   }
-  if (!o.token_file.empty()) {
-    if (absl::Status s = CheckReadable("token_file", o.token_file); !s.ok()) return s;
+  if (!o.access.token_file.empty()) {
+    if (absl::Status s = CheckReadable("token_file", o.access.token_file); !s.ok()) return s;
   }
-  for (const auto& [option, path] : {std::pair<std::string, std::string>{"tls_cert", o.tls_cert},
-                                     {"tls_key", o.tls_key},
-                                     {"tls_ca", o.tls_ca}}) {
+  for (const auto& [option, path] :
+       {std::pair<std::string, std::string>{"tls_cert", o.access.tls_cert},
+        {"tls_key", o.access.tls_key},
+        {"tls_ca", o.access.tls_ca}}) {
     if (path.empty()) continue;
     if (absl::Status s = CheckReadable(option, path); !s.ok()) return s;
   }
-  if (absl::Status s = CheckTlsFiles(o); !s.ok()) return s;
+  if (absl::Status s = rpc::CheckTlsFiles(o.access); !s.ok()) return s;
   if (!o.log_dir.empty()) {
     struct stat st;
     if (stat(o.log_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {

@@ -63,14 +63,15 @@ EnvList CommonEnv(const Options& options, const HostFacts& facts, int world_size
   env.emplace_back("GANGRUN_GENERATION", std::to_string(generation));
   if (!facts.token.empty()) env.emplace_back("GANGRUN_TOKEN", facts.token);
   // So that `gangrun kv` in a worker can reach a TLS scheduler.
-  if (!options.tls_ca.empty()) env.emplace_back("GANGRUN_TLS_CA", options.tls_ca);
-  if (!options.tls_cert.empty()) env.emplace_back("GANGRUN_TLS_CERT", options.tls_cert);
-  if (!options.tls_key.empty()) env.emplace_back("GANGRUN_TLS_KEY", options.tls_key);
+  if (!options.access.tls_ca.empty()) env.emplace_back("GANGRUN_TLS_CA", options.access.tls_ca);
+  if (!options.access.tls_cert.empty())
+    env.emplace_back("GANGRUN_TLS_CERT", options.access.tls_cert);
+  if (!options.access.tls_key.empty()) env.emplace_back("GANGRUN_TLS_KEY", options.access.tls_key);
   return env;
 }
 
-worker::ProcessSpec BaseSpec(const HostFacts& facts) {
-  worker::ProcessSpec spec;
+node::ProcessSpec BaseSpec(const HostFacts& facts) {
+  node::ProcessSpec spec;
   spec.exec_path = facts.task.exec_path;
   spec.argv = facts.task.argv;
   return spec;
@@ -88,12 +89,12 @@ std::string WorkerLogPath(const Options& options, const HostFacts& facts, int ra
   return facts.log_dir.empty() ? file : facts.log_dir + "/" + file;
 }
 
-absl::StatusOr<std::vector<worker::ProcessSpec>> PlanProcesses(const Options& options,
-                                                               const HostFacts& facts,
-                                                               const v1::RankAssignment& assignment,
-                                                               uint64_t generation,
-                                                               int restart_count) {
-  std::vector<worker::ProcessSpec> specs;
+absl::StatusOr<std::vector<node::ProcessSpec>> PlanProcesses(const Options& options,
+                                                             const HostFacts& facts,
+                                                             const v1::RankAssignment& assignment,
+                                                             uint64_t generation,
+                                                             int restart_count) {
+  std::vector<node::ProcessSpec> specs;
   // The scheduler's run id, so that every rank of the job sees the same one.
   HostFacts job_facts = facts;
   if (!assignment.run_id().empty()) job_facts.run_id = assignment.run_id();
@@ -101,7 +102,7 @@ absl::StatusOr<std::vector<worker::ProcessSpec>> PlanProcesses(const Options& op
   const bool simulating = Simulating(options);
 
   if (options.personality == Personality::kMsrun && facts.is_master && !simulating) {
-    worker::ProcessSpec sched = BaseSpec(facts);
+    node::ProcessSpec sched = BaseSpec(facts);
     sched.rank = -1;
     sched.local_rank = -1;
     EnvList env = common;
@@ -116,7 +117,7 @@ absl::StatusOr<std::vector<worker::ProcessSpec>> PlanProcesses(const Options& op
   for (int i = 0; i < assignment.local_worker_num(); ++i) {
     const int rank = assignment.first_rank() + i;
     const int rank_id = simulating && options.sim_rank_id != -1 ? options.sim_rank_id : rank;
-    worker::ProcessSpec spec = BaseSpec(facts);
+    node::ProcessSpec spec = BaseSpec(facts);
     spec.rank = rank_id;
     spec.local_rank = i;
     EnvList env = common;

@@ -11,7 +11,7 @@
 #include "gangrun/v1/session.pb.h"
 #include "launcher/options.h"
 #include "launcher/task_command.h"
-#include "worker/process_backend.h"
+#include "node/process_backend.h"
 
 namespace gangrun::launcher {
 
@@ -35,11 +35,11 @@ struct HostFacts {
 
 // The processes this node runs in a generation: the MindSpore scheduler process first (msrun
 // personality, master host, not simulating), then one worker per local rank.
-absl::StatusOr<std::vector<worker::ProcessSpec>> PlanProcesses(const Options& options,
-                                                               const HostFacts& facts,
-                                                               const v1::RankAssignment& assignment,
-                                                               uint64_t generation,
-                                                               int restart_count);
+absl::StatusOr<std::vector<node::ProcessSpec>> PlanProcesses(const Options& options,
+                                                             const HostFacts& facts,
+                                                             const v1::RankAssignment& assignment,
+                                                             uint64_t generation,
+                                                             int restart_count);
 
 // <log_dir>/worker_<rank>.log, or <log_dir>/<worker_log_name>_<rank>.log with {ip} and
 // {hostname} substituted.

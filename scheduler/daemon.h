@@ -20,18 +20,19 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "gangrun/v1/daemon.pb.h"
+#include "rpc/server.h"
+#include "rpc/server_stream.h"
 #include "scheduler/grpc_server.h"
 #include "scheduler/kv_store.h"
 #include "scheduler/scheduler.h"
-#include "scheduler/server_stream.h"
 #include "scheduler/telemetry.h"
 
 namespace gangrun::scheduler {
 
 class Daemon {
  public:
-  using AgentStream = ServerStream<v1::AgentEvent, v1::AgentCommand>;
-  using SubmitStream = ServerStream<v1::SubmitEvent, v1::SubmitReply>;
+  using AgentStream = rpc::ServerStream<v1::AgentEvent, v1::AgentCommand>;
+  using SubmitStream = rpc::ServerStream<v1::SubmitEvent, v1::SubmitReply>;
   // What the daemon runs a job with: its scheduler's settings and its store's bounds.
   struct JobConfig {
     Scheduler::Options scheduler;
@@ -140,17 +141,17 @@ class DaemonServer {
       boost::asio::io_context& io, Daemon& daemon, const std::string& listen_address,
       const std::string& token, std::shared_ptr<grpc::ServerCredentials> credentials);
   ~DaemonServer();
-  int port() const { return port_; }
-  void ShutdownAsync(boost::asio::io_context& io, std::function<void()> done);
+  int port() const { return server_->port(); }
+  void ShutdownAsync(boost::asio::io_context& io, std::function<void()> done) {
+    server_->ShutdownAsync(io, std::move(done));
+  }
 
   class Service;
 
  private:
   DaemonServer() = default;
   std::unique_ptr<Service> service_;
-  std::unique_ptr<grpc::Server> server_;
-  int port_ = 0;
-  std::thread shutdown_thread_;
+  std::unique_ptr<rpc::Server> server_;  // destroyed first: it refers to service_
 };
 
 }  // namespace gangrun::scheduler

@@ -31,7 +31,7 @@ class DaemonServer::Service : public v1::Daemon::CallbackService {
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* context,
                                    const v1::DaemonStatusRequest*,
                                    v1::DaemonStatusResponse* response) override {
-    return ServeOnStrand(io_, context, token_, [this, response](grpc::ServerUnaryReactor* r) {
+    return rpc::ServeOnStrand(io_, context, token_, [this, response](grpc::ServerUnaryReactor* r) {
       *response = daemon_.Status();
       r->Finish(grpc::Status::OK);
     });
@@ -40,7 +40,7 @@ class DaemonServer::Service : public v1::Daemon::CallbackService {
   grpc::ServerUnaryReactor* Stop(grpc::CallbackServerContext* context,
                                  const v1::StopJobRequest* request,
                                  v1::StopJobResponse* response) override {
-    return ServeOnStrand(
+    return rpc::ServeOnStrand(
         io_, context, token_, [this, request, response](grpc::ServerUnaryReactor* r) {
           response->set_stopped(daemon_.Stop(request->job_id(), StopSignal(request->signal()),
                                              request->reason().empty()
@@ -60,7 +60,7 @@ class DaemonServer::Service : public v1::Daemon::CallbackService {
   // its end, all posted to the io_context.
   template <typename Stream, typename Add, typename OnEvent, typename OnGone>
   Stream* Open(grpc::CallbackServerContext* context, Add add, OnEvent on_event, OnGone on_gone) {
-    const bool authorized = Authorized(*context, token_);
+    const bool authorized = rpc::Authorized(*context, token_);
     auto handle = std::make_shared<typename Stream::Handle>();
     auto id = std::make_shared<int>(0);  // set on the io_context before any event is posted
     if (authorized) {
@@ -86,24 +86,15 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
     const std::string& token, std::shared_ptr<grpc::ServerCredentials> credentials) {
   std::unique_ptr<DaemonServer> server(new DaemonServer());
   server->service_ = std::make_unique<Service>(io, daemon, token);
-  server->server_ =
-      BuildServer(listen_address, credentials, {server->service_.get()}, &server->port_);
-  if (!server->server_ || server->port_ == 0) {
+  auto started = rpc::Server::Start(listen_address, credentials, {server->service_.get()});
+  if (!started.ok()) {
     return absl::UnavailableError("cannot listen on " + listen_address +
                                   " (address in use or not local)");
   }
+  server->server_ = std::move(*started);
   return server;
 }
 
-void DaemonServer::ShutdownAsync(boost::asio::io_context& io, std::function<void()> done) {
-  shutdown_thread_ = std::thread([this, &io, done = std::move(done)] {
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    boost::asio::post(io, done);
-  });
-}
-
-DaemonServer::~DaemonServer() {
-  if (shutdown_thread_.joinable()) shutdown_thread_.join();
-}
+DaemonServer::~DaemonServer() { server_.reset(); }
 
 }  // namespace gangrun::scheduler

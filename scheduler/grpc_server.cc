@@ -9,7 +9,7 @@
 #include "common/secret.h"
 #include "gangrun/v1/kv.grpc.pb.h"
 #include "gangrun/v1/session.grpc.pb.h"
-#include "scheduler/server_stream.h"
+#include "rpc/server_stream.h"
 
 namespace gangrun::scheduler {
 namespace {
@@ -21,7 +21,7 @@ grpc::Status ToGrpc(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
-using SessionStream = ServerStream<v1::NodeEvent, v1::NodeCommand>;
+using SessionStream = rpc::ServerStream<v1::NodeEvent, v1::NodeCommand>;
 
 // What the scheduler holds for one node stream. It outlives the stream: the stream may be
 // gone (the node disconnected) while the scheduler has not yet heard of it.
@@ -111,15 +111,6 @@ class WaitingCall : public grpc::ServerUnaryReactor {
 
 }  // namespace
 
-bool Authorized(const grpc::ServerContextBase& context, const std::string& token) {
-  if (token.empty()) return true;
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find("authorization");
-  if (it == metadata.end()) return false;
-  return common::SecretsEqual(std::string_view(it->second.data(), it->second.size()),
-                              "Bearer " + token);
-}
-
 class SchedulerServer::Services : public v1::Scheduler::CallbackService,
                                   public v1::KeyValue::CallbackService {
  public:
@@ -128,7 +119,7 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
 
   grpc::ServerBidiReactor<v1::NodeEvent, v1::NodeCommand>* Session(
       grpc::CallbackServerContext* context) override {
-    return OpenSession(io_, scheduler_, Authorized(*context, token_));
+    return OpenSession(io_, scheduler_, rpc::Authorized(*context, token_));
   }
 
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
@@ -168,7 +159,7 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
 
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context, const v1::GetRequest* request,
                                 v1::GetResponse* response) override {
-    if (!Authorized(*context, token_)) return Refuse(context);
+    if (!rpc::Authorized(*context, token_)) return Refuse(context);
     auto* call = new WaitingCall(io_, store_);
     call->Begin([this, request, response](auto finish) {
       return store_.Get(request->key(), WaitFromMs(request->wait_ms()),
@@ -201,7 +192,7 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
   grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* context,
                                     const v1::BarrierRequest* request,
                                     v1::BarrierResponse*) override {
-    if (!Authorized(*context, token_)) return Refuse(context);
+    if (!rpc::Authorized(*context, token_)) return Refuse(context);
     auto* call = new WaitingCall(io_, store_);
     call->Begin([this, request](auto finish) {
       return store_.Barrier(request->name(), request->count(), WaitFromMs(request->wait_ms()),
@@ -213,7 +204,7 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
  private:
   template <typename Work>
   grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context, Work work) {
-    return ServeOnStrand(io_, context, token_, std::move(work));
+    return rpc::ServeOnStrand(io_, context, token_, std::move(work));
   }
   static grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* context) {
     auto* reactor = context->DefaultReactor();
@@ -227,63 +218,20 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
   std::string token_;
 };
 
-int HandshakeTimeoutMs() {
-  int value = 10000;
-  if (const char* env = std::getenv("GANGRUN_HANDSHAKE_TIMEOUT_MS")) {
-    int parsed;
-    if (absl::SimpleAtoi(env, &parsed) && parsed >= 100 && parsed <= 30000) value = parsed;
-  }
-  return value;
-}
-
-std::unique_ptr<grpc::Server> BuildServer(const std::string& listen_address,
-                                          std::shared_ptr<grpc::ServerCredentials> credentials,
-                                          const std::vector<grpc::Service*>& services, int* port) {
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  // Two launchers must not share a port: the second one has to find it taken.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  // A connection that does not finish its (TLS and HTTP/2) handshake within 10 s is closed,
-  // and so is one that carries no call for a minute: idle or stray peers cannot hold file
-  // descriptors for ever. Nodes keep their session call open for the job's life.
-  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, HandshakeTimeoutMs());
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, kMaxConnectionIdleMs);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
-  builder.SetMaxReceiveMessageSize(8 << 20);
-  builder.AddListeningPort(listen_address,
-                           credentials ? credentials : grpc::InsecureServerCredentials(), port);
-  for (grpc::Service* service : services) builder.RegisterService(service);
-  return builder.BuildAndStart();
-}
-
 absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     boost::asio::io_context& io, Scheduler& scheduler, KvStore& store,
     const ServerOptions& options) {
   std::unique_ptr<SchedulerServer> server(new SchedulerServer());
   server->services_ = std::make_unique<Services>(io, scheduler, store, options.token);
-  server->server_ =
-      BuildServer(options.listen_address, options.credentials,
-                  {static_cast<v1::Scheduler::CallbackService*>(server->services_.get()),
-                   static_cast<v1::KeyValue::CallbackService*>(server->services_.get())},
-                  &server->port_);
-  if (!server->server_ || server->port_ == 0) {
-    return absl::AlreadyExistsError("cannot listen on " + options.listen_address);
-  }
+  auto started =
+      rpc::Server::Start(options.listen_address, options.credentials,
+                         {static_cast<v1::Scheduler::CallbackService*>(server->services_.get()),
+                          static_cast<v1::KeyValue::CallbackService*>(server->services_.get())});
+  if (!started.ok()) return absl::AlreadyExistsError(std::string(started.status().message()));
+  server->server_ = std::move(*started);
   return server;
 }
 
-void SchedulerServer::ShutdownAsync(boost::asio::io_context& io, std::function<void()> done) {
-  // Server::Shutdown blocks until every call has finished, and calls finish on the
-  // io_context: so it runs on its own thread while the io_context keeps running.
-  shutdown_thread_ = std::thread([this, &io, done = std::move(done)] {
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    boost::asio::post(io, done);
-  });
-}
-
-SchedulerServer::~SchedulerServer() {
-  if (shutdown_thread_.joinable()) shutdown_thread_.join();
-}
+SchedulerServer::~SchedulerServer() { server_.reset(); }
 
 }  // namespace gangrun::scheduler

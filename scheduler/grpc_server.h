@@ -18,9 +18,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "rpc/server.h"
+#include "rpc/server_stream.h"
 #include "scheduler/kv_store.h"
 #include "scheduler/scheduler.h"
-#include "scheduler/server_stream.h"
 
 namespace gangrun::scheduler {
 
@@ -30,20 +31,6 @@ struct ServerOptions {
   std::shared_ptr<grpc::ServerCredentials> credentials;  // null = insecure
 };
 
-// A connection must finish its TLS and HTTP/2 handshake within this long (default 10 s;
-// GANGRUN_HANDSHAKE_TIMEOUT_MS, 100..30000, changes it), and one that carries no call for
-// kMaxConnectionIdleMs is closed.
-int HandshakeTimeoutMs();
-inline constexpr int kMaxConnectionIdleMs = 60000;
-
-// A gRPC server with gangrun's settings (no SO_REUSEPORT, the keepalive ping policy nodes
-// use, handshake and idle timeouts, 8 MiB messages, the standard health service) for `services` on
-// `listen_address`.
-// `*port` is 0 afterwards when it could not listen.
-std::unique_ptr<grpc::Server> BuildServer(const std::string& listen_address,
-                                          std::shared_ptr<grpc::ServerCredentials> credentials,
-                                          const std::vector<grpc::Service*>& services, int* port);
-
 class SchedulerServer {
  public:
   // Fails with AlreadyExists when the port is taken (another launcher hosts the scheduler).
@@ -52,19 +39,19 @@ class SchedulerServer {
                                                                 KvStore& store,
                                                                 const ServerOptions& options);
   ~SchedulerServer();
-  int port() const { return port_; }
+  int port() const { return server_->port(); }
   // Stops the server (ending every call) and then runs `done` on `io`. Call on `io`'s thread
   // after the job has finished and the store's waiters were cancelled.
-  void ShutdownAsync(boost::asio::io_context& io, std::function<void()> done);
+  void ShutdownAsync(boost::asio::io_context& io, std::function<void()> done) {
+    server_->ShutdownAsync(io, std::move(done));
+  }
 
   class Services;
 
  private:
   SchedulerServer() = default;
   std::unique_ptr<Services> services_;
-  std::unique_ptr<grpc::Server> server_;
-  int port_ = 0;
-  std::thread shutdown_thread_;
+  std::unique_ptr<rpc::Server> server_;  // destroyed first: it refers to services_
 };
 
 }  // namespace gangrun::scheduler

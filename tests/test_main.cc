@@ -8,11 +8,11 @@
 #include <string>
 
 #include "common/descendants.h"
-#include "worker/keeper.h"
+#include "node/keeper.h"
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "__keeper") {
-    return gangrun::worker::RunKeeper(std::atoi(argv[2]));
+    return gangrun::node::RunKeeper(std::atoi(argv[2]));
   }
   if (!gangrun::common::BecomeChildSubreaper().ok()) return 1;
   ::testing::InitGoogleTest(&argc, argv);

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/process_test.h"
+#include "tests/testing/process_test.h"
 
 namespace gangrun::testing {
 

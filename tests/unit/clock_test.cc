@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "common/fake_clock.h"
+#include "tests/testing/fake_clock.h"
 
 namespace gangrun::common {
 namespace {
@@ -10,7 +10,7 @@ namespace {
 using std::chrono::seconds;
 
 TEST(FakeClockTest, RunsDueTimersInDeadlineOrder) {
-  FakeClock clock;
+  testing::FakeClock clock;
   std::vector<int> fired;
   auto t2 = clock.After(seconds(2), [&] { fired.push_back(2); });
   auto t1 = clock.After(seconds(1), [&] { fired.push_back(1); });
@@ -22,7 +22,7 @@ TEST(FakeClockTest, RunsDueTimersInDeadlineOrder) {
 }
 
 TEST(FakeClockTest, CancelledOrDestroyedTimersNeverRun) {
-  FakeClock clock;
+  testing::FakeClock clock;
   bool ran = false;
   auto t = clock.After(seconds(1), [&] { ran = true; });
   t->Cancel();
@@ -35,7 +35,7 @@ TEST(FakeClockTest, CancelledOrDestroyedTimersNeverRun) {
 }
 
 TEST(FakeClockTest, NowMovesWithAdvance) {
-  FakeClock clock;
+  testing::FakeClock clock;
   TimePoint start = clock.Now();
   clock.Advance(seconds(3));
   EXPECT_EQ(clock.Now() - start, seconds(3));

@@ -10,13 +10,13 @@
 #include <climits>
 #include <random>
 
-#include "common/fake_clock.h"
 #include "common/logging.h"
 #include "launcher/options.h"
 #include "scheduler/daemon.h"
 #include "scheduler/kv_store.h"
 #include "scheduler/peer_checks.h"
 #include "scheduler/scheduler.h"
+#include "tests/testing/fake_clock.h"
 
 namespace gangrun {
 namespace {
@@ -192,7 +192,7 @@ TEST(FuzzTest, SchedulerSurvivesAnyPeerMessage) {
   Random random(7);
   int formed = 0, restarted = 0;
   for (int job = 0; job < 1000; ++job) {
-    common::FakeClock clock;
+    testing::FakeClock clock;
     scheduler::Scheduler::Options options;
     options.world_size = random.Int(1, 6);
     options.min_world_size = random.Chance(30) ? random.Int(1, options.world_size) : 0;
@@ -241,7 +241,7 @@ TEST(FuzzTest, SchedulerSurvivesAnyPeerMessage) {
 TEST(FuzzTest, KeyValueStoreStaysWithinItsBounds) {
   Quiet quiet;
   Random random(11);
-  common::FakeClock clock;
+  testing::FakeClock clock;
   scheduler::KvLimits limits;
   limits.max_bytes = 1 << 20;
   limits.max_pending_waits = 64;
@@ -284,7 +284,7 @@ TEST(FuzzTest, DaemonSurvivesAnyAgentOrSubmitterMessage) {
   Quiet quiet;
   Random random(3);
   boost::asio::io_context io;
-  common::FakeClock clock;
+  testing::FakeClock clock;
   // Jobs are never placed here (their configuration is refused), so no server starts.
   scheduler::Daemon daemon(
       io, clock, {"127.0.0.1", "", nullptr, nullptr},

@@ -11,7 +11,7 @@
 #include "common/clock.h"
 #include "gangrun/v1/kv.grpc.pb.h"
 #include "gangrun/v1/session.grpc.pb.h"
-#include "worker/grpc_link.h"
+#include "node/grpc_link.h"
 
 namespace gangrun::scheduler {
 namespace {
@@ -24,8 +24,8 @@ class GrpcServerTest : public ::testing::Test {
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     thread_ = std::thread([this] { io_.run(); });
-    auto channel = worker::MakeChannel("127.0.0.1:" + std::to_string(server_->port()), nullptr, "",
-                                       std::chrono::seconds(30));
+    auto channel = rpc::MakeChannel("127.0.0.1:" + std::to_string(server_->port()), nullptr, "",
+                                    std::chrono::seconds(30));
     kv_ = v1::KeyValue::NewStub(channel);
     status_ = v1::Scheduler::NewStub(channel);
   }
@@ -38,7 +38,7 @@ class GrpcServerTest : public ::testing::Test {
     server_.reset();
   }
   static void Authorize(grpc::ClientContext& context, const std::string& token) {
-    worker::AddToken(context, token);
+    rpc::AddToken(context, token);
   }
 
   boost::asio::io_context io_;

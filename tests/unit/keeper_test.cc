@@ -3,10 +3,10 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "tests/process_test.h"
-#include "worker/keeper_client.h"
+#include "node/keeper_client.h"
+#include "tests/testing/process_test.h"
 
-namespace gangrun::worker {
+namespace gangrun::node {
 namespace {
 
 using std::chrono::milliseconds;
@@ -113,4 +113,4 @@ TEST_F(KeeperTest, LosingTheLauncherKillsEverything) {
 }
 
 }  // namespace
-}  // namespace gangrun::worker
+}  // namespace gangrun::node

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/fake_clock.h"
+#include "tests/testing/fake_clock.h"
 
 namespace gangrun::scheduler {
 namespace {
@@ -10,7 +10,7 @@ namespace {
 using std::chrono::seconds;
 
 TEST(KvStoreTest, PutThenGet) {
-  common::FakeClock clock;
+  testing::FakeClock clock;
   KvStore store(clock);
   ASSERT_TRUE(store.Put("k", "v").ok());
   absl::StatusOr<std::string> got;
@@ -21,7 +21,7 @@ TEST(KvStoreTest, PutThenGet) {
 }
 
 TEST(KvStoreTest, WaitingGetCompletesOnPutOrTimesOut) {
-  common::FakeClock clock;
+  testing::FakeClock clock;
   KvStore store(clock);
   std::optional<absl::StatusOr<std::string>> first, second;
   store.Get("uid", seconds(10), [&](absl::StatusOr<std::string> v) { first = v; });
@@ -36,7 +36,7 @@ TEST(KvStoreTest, WaitingGetCompletesOnPutOrTimesOut) {
 }
 
 TEST(KvStoreTest, AddIsAtomicAndRefusesNonIntegers) {
-  common::FakeClock clock;
+  testing::FakeClock clock;
   KvStore store(clock);
   EXPECT_EQ(*store.Add("n", 2), 2);
   EXPECT_EQ(*store.Add("n", -5), -3);
@@ -45,7 +45,7 @@ TEST(KvStoreTest, AddIsAtomicAndRefusesNonIntegers) {
 }
 
 TEST(KvStoreTest, DeleteReportsWhetherTheKeyExisted) {
-  common::FakeClock clock;
+  testing::FakeClock clock;
   KvStore store(clock);
   ASSERT_TRUE(store.Put("k", "v").ok());
   EXPECT_TRUE(store.Delete("k"));
@@ -53,7 +53,7 @@ TEST(KvStoreTest, DeleteReportsWhetherTheKeyExisted) {
 }
 
 TEST(KvStoreTest, BarrierReleasesEveryoneAtTheCount) {
-  common::FakeClock clock;
+  testing::FakeClock clock;
   KvStore store(clock);
   int released = 0;
   store.Barrier("b", 3, seconds(5), [&](absl::Status s) { released += s.ok(); });
@@ -69,7 +69,7 @@ TEST(KvStoreTest, BarrierReleasesEveryoneAtTheCount) {
 }
 
 TEST(KvStoreTest, HostileSizesAreRefused) {
-  common::FakeClock clock;
+  testing::FakeClock clock;
   KvStore store(clock);
   EXPECT_EQ(store.Put("", "v").code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(store.Put(std::string(KvStore::kMaxKeyBytes + 1, 'k'), "v").code(),
@@ -79,7 +79,7 @@ TEST(KvStoreTest, HostileSizesAreRefused) {
 }
 
 TEST(KvStoreTest, CancelAllEndsPendingWaits) {
-  common::FakeClock clock;
+  testing::FakeClock clock;
   KvStore store(clock);
   absl::Status status;
   store.Get("never", common::Duration(-1),
@@ -89,7 +89,7 @@ TEST(KvStoreTest, CancelAllEndsPendingWaits) {
 }
 
 TEST(KvStoreTest, TotalSizeIsBoundedAndDeletingGivesRoomBack) {
-  common::FakeClock clock;
+  testing::FakeClock clock;
   KvLimits limits;
   limits.max_bytes = 10 * (1 << 20);
   KvStore store(clock, limits);
@@ -113,7 +113,7 @@ TEST(KvStoreTest, TotalSizeIsBoundedAndDeletingGivesRoomBack) {
 }
 
 TEST(KvStoreTest, PendingWaitsAreBounded) {
-  common::FakeClock clock;
+  testing::FakeClock clock;
   KvLimits limits;
   limits.max_pending_waits = 3;
   KvStore store(clock, limits);
@@ -140,7 +140,7 @@ TEST(KvStoreTest, PendingWaitsAreBounded) {
 }
 
 TEST(KvStoreTest, CancelledWaitsAreForgottenAtOnce) {
-  common::FakeClock clock;
+  testing::FakeClock clock;
   KvStore store(clock);
   bool called = false;
   KvStore::WaitId get =
@@ -167,7 +167,7 @@ TEST(KvStoreTest, CancelledWaitsAreForgottenAtOnce) {
 }
 
 TEST(KvStoreTest, AddRefusesToOverflow) {
-  common::FakeClock clock;
+  testing::FakeClock clock;
   KvStore store(clock);
   ASSERT_TRUE(store.Put("n", std::to_string(INT64_MAX)).ok());
   EXPECT_EQ(store.Add("n", 1).status().code(), absl::StatusCode::kOutOfRange);

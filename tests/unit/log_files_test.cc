@@ -1,12 +1,12 @@
-#include "worker/log_files.h"
+#include "node/log_files.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 
-#include "tests/test_util.h"
+#include "tests/testing/test_util.h"
 
-namespace gangrun::worker {
+namespace gangrun::node {
 namespace {
 
 TEST(ReadLastLinesTest, ReturnsTheTail) {
@@ -75,4 +75,4 @@ TEST(LogFollowerTest, ALongLineIsShownInTheSamePiecesHoweverItIsRead) {
 }
 
 }  // namespace
-}  // namespace gangrun::worker
+}  // namespace gangrun::node

@@ -1,13 +1,13 @@
-#include "worker/node.h"
+#include "node/node.h"
 
 #include <gtest/gtest.h>
 
 #include <csignal>
 
-#include "common/fake_clock.h"
-#include "tests/unit/fake_backend.h"
+#include "tests/testing/fake_backend.h"
+#include "tests/testing/fake_clock.h"
 
-namespace gangrun::worker {
+namespace gangrun::node {
 namespace {
 
 using std::chrono::seconds;
@@ -50,7 +50,7 @@ class NodeTest : public ::testing::Test {
   }
 
   FakeBackend backend;
-  common::FakeClock clock;
+  testing::FakeClock clock;
   RecordingSchedulerLink link;
   std::unique_ptr<Node> node;
   std::optional<v1::JobOutcome> outcome;
@@ -165,4 +165,4 @@ TEST_F(NodeTest, FinishedCommandEndsTheNode) {
 }
 
 }  // namespace
-}  // namespace gangrun::worker
+}  // namespace gangrun::node

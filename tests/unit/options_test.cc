@@ -7,7 +7,7 @@
 #include <fstream>
 #include <map>
 
-#include "tests/test_util.h"
+#include "tests/testing/test_util.h"
 
 namespace gangrun::launcher {
 namespace {

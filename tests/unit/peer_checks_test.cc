@@ -7,8 +7,8 @@
 
 #include <climits>
 
-#include "common/fake_clock.h"
 #include "scheduler/scheduler.h"
+#include "tests/testing/fake_clock.h"
 
 namespace gangrun::scheduler {
 namespace {
@@ -59,7 +59,7 @@ class PeerChecksTest : public ::testing::Test {
     scheduler->OnNodeEvent(id, event);
   }
 
-  common::FakeClock clock;
+  testing::FakeClock clock;
   std::unique_ptr<Scheduler> scheduler;
   std::optional<v1::JobOutcome> outcome;
 };

@@ -1,13 +1,13 @@
-#include "worker/process_manager.h"
+#include "node/process_manager.h"
 
 #include <gtest/gtest.h>
 
 #include <csignal>
 
-#include "common/fake_clock.h"
-#include "tests/unit/fake_backend.h"
+#include "tests/testing/fake_backend.h"
+#include "tests/testing/fake_clock.h"
 
-namespace gangrun::worker {
+namespace gangrun::node {
 namespace {
 
 using common::ExitStatus;
@@ -45,7 +45,7 @@ class ProcessManagerTest : public ::testing::Test {
     bool stopped;
   };
   FakeBackend backend;
-  common::FakeClock clock;
+  testing::FakeClock clock;
   std::unique_ptr<ProcessManager> manager;
   std::vector<int> started;
   std::vector<int> failed;
@@ -138,4 +138,4 @@ TEST_F(ProcessManagerTest, SignalAllForwardsToLiveGroups) {
 }
 
 }  // namespace
-}  // namespace gangrun::worker
+}  // namespace gangrun::node

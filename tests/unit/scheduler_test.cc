@@ -4,7 +4,7 @@
 
 #include <csignal>
 
-#include "common/fake_clock.h"
+#include "tests/testing/fake_clock.h"
 
 namespace gangrun::scheduler {
 namespace {
@@ -57,7 +57,7 @@ class SchedulerTest : public ::testing::Test {
     scheduler->OnNodeEvent(id, event);
   }
 
-  common::FakeClock clock;
+  testing::FakeClock clock;
   std::unique_ptr<Scheduler> scheduler;
   std::optional<v1::JobOutcome> outcome;
 };

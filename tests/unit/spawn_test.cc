@@ -5,7 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tests/process_test.h"
+#include "tests/testing/process_test.h"
 
 namespace gangrun::common {
 namespace {

@@ -3,8 +3,8 @@
 
 #include <gtest/gtest.h>
 
-#include "common/fake_clock.h"
 #include "scheduler/scheduler.h"
+#include "tests/testing/fake_clock.h"
 
 namespace gangrun::scheduler {
 namespace {
@@ -54,7 +54,7 @@ class StallTest : public ::testing::Test {
     return !link.commands.empty() && link.commands.back().has_abort();
   }
 
-  common::FakeClock clock;
+  testing::FakeClock clock;
   std::unique_ptr<Scheduler> scheduler;
   std::optional<v1::JobOutcome> outcome;
   Link self{true}, other;

@@ -6,10 +6,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "common/fake_clock.h"
 #include "scheduler/metrics.h"
 #include "scheduler/scheduler.h"
-#include "tests/test_util.h"
+#include "tests/testing/fake_clock.h"
+#include "tests/testing/test_util.h"
 
 namespace gangrun::scheduler {
 namespace {
@@ -82,7 +82,7 @@ class TelemetryTest : public ::testing::Test {
 
   testing::TempDir dir;
   std::string log = dir.File("events.jsonl");
-  common::FakeClock clock;
+  testing::FakeClock clock;
   std::unique_ptr<EventLog> event_log;
   std::unique_ptr<Telemetry> telemetry;
   NullLink link;

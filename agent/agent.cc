@@ -1,0 +1,289 @@
+#include "agent/agent.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/read.hpp>
+
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/console.h"
+#include "common/logging.h"
+#include "common/net.h"
+#include "common/spawn.h"
+#include "rpc/channel.h"
+
+namespace gangrun::agent {
+
+using std::chrono::milliseconds;
+
+namespace {
+constexpr size_t kMaxPartialLine = 64 * 1024;
+// Output waiting to reach the daemon (which waits for its submitter): past this, output is
+// dropped and counted rather than held.
+constexpr size_t kMaxQueuedOutput = 8 << 20;
+}  // namespace
+
+// One of a launcher's output pipes, read into whole lines.
+struct Agent::Pipe {
+  Pipe(boost::asio::io_context& io, int fd, bool is_stdout) : fd(io, fd), is_stdout(is_stdout) {}
+  boost::asio::posix::stream_descriptor fd;
+  bool is_stdout;
+  std::array<char, 16384> buf{};
+  std::string partial;  // a line not yet ended
+};
+
+// One job's launcher on this host.
+struct Agent::Launcher {
+  Launcher(boost::asio::io_context& io, int out_fd, int err_fd)
+      : out(io, out_fd, true), err(io, err_fd, false) {}
+  std::string job_id;
+  pid_t pid = 0;
+  Pipe out;
+  Pipe err;
+  std::deque<std::string> err_tail;  // last lines of its stderr, for a failure report
+  uint64_t dropped_output = 0;       // bytes of stdout not relayed since the last that was
+  int open_pipes = 2;
+  std::optional<common::ExitStatus> exit;
+};
+
+Agent::Agent(boost::asio::io_context& io, common::Clock& clock, Options options,
+             Callbacks callbacks)
+    : io_(io),
+      clock_(clock),
+      options_(std::move(options)),
+      callbacks_(std::move(callbacks)),
+      backoff_(milliseconds(200)),
+      sigchld_(io, SIGCHLD) {}
+
+Agent::~Agent() {
+  if (stream_) stream_->CancelAndWait();
+}
+
+void Agent::Start() {
+  channel_ = rpc::MakeChannel(options_.master, options_.credentials, "", std::chrono::seconds(10));
+  stub_ = v1::Daemon::NewStub(channel_);
+  sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
+    if (!ec) Reap();
+  });
+  Connect();
+}
+
+void Agent::Connect() {
+  if (stopping_) return;
+  if (stream_) stream_->CancelAndWait();
+  stream_ = std::make_unique<Stream>(
+      io_, [this](const v1::AgentCommand& command) { OnCommand(command); },
+      [this](const grpc::Status& status) { OnStreamDone(status); });
+  // wait_for_ready: the daemon may start after us (or restart); we wait for it.
+  stream_->Begin(options_.token, true,
+                 [this](auto* context, auto* reactor) { stub_->async()->Agent(context, reactor); });
+  v1::AgentEvent event;
+  auto* reg = event.mutable_register_();
+  reg->set_name(options_.name);
+  reg->set_address(options_.address);
+  reg->set_slots(options_.slots);
+  reg->set_pid(getpid());
+  stream_->Queue(event);
+}
+
+void Agent::OnStreamDone(const grpc::Status& status) {
+  connected_ = false;
+  if (stopping_) return;
+  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+    callbacks_.on_fatal("the daemon at " + options_.master + " rejected our token");
+    return;
+  }
+  common::Logger("agent")->warn("lost the daemon at {} ({}); registering again in {} ms",
+                                options_.master, status.error_message(),
+                                std::chrono::duration_cast<milliseconds>(backoff_).count());
+  reconnect_timer_ = clock_.After(backoff_, [this] { Connect(); });
+  backoff_ = std::min<common::Duration>(backoff_ * 2, std::chrono::seconds(5));
+}
+
+void Agent::OnCommand(const v1::AgentCommand& command) {
+  if (command.has_registered()) {
+    connected_ = true;
+    backoff_ = milliseconds(200);
+    common::Logger("agent")->info("registered with the daemon at {} as agent {} ({} slot(s))",
+                                  options_.master, command.registered().agent_id(), options_.slots);
+    if (callbacks_.on_registered) callbacks_.on_registered();
+  } else if (command.has_rejected()) {
+    stopping_ = true;
+    callbacks_.on_fatal("the daemon refused this agent: " + command.rejected().reason());
+  } else if (command.has_run()) {
+    Run(command.run());
+  } else if (command.has_stop()) {
+    auto it = launchers_.find(command.stop().job_id());
+    if (it != launchers_.end() && !it->second->exit) {
+      kill(it->second->pid, command.stop().signal() > 0 ? command.stop().signal() : SIGTERM);
+    }
+  }
+}
+
+void Agent::Send(v1::AgentEvent event) {
+  if (stream_ && connected_) stream_->Queue(event);
+}
+
+void Agent::SendOutput(Launcher& launcher, std::string lines) {
+  if (!stream_ || !connected_) return;
+  const size_t size = lines.size();
+  if (launcher.dropped_output > 0) {
+    lines = "gangrun: " + std::to_string(launcher.dropped_output) +
+            " bytes of output were not relayed: the submitter did not keep up\n" + lines;
+  }
+  v1::AgentEvent event;
+  event.mutable_output()->set_job_id(launcher.job_id);
+  event.mutable_output()->set_data(std::move(lines));
+  if (stream_->TryQueue(event, kMaxQueuedOutput)) {
+    launcher.dropped_output = 0;
+  } else {
+    launcher.dropped_output += size;
+  }
+}
+
+void Agent::Run(const v1::RunLauncher& run) {
+  auto fail = [&](const std::string& error) {
+    common::Logger("agent")->error("job {}: cannot start its launcher: {}", run.job_id(), error);
+    v1::AgentEvent event;
+    event.mutable_exited()->set_job_id(run.job_id());
+    event.mutable_exited()->set_error(error);
+    Send(std::move(event));
+  };
+  if (stopping_) return fail("the agent is stopping");
+  if (launchers_.count(run.job_id()) > 0) return fail("job already running here");
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return fail(std::strerror(errno));
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    close(out[0]);
+    close(out[1]);
+    return fail(std::strerror(errno));
+  }
+  common::SpawnOptions spawn;
+  spawn.exec_path = options_.self_exe;
+  spawn.argv = {options_.self_exe};
+  if (!options_.log_root.empty()) {
+    // First, so that a --log_dir of the job's own wins.
+    spawn.argv.push_back("--log_dir");
+    spawn.argv.push_back(options_.log_root + "/" + run.job_id());
+  }
+  spawn.argv.push_back("--master_addr");
+  spawn.argv.push_back(options_.master_host);
+  for (const auto& arg : run.args()) spawn.argv.push_back(arg);
+  // systemd's notify socket and watchdog belong to the agent, not to its jobs.
+  for (auto& entry : common::CurrentEnvironment()) {
+    if (entry.rfind("NOTIFY_SOCKET=", 0) == 0 || entry.rfind("WATCHDOG_", 0) == 0) continue;
+    spawn.env.push_back(entry);
+  }
+  spawn.env.push_back("GANGRUN_INTERNAL_NODE_ONLY=1");
+  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  spawn.fds = {{0, devnull}, {1, out[1]}, {2, err[1]}};
+  spawn.parent_death_signal = SIGKILL;  // its keeper then kills the workers
+  auto pid = common::Spawn(spawn);
+  close(devnull);
+  close(out[1]);
+  close(err[1]);
+  if (!pid.ok()) {
+    close(out[0]);
+    close(err[0]);
+    return fail(std::string(pid.status().message()));
+  }
+  auto launcher = std::make_shared<Launcher>(io_, out[0], err[0]);
+  launcher->job_id = run.job_id();
+  launcher->pid = *pid;
+  launchers_[run.job_id()] = launcher;
+  common::Logger("agent")->info("job {}: launcher started (pid {}), scheduler port {}",
+                                run.job_id(), *pid, run.port());
+  ReadPipe(launcher, launcher->out);
+  ReadPipe(launcher, launcher->err);
+}
+
+void Agent::ReadPipe(const std::shared_ptr<Launcher>& launcher, Pipe& pipe) {
+  pipe.fd.async_read_some(
+      boost::asio::buffer(pipe.buf),
+      [this, launcher, &pipe](const boost::system::error_code& ec, size_t n) {
+        pipe.partial.append(pipe.buf.data(), n);
+        // Whole lines only, so that lines of different hosts do not interleave at the submitter;
+        // what is left at the end goes out as it is.
+        // A line that never ends goes out in pieces rather than grow here.
+        const size_t last_newline = pipe.partial.rfind('\n');
+        size_t end = ec || pipe.partial.size() >= kMaxPartialLine ? pipe.partial.size()
+                     : last_newline == std::string::npos          ? 0
+                                                                  : last_newline + 1;
+        if (end > 0) {
+          std::string lines = pipe.partial.substr(0, end);
+          pipe.partial.erase(0, end);
+          if (pipe.is_stdout) {
+            SendOutput(*launcher, std::move(lines));
+          } else {
+            for (absl::string_view line : absl::StrSplit(absl::StripSuffix(lines, "\n"), '\n')) {
+              common::Stderr().Write("[job " + launcher->job_id + "] " + std::string(line) + "\n");
+              launcher->err_tail.emplace_back(line);
+              if (launcher->err_tail.size() > 5) launcher->err_tail.pop_front();
+            }
+          }
+        }
+        if (ec) {
+          --launcher->open_pipes;
+          MaybeReport(launcher);
+          return;
+        }
+        ReadPipe(launcher, pipe);
+      });
+}
+
+void Agent::Reap() {
+  // We are a subreaper: besides our launchers, orphans of theirs may land here.
+  for (;;) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) break;
+    for (auto& [job_id, launcher] : launchers_) {
+      if (launcher->pid != pid) continue;
+      launcher->exit = common::ExitStatus::FromWaitStatus(status);
+      common::Logger("agent")->info("job {}: launcher (pid {}) {}", job_id, pid,
+                                    launcher->exit->ToString());
+      MaybeReport(launcher);
+      break;
+    }
+  }
+  sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
+    if (!ec) Reap();
+  });
+}
+
+void Agent::MaybeReport(std::shared_ptr<Launcher> launcher) {  // a copy: we erase the map's
+  // Only once its output is all read and it has been reaped: output first, then the exit.
+  if (launcher->open_pipes > 0 || !launcher->exit) return;
+  if (launchers_.erase(launcher->job_id) == 0) return;
+  v1::AgentEvent event;
+  auto* exited = event.mutable_exited();
+  exited->set_job_id(launcher->job_id);
+  exited->mutable_exit()->set_exit_code(launcher->exit->code);
+  exited->mutable_exit()->set_signal(launcher->exit->signal);
+  if (!launcher->exit->success() && !launcher->err_tail.empty()) {
+    exited->set_error("launcher " + launcher->exit->ToString() + ": " + launcher->err_tail.back());
+  }
+  Send(std::move(event));
+  if (stopping_ && launchers_.empty() && on_stopped_) std::exchange(on_stopped_, nullptr)();
+}
+
+void Agent::Stop(int sig, std::function<void()> done) {
+  const bool again = stopping_;
+  stopping_ = true;
+  reconnect_timer_.reset();
+  if (!on_stopped_) on_stopped_ = std::move(done);
+  if (launchers_.empty()) {
+    if (on_stopped_) std::exchange(on_stopped_, nullptr)();
+    return;
+  }
+  common::Logger("agent")->info("stopping {} launcher(s) with {}", launchers_.size(),
+                                again ? "SIGKILL" : common::SignalName(sig));
+  for (auto& [job_id, launcher] : launchers_) {
+    if (!launcher->exit) kill(launcher->pid, again ? SIGKILL : sig);
+  }
+}
+
+}  // namespace gangrun::agent

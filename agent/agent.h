@@ -1,0 +1,90 @@
+#pragma once
+// The per-host agent (`gangrun agent`): registers with a daemon (`gangrun scheduler`) and
+// waits for work. For each job placed on it, it starts one ordinary launcher (this binary,
+// with the arguments the daemon chose) that joins the job's own scheduler port as a node,
+// relays the launcher's console output to the daemon, and reports its exit.
+//
+// Guarantee: the agent is a child subreaper, each launcher gets PR_SET_PDEATHSIG(SIGKILL),
+// and a killed launcher's process keeper kills its workers; so nothing a job started outlives
+// its agent. If the daemon goes away the agent keeps its launchers (their jobs end on their
+// own when the job's scheduler is gone) and registers again when the daemon is back.
+
+#include <sys/types.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/clock.h"
+#include "common/exit_status.h"
+#include "gangrun/v1/daemon.grpc.pb.h"
+#include "rpc/client_stream.h"
+
+namespace gangrun::agent {
+
+class Agent {
+ public:
+  struct Options {
+    std::string master;       // the daemon, host:port
+    std::string master_host;  // its host, for the jobs' ports
+    std::string name;         // default: hostname
+    std::string address;      // default: this host's address towards the daemon
+    int slots = 1;
+    std::string log_root;  // each job logs to <log_root>/<job id> unless it says otherwise
+    std::string self_exe;  // this binary, to start launchers
+    std::string token;
+    std::shared_ptr<grpc::ChannelCredentials> credentials;  // null = insecure
+  };
+  struct Callbacks {
+    std::function<void()> on_registered;               // every (re)registration
+    std::function<void(const std::string&)> on_fatal;  // the daemon refused us
+  };
+
+  Agent(boost::asio::io_context& io, common::Clock& clock, Options options, Callbacks callbacks);
+  ~Agent();
+
+  void Start();
+  // Stops every launcher (`sig`, SIGKILL on a second call) and runs `done` once all have
+  // exited and been reaped.
+  void Stop(int sig, std::function<void()> done);
+  int running() const { return static_cast<int>(launchers_.size()); }
+
+ private:
+  struct Pipe;
+  struct Launcher;
+  using Stream = rpc::ClientStream<v1::AgentEvent, v1::AgentCommand>;
+
+  void Connect();
+  void OnCommand(const v1::AgentCommand& command);
+  void OnStreamDone(const grpc::Status& status);
+  void Run(const v1::RunLauncher& run);
+  void ReadPipe(const std::shared_ptr<Launcher>& launcher, Pipe& pipe);
+  // Relays a launcher's output, or drops and counts it while too much waits for the daemon.
+  void SendOutput(Launcher& launcher, std::string lines);
+  void Reap();
+  void MaybeReport(std::shared_ptr<Launcher> launcher);
+  void Send(v1::AgentEvent event);
+
+  boost::asio::io_context& io_;
+  common::Clock& clock_;
+  Options options_;
+  Callbacks callbacks_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Daemon::Stub> stub_;
+  std::unique_ptr<Stream> stream_;
+  std::unique_ptr<common::Timer> reconnect_timer_;
+  common::Duration backoff_;
+  boost::asio::signal_set sigchld_;
+  std::map<std::string, std::shared_ptr<Launcher>> launchers_;  // by job id
+  bool connected_ = false;
+  bool stopping_ = false;
+  std::function<void()> on_stopped_;
+};
+
+}  // namespace gangrun::agent

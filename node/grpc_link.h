@@ -1,0 +1,71 @@
+#pragma once
+// The node's link to a scheduler on another process or host: one bidirectional gRPC stream
+// (Scheduler.Session) carrying NodeEvents up and NodeCommands down.
+//
+// gRPC runs the stream's callbacks on its own threads; they only post to the io_context
+// (the node's strand). Send() may be called from the io_context's thread at any time.
+// Destroying the link cancels the stream and waits for gRPC to let go of it.
+
+#include <grpcpp/grpcpp.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "gangrun/v1/session.grpc.pb.h"
+#include "node/node.h"
+#include "rpc/client_stream.h"
+
+namespace gangrun::node {
+
+class GrpcSchedulerLink : public SchedulerLink {
+ public:
+  struct Options {
+    std::string target;  // host:port
+    std::string token;
+    std::shared_ptr<grpc::ChannelCredentials> credentials;  // null = insecure
+    std::string tls_target_name;  // overrides the name checked in the server certificate
+    common::Duration keepalive = std::chrono::seconds(5);
+  };
+  // While the stream waits for the scheduler, how often the link looks at a failing channel,
+  // and how many definite answers (see CheckHandshake) make it give up.
+  static constexpr std::chrono::milliseconds kHandshakeCheckPeriod{500};
+  static constexpr int kMismatchesToGiveUp = 2;
+  static constexpr int kTlsFailuresToGiveUp = 3;
+  using CommandHandler = std::function<void(const v1::NodeCommand&)>;
+  // `reason` says why the stream ended (unreachable, token rejected, connection lost).
+  using LostHandler = std::function<void(const std::string& reason, bool unauthenticated)>;
+
+  GrpcSchedulerLink(boost::asio::io_context& io, Options options);
+  ~GrpcSchedulerLink() override;
+
+  // Opens the stream; it waits for the scheduler to be reachable. Handlers run on `io`.
+  void Connect(CommandHandler on_command, LostHandler on_lost);
+  void Send(const v1::NodeEvent& event) override;
+
+ private:
+  using Stream = rpc::ClientStream<v1::NodeEvent, v1::NodeCommand>;
+  // A scheduler that accepts TCP connections but not our handshake (TLS on one side only,
+  // a certificate that does not verify, another service on the port) would otherwise be
+  // waited for until the cluster timeout, as if it were not there yet.
+  void WatchHandshake();
+  void CheckHandshake();
+  void GiveUp(const std::string& why);
+  boost::asio::io_context& io_;
+  Options options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Scheduler::Stub> stub_;
+  std::unique_ptr<Stream> stream_;
+  LostHandler on_lost_;
+  std::unique_ptr<boost::asio::steady_timer> handshake_timer_;
+  int mismatches_ = 0;    // the scheduler speaks TLS and we do not, or the other way round
+  int tls_failures_ = 0;  // both speak TLS, and the handshake still fails
+  bool connected_ = false;
+};
+
+}  // namespace gangrun::node

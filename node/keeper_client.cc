@@ -1,0 +1,184 @@
+#include "node/keeper_client.h"
+
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "common/logging.h"
+#include "common/service.h"
+#include "common/spawn.h"
+#include "common/status.h"
+#include "gangrun/v1/keeper.pb.h"
+
+namespace gangrun::node {
+
+namespace v1 = ::gangrun::v1;
+using boost::asio::generic::seq_packet_protocol;
+
+absl::StatusOr<std::unique_ptr<KeeperClient>> KeeperClient::Start(
+    boost::asio::io_context& io, const std::vector<std::string>& keeper_argv) {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) {
+    return common::ErrnoToStatus(errno, "socketpair");
+  }
+  // Spawn requests carry whole environments: allow large packets.
+  int size = 4 << 20;
+  for (int fd : fds) {
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)) != 0) {
+      setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+    }
+  }
+  common::SpawnOptions options;
+  options.exec_path = keeper_argv.at(0);
+  options.argv = keeper_argv;
+  options.argv.push_back("3");
+  options.env = common::CurrentEnvironment();
+  options.fds = {{3, fds[1]}};
+  options.new_process_group = true;                  // out of the terminal's foreground group
+  options.file_limit = common::OriginalFileLimit();  // workers get the user's limit back
+  auto pid = common::Spawn(options);
+  close(fds[1]);
+  if (!pid.ok()) {
+    close(fds[0]);
+    return absl::InternalError("cannot start the process keeper: " +
+                               std::string(pid.status().message()));
+  }
+  return std::unique_ptr<KeeperClient>(new KeeperClient(io, fds[0], *pid));
+}
+
+KeeperClient::KeeperClient(boost::asio::io_context& io, int fd, pid_t keeper_pid)
+    : socket_(io, seq_packet_protocol(AF_UNIX, 0), fd),
+      keeper_pid_(keeper_pid),
+      buffer_(64 * 1024) {
+  ReadNext();
+}
+
+KeeperClient::~KeeperClient() {
+  boost::system::error_code ec;
+  socket_.close(ec);
+  if (!gone_) {
+    // Closing the socket makes the keeper kill everything and exit; reap it.
+    int status;
+    while (waitpid(keeper_pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+void KeeperClient::Spawn(const ProcessSpec& spec, std::function<void(absl::StatusOr<pid_t>)> done) {
+  if (gone_) {
+    done(absl::UnavailableError("the process keeper is gone"));
+    return;
+  }
+  v1::KeeperRequest request;
+  auto* spawn = request.mutable_spawn();
+  uint64_t id = next_id_++;
+  spawn->set_id(id);
+  spawn->set_exec_path(spec.exec_path);
+  for (const auto& a : spec.argv) spawn->add_argv(a);
+  for (const auto& e : spec.env) spawn->add_env(e);
+  spawn->set_cwd(spec.cwd);
+  spawn->set_log_path(spec.log_path);
+  spawn->set_log_append(spec.log_append);
+  spawn->set_log_header(spec.log_header);
+  for (int cpu : spec.cpus) spawn->add_cpus(cpu);
+  pending_spawns_.emplace(id, std::move(done));
+  Send(request);
+}
+
+void KeeperClient::SignalGroup(pid_t pgid, int sig) {
+  if (gone_) return;
+  v1::KeeperRequest request;
+  request.mutable_signal()->set_pgid(pgid);
+  request.mutable_signal()->set_signal(sig);
+  Send(request);
+}
+
+void KeeperClient::Shutdown(common::Duration grace, std::function<void()> done) {
+  on_shutdown_ = std::move(done);
+  shutting_down_ = true;
+  if (gone_) {
+    auto callback = std::move(on_shutdown_);
+    callback();
+    return;
+  }
+  v1::KeeperRequest request;
+  request.mutable_shutdown()->set_grace_ms(
+      std::chrono::duration_cast<std::chrono::milliseconds>(grace).count());
+  Send(request);
+}
+
+void KeeperClient::Send(const v1::KeeperRequest& request) {
+  std::string bytes = request.SerializeAsString();
+  boost::system::error_code ec;
+  socket_.send(boost::asio::buffer(bytes), 0, ec);
+  if (ec) {
+    common::Logger("process")->error("cannot talk to the process keeper: {}", ec.message());
+    if (request.has_spawn()) {
+      auto it = pending_spawns_.find(request.spawn().id());
+      if (it != pending_spawns_.end()) {
+        auto callback = std::move(it->second);
+        pending_spawns_.erase(it);
+        callback(absl::UnavailableError("cannot talk to the process keeper: " + ec.message()));
+      }
+    }
+  }
+}
+
+void KeeperClient::ReadNext() {
+  socket_.async_receive(
+      boost::asio::buffer(buffer_), receive_flags_,
+      [this](const boost::system::error_code& ec, size_t size) {
+        if (ec == boost::asio::error::operation_aborted) return;
+        if (ec || size == 0) {
+          OnKeeperGone();
+          return;
+        }
+        v1::KeeperEvent event;
+        if (event.ParseFromArray(buffer_.data(), static_cast<int>(size))) {
+          if (event.has_spawned() || event.has_spawn_failed()) {
+            uint64_t id = event.has_spawned() ? event.spawned().id() : event.spawn_failed().id();
+            auto it = pending_spawns_.find(id);
+            if (it != pending_spawns_.end()) {
+              auto callback = std::move(it->second);
+              pending_spawns_.erase(it);
+              if (event.has_spawned()) {
+                callback(static_cast<pid_t>(event.spawned().pid()));
+              } else {
+                callback(absl::FailedPreconditionError(event.spawn_failed().error()));
+              }
+            }
+          } else if (event.has_exited() && on_exit_) {
+            const auto& exit = event.exited().exit();
+            on_exit_(event.exited().pid(), exit.signal() > 0
+                                               ? common::ExitStatus::Signaled(exit.signal())
+                                               : common::ExitStatus::Exited(exit.exit_code()));
+          }
+        }
+        ReadNext();
+      });
+}
+
+void KeeperClient::OnKeeperGone() {
+  if (gone_) return;
+  gone_ = true;
+  int status;
+  while (waitpid(keeper_pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (shutting_down_) {
+    if (on_shutdown_) {
+      auto callback = std::move(on_shutdown_);
+      callback();
+    }
+    return;
+  }
+  common::Logger("process")->error("the process keeper (pid {}) {}; its workers died with it",
+                                   keeper_pid_,
+                                   common::ExitStatus::FromWaitStatus(status).ToString());
+  auto spawns = std::move(pending_spawns_);
+  for (auto& [id, callback] : spawns) callback(absl::UnavailableError("process keeper lost"));
+  if (on_lost_) on_lost_();
+}
+
+}  // namespace gangrun::node

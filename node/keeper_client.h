@@ -1,0 +1,65 @@
+#pragma once
+// The launcher's end of the keeper (see keeper.h): starts the keeper process and talks to
+// it over a SOCK_SEQPACKET socket on the launcher's io_context. Runs on one strand (the
+// io_context's single thread); it is owned by the launcher and must outlive every
+// ProcessManager that uses it.
+
+#include <sys/types.h>
+
+#include <boost/asio/generic/seq_packet_protocol.hpp>
+#include <boost/asio/io_context.hpp>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "node/process_backend.h"
+
+namespace gangrun::v1 {
+class KeeperRequest;
+}
+
+namespace gangrun::node {
+
+class KeeperClient : public ProcessBackend {
+ public:
+  // Starts `keeper_argv` (normally {"/proc/self/exe", "__keeper"}; the socket's fd number is
+  // appended) and connects to it.
+  static absl::StatusOr<std::unique_ptr<KeeperClient>> Start(
+      boost::asio::io_context& io, const std::vector<std::string>& keeper_argv);
+  ~KeeperClient() override;
+
+  void Spawn(const ProcessSpec& spec, std::function<void(absl::StatusOr<pid_t>)> done) override;
+  void SignalGroup(pid_t pgid, int sig) override;
+  void SetExitHandler(std::function<void(pid_t, common::ExitStatus)> handler) override {
+    on_exit_ = std::move(handler);
+  }
+  // Called if the keeper goes away without being asked to (its workers died with it).
+  void SetLostHandler(std::function<void()> handler) { on_lost_ = std::move(handler); }
+
+  // Asks the keeper to kill everything left below it (SIGTERM, SIGKILL after `grace`),
+  // waits for it to exit, then calls `done`.
+  void Shutdown(common::Duration grace, std::function<void()> done);
+  pid_t keeper_pid() const { return keeper_pid_; }
+
+ private:
+  KeeperClient(boost::asio::io_context& io, int fd, pid_t keeper_pid);
+  void Send(const v1::KeeperRequest& request);
+  void ReadNext();
+  void OnKeeperGone();
+
+  boost::asio::generic::seq_packet_protocol::socket socket_;
+  pid_t keeper_pid_;
+  uint64_t next_id_ = 1;
+  bool shutting_down_ = false;
+  bool gone_ = false;
+  std::vector<char> buffer_;
+  boost::asio::socket_base::message_flags receive_flags_ = 0;
+  std::map<uint64_t, std::function<void(absl::StatusOr<pid_t>)>> pending_spawns_;
+  std::function<void(pid_t, common::ExitStatus)> on_exit_;
+  std::function<void()> on_lost_;
+  std::function<void()> on_shutdown_;
+};
+
+}  // namespace gangrun::node

@@ -1,0 +1,198 @@
+#include "node/log_files.h"
+
+#include <fcntl.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <cstring>
+#include <deque>
+#include <string_view>
+
+#include "common/logging.h"
+
+namespace gangrun::node {
+
+std::vector<std::string> ReadLastLines(const std::string& path, size_t count) {
+  std::vector<std::string> lines;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || count == 0) {
+    if (fd >= 0) close(fd);
+    return lines;
+  }
+  struct stat st;
+  fstat(fd, &st);
+  // Read backwards in blocks until we hold count+1 newlines, the whole file, or the bound.
+  constexpr off_t kBlock = 8192;
+  std::string tail;
+  off_t pos = st.st_size;
+  while (pos > 0 && tail.size() < kMaxTailBytes &&
+         static_cast<size_t>(std::count(tail.begin(), tail.end(), '\n')) <= count) {
+    off_t start = std::max<off_t>(0, pos - kBlock);
+    std::string block(static_cast<size_t>(pos - start), '\0');
+    ssize_t n = pread(fd, block.data(), block.size(), start);
+    if (n <= 0) break;
+    block.resize(static_cast<size_t>(n));
+    tail = block + tail;
+    pos = start;
+  }
+  close(fd);
+  std::deque<std::string> kept;
+  size_t begin = 0;
+  while (begin < tail.size()) {
+    size_t end = tail.find('\n', begin);
+    if (end == std::string::npos) end = tail.size();
+    std::string line = tail.substr(begin, std::min(end - begin, kMaxTailLineBytes));
+    if (end - begin > kMaxTailLineBytes) line += " [... cut]";
+    kept.push_back(std::move(line));
+    if (kept.size() > count) kept.pop_front();
+    begin = end + 1;
+  }
+  // The first line may be cut by the block boundary; drop it unless we read the whole file.
+  if (pos > 0 && kept.size() > count) kept.pop_front();
+  while (kept.size() > count) kept.pop_front();
+  return {kept.begin(), kept.end()};
+}
+
+LogFollower::LogFollower(boost::asio::io_context& io, std::function<void(const std::string&)> write)
+    : io_(io), write_(std::move(write)), event_buffer_(64 * 1024) {
+  inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (inotify_fd_ < 0) {
+    common::Logger("node")->warn("inotify unavailable; worker logs are shown at the end only");
+    return;
+  }
+  events_ = std::make_unique<boost::asio::posix::stream_descriptor>(io, inotify_fd_);
+  ReadEvents();
+}
+
+LogFollower::~LogFollower() {
+  if (events_) {
+    boost::system::error_code ec;
+    events_->close(ec);
+  }
+  for (auto& [key, file] : files_) close(file.fd);
+}
+
+void LogFollower::Follow(const std::string& path, const std::string& prefix, off_t offset) {
+  // The same file again (a restarted worker appends): finish the old follow first.
+  for (auto it = files_.begin(); it != files_.end(); ++it) {
+    if (it->second.path == path) {
+      Close(it->first);
+      break;
+    }
+  }
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    common::Logger("node")->warn("cannot follow {}: {}", path, strerror(errno));
+    return;
+  }
+  int key = inotify_fd_ >= 0 ? inotify_add_watch(inotify_fd_, path.c_str(), IN_MODIFY) : -1;
+  if (key < 0) key = next_fake_key_--;
+  if (offset < 0) {
+    auto it = finished_offsets_.find(path);
+    offset = it == finished_offsets_.end() ? 0 : it->second;
+  }
+  files_[key] = File{path, prefix, fd, offset, {}, false, false};
+  // Whatever was written before the watch existed: one chunk now, the rest from the loop.
+  if (ReadChunk(files_[key])) Schedule(key);
+}
+
+void LogFollower::ReadEvents() {
+  events_->async_read_some(
+      boost::asio::buffer(event_buffer_), [this](const boost::system::error_code& ec, size_t n) {
+        if (ec) return;
+        for (size_t i = 0; i + sizeof(inotify_event) <= n;) {
+          auto* event = reinterpret_cast<inotify_event*>(event_buffer_.data() + i);
+          if (files_.count(event->wd) > 0) Schedule(event->wd);
+          i += sizeof(inotify_event) + event->len;
+        }
+        ReadEvents();
+      });
+}
+
+void LogFollower::Schedule(int key) {
+  File& file = files_.at(key);
+  if (file.scheduled) return;
+  file.scheduled = true;
+  boost::asio::post(io_, [this, key] { ReadStep(key); });
+}
+
+void LogFollower::ReadStep(int key) {
+  auto it = files_.find(key);
+  if (it == files_.end()) return;
+  it->second.scheduled = false;
+  if (ReadChunk(it->second)) {
+    Schedule(key);  // yield to the loop between chunks
+  } else if (it->second.finishing) {
+    Close(key);
+  }
+}
+
+namespace {
+
+// Appends `line` (without its newline) to `out` as lines of at most `max` bytes, each with
+// `prefix`: the same pieces however the file was read.
+void AppendPieces(std::string& out, const std::string& prefix, std::string_view line, size_t max) {
+  do {
+    const size_t piece = std::min(line.size(), max);
+    out += prefix;
+    out.append(line.data(), piece);
+    out += '\n';
+    line.remove_prefix(piece);
+  } while (!line.empty());
+}
+
+}  // namespace
+
+bool LogFollower::ReadChunk(File& file) {
+  char buffer[kChunkBytes];
+  ssize_t n = pread(file.fd, buffer, sizeof(buffer), file.offset);
+  if (n <= 0) return false;
+  file.offset += n;
+  file.partial.append(buffer, static_cast<size_t>(n));
+  std::string out;
+  const std::string_view data = file.partial;
+  size_t begin = 0;
+  for (size_t nl; (nl = data.find('\n', begin)) != std::string::npos; begin = nl + 1) {
+    AppendPieces(out, file.prefix, data.substr(begin, nl - begin), kMaxLineBytes);
+  }
+  // A line without end yet: show its full pieces now rather than hold them. The partial
+  // always starts at a piece boundary, so the pieces do not depend on how it was read.
+  const size_t whole = (data.size() - begin) / kMaxLineBytes * kMaxLineBytes;
+  if (whole > 0) AppendPieces(out, file.prefix, data.substr(begin, whole), kMaxLineBytes);
+  file.partial.erase(0, begin + whole);
+  if (!out.empty()) write_(out);
+  return static_cast<size_t>(n) == sizeof(buffer);
+}
+
+void LogFollower::Close(int key) {
+  auto it = files_.find(key);
+  if (it == files_.end()) return;
+  File& file = it->second;
+  while (ReadChunk(file)) {
+  }
+  if (!file.partial.empty()) write_(file.prefix + file.partial + "\n");
+  // Dropping watches as writers end keeps the final close of the inotify descriptor cheap
+  // (the kernel destroys marks asynchronously; a close that must destroy them waits).
+  if (key >= 0) inotify_rm_watch(inotify_fd_, key);
+  finished_offsets_[file.path] = file.offset;
+  close(file.fd);
+  files_.erase(it);
+}
+
+void LogFollower::Finish(const std::string& path) {
+  for (auto& [key, file] : files_) {
+    if (file.path != path) continue;
+    file.finishing = true;
+    Schedule(key);
+    return;
+  }
+}
+
+void LogFollower::DrainAll() {
+  while (!files_.empty()) Close(files_.begin()->first);
+}
+
+}  // namespace gangrun::node

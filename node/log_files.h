@@ -1,0 +1,77 @@
+#pragma once
+// Worker log files, read back: the last lines of a log (for the root-cause report) and a
+// follower that streams new lines of selected logs to the console (--tail_worker_log).
+//
+// Workers write their logs directly (the file is their stdout and stderr), so a log is
+// complete even if the worker or the launcher crashes. The follower is driven by inotify
+// on the launcher's io_context; it never polls. Runs on the io_context's single thread.
+//
+// Bounded however fast a worker writes: a file is read kChunkBytes at a time, and after each
+// chunk the follower yields to the loop (the next chunk is posted), so heartbeats and exits
+// are never starved and memory stays flat; a line longer than kMaxLineBytes (a worker that
+// writes megabytes without a newline) is shown in pieces of that size. Whether the console
+// keeps up is the console's business (common/console.h drops what it cannot take).
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gangrun::node {
+
+// The last `count` lines of the file at `path` (fewer if it is shorter; empty if unreadable).
+// Reads at most kMaxTailBytes from the end; longer lines are cut to kMaxTailLineBytes.
+inline constexpr size_t kMaxTailBytes = 64 * 1024;
+inline constexpr size_t kMaxTailLineBytes = 2048;
+std::vector<std::string> ReadLastLines(const std::string& path, size_t count);
+
+class LogFollower {
+ public:
+  static constexpr size_t kChunkBytes = 64 * 1024;
+  static constexpr size_t kMaxLineBytes = 16 * 1024;
+
+  // `write` gets whole lines, each already prefixed and ending in '\n'.
+  LogFollower(boost::asio::io_context& io, std::function<void(const std::string&)> write);
+  ~LogFollower();
+
+  // Starts streaming `path` with `prefix` before every line, from `offset`, or (-1) from
+  // where the last follow of the same path stopped (a restarted worker appends).
+  void Follow(const std::string& path, const std::string& prefix, off_t offset = -1);
+  // The writer of `path` has exited: read the file to its end (chunk by chunk, from the
+  // loop), flush its unfinished line and stop watching it.
+  void Finish(const std::string& path);
+  // Reads every followed file to its end and flushes unfinished lines (call at the end).
+  void DrainAll();
+
+ private:
+  struct File {
+    std::string path;
+    std::string prefix;
+    int fd = -1;
+    off_t offset = 0;
+    std::string partial;
+    bool scheduled = false;  // a ReadStep is posted
+    bool finishing = false;  // the writer exited: stop at the end of the file
+  };
+  void ReadEvents();
+  // Reads one chunk; true when there may be more to read right away.
+  bool ReadChunk(File& file);
+  void Schedule(int key);
+  void ReadStep(int key);
+  // Reads `key`'s file to its end now, flushes its partial line and forgets it.
+  void Close(int key);
+
+  boost::asio::io_context& io_;
+  std::function<void(const std::string&)> write_;
+  int inotify_fd_ = -1;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> events_;
+  std::vector<char> event_buffer_;
+  std::map<int, File> files_;  // by inotify watch descriptor
+  int next_fake_key_ = -1;     // files followed without inotify get negative keys
+  std::map<std::string, off_t> finished_offsets_;  // where finished follows stopped
+};
+
+}  // namespace gangrun::node

@@ -1,0 +1,252 @@
+#include "node/node.h"
+
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <csignal>
+
+#include "common/logging.h"
+#include "node/log_files.h"
+
+namespace gangrun::node {
+
+Node::Node(ProcessBackend& backend, common::Clock& clock, SchedulerLink& link, Options options,
+           Planner planner, Callbacks callbacks)
+    : backend_(backend),
+      clock_(clock),
+      link_(link),
+      options_(std::move(options)),
+      planner_(std::move(planner)),
+      callbacks_(std::move(callbacks)) {}
+
+Node::~Node() = default;
+
+void Node::Start() {
+  v1::NodeEvent event;
+  auto* join = event.mutable_join();
+  join->set_node_name(options_.node_name);
+  join->set_host_address(options_.host_address);
+  join->set_node_rank(options_.node_rank);
+  join->set_local_worker_num(options_.local_worker_num);
+  join->set_free_port(options_.free_port);
+  join->set_pid(getpid());
+  join->set_world_size(options_.world_size);
+  join->set_min_world_size(options_.min_world_size);
+  join->set_run_id(options_.run_id);
+  join->set_personality(options_.personality);
+  Send(std::move(event));
+  SendHeartbeat();
+  if (options_.formation_timeout >= common::Duration::zero()) {
+    formation_timer_ = clock_.After(options_.formation_timeout, [this] {
+      if (generation_ == 0) OnLinkLost("no answer from the scheduler in time", false);
+    });
+  }
+}
+
+void Node::CheckLogSpace() {
+  const std::string dir = options_.log_dir.empty() ? "." : options_.log_dir;
+  struct statvfs fs;
+  if (statvfs(dir.c_str(), &fs) != 0) return;
+  // What this process's workers may still use: root may also take the reserved blocks.
+  const unsigned long long blocks = geteuid() == 0 ? fs.f_bfree : fs.f_bavail;
+  const bool full = blocks * fs.f_frsize < kLogSpaceLow || (fs.f_files > 0 && fs.f_favail == 0);
+  if (!full || !log_space_lost_.empty()) return;
+  log_space_lost_ = "the file system of " + dir + " is full";
+  common::Logger("node")->error("{}: worker log output is being lost", log_space_lost_);
+}
+
+void Node::SendHeartbeat() {
+  if (finished_) return;
+  CheckLogSpace();
+  v1::NodeEvent event;
+  event.mutable_heartbeat();
+  Send(std::move(event));
+  heartbeat_timer_ = clock_.After(options_.heartbeat_interval, [this] { SendHeartbeat(); });
+}
+
+void Node::OnLinkLost(const std::string& reason, bool unauthenticated) {
+  if (finished_ || local_outcome_) return;
+  v1::JobOutcome outcome;
+  if (generation_ == 0) {
+    outcome.set_kind(v1::JobOutcome::KIND_FORMATION_FAILED);
+    outcome.set_message(unauthenticated ? "the scheduler rejected our token (" + reason + ")"
+                                        : "cannot join the scheduler: " + reason);
+    FinishLocally(std::move(outcome));
+    return;
+  }
+  outcome.set_kind(v1::JobOutcome::KIND_NODE_LOST);
+  outcome.set_message("this node lost the scheduler: " + reason);
+  common::Logger("node")->error("lost the scheduler ({}): stopping local processes", reason);
+  local_outcome_ = std::move(outcome);
+  if (processes_ && processes_->live() > 0) {
+    processes_->StopAll(options_.grace);
+  } else {
+    FinishLocally(*local_outcome_);
+  }
+}
+
+void Node::FinishLocally(v1::JobOutcome outcome) {
+  if (finished_) return;
+  finished_ = true;
+  heartbeat_timer_.reset();
+  formation_timer_.reset();
+  if (callbacks_.on_finished) callbacks_.on_finished(outcome);
+}
+
+void Node::OnCommand(const v1::NodeCommand& command) {
+  if (finished_) return;
+  switch (command.command_case()) {
+    case v1::NodeCommand::kStart:
+      if (command.generation() <= generation_) {
+        common::Logger("node")->warn("refusing stale start of generation {} (now {})",
+                                     command.generation(), generation_);
+        return;
+      }
+      OnStart(command.generation(), command.start());
+      return;
+    case v1::NodeCommand::kAbort:
+      if (command.generation() != generation_) {
+        common::Logger("node")->warn("refusing abort of generation {} (now {})",
+                                     command.generation(), generation_);
+        return;
+      }
+      common::Logger("node")->info("stopping generation {}: {}", generation_,
+                                   command.abort().reason());
+      if (processes_) processes_->StopAll(options_.grace);
+      return;
+    case v1::NodeCommand::kRejected: {
+      v1::JobOutcome outcome;
+      outcome.set_kind(v1::JobOutcome::KIND_FORMATION_FAILED);
+      outcome.set_message(command.rejected().reason());
+      FinishLocally(std::move(outcome));
+      return;
+    }
+    case v1::NodeCommand::kFinished:
+      FinishLocally(command.finished().outcome());
+      return;
+    default:
+      common::Logger("node")->warn("ignoring an empty command");
+  }
+}
+
+void Node::OnStart(uint64_t generation, const v1::StartGeneration& start) {
+  generation_ = generation;
+  formation_timer_.reset();
+  auto plan = planner_(start.assignment(), generation, start.restart_count());
+  if (!plan.ok()) {
+    ProcessSpec spec;
+    spec.rank = start.assignment().first_rank();
+    OnSpawnFailed(spec, plan.status());
+    v1::NodeEvent ended;
+    ended.mutable_generation_ended();
+    Send(std::move(ended));
+    return;
+  }
+  ProcessManager::Callbacks callbacks;
+  callbacks.on_started = [this](const ProcessSpec& spec, pid_t pid) {
+    v1::NodeEvent event;
+    event.mutable_worker_started()->set_rank(spec.rank);
+    event.mutable_worker_started()->set_pid(pid);
+    Send(std::move(event));
+    if (callbacks_.on_process_started) callbacks_.on_process_started(spec, pid);
+    if (++started_ == expected_ && callbacks_.on_generation_running) {
+      callbacks_.on_generation_running(generation_);
+    }
+  };
+  callbacks.on_spawn_failed = [this](const ProcessSpec& spec, const absl::Status& status) {
+    OnSpawnFailed(spec, status);
+  };
+  callbacks.on_exited = [this](const ProcessSpec& spec, pid_t pid, common::ExitStatus status,
+                               bool stopped_by_us) {
+    OnProcessExited(spec, pid, status, stopped_by_us);
+  };
+  callbacks.on_all_ended = [this] {
+    if (local_outcome_) {
+      FinishLocally(*local_outcome_);
+      return;
+    }
+    v1::NodeEvent event;
+    event.mutable_generation_ended();
+    Send(std::move(event));
+  };
+  processes_.reset();  // the previous generation's (all ended): it lets go of the backend
+  processes_ = std::make_unique<ProcessManager>(backend_, clock_, std::move(callbacks));
+  expected_ = plan->size();
+  started_ = 0;
+  for (auto& spec : *plan) processes_->Spawn(std::move(spec));
+}
+
+void Node::OnProcessExited(const ProcessSpec& spec, pid_t pid, common::ExitStatus status,
+                           bool stopped_by_us) {
+  auto log = common::Logger("node");
+  if (spec.rank >= 0) {
+    log->info("rank {} (pid {}) {}", spec.rank, pid, status.ToString());
+  } else {
+    log->info("MindSpore scheduler process (pid {}) {}", pid, status.ToString());
+  }
+  if (callbacks_.on_process_exited) callbacks_.on_process_exited(spec, pid, status);
+  v1::NodeEvent event;
+  auto* exited = event.mutable_worker_exited();
+  exited->set_rank(spec.rank);
+  exited->set_pid(pid);
+  exited->mutable_exit()->set_exit_code(status.code);
+  exited->mutable_exit()->set_signal(status.signal);
+  exited->set_stopped_by_us(stopped_by_us);
+  exited->set_log_path(spec.log_path);
+  if (!status.success() && !stopped_by_us) {
+    for (auto& line : ReadLastLines(spec.log_path, options_.log_tail_lines)) {
+      exited->add_log_tail(std::move(line));
+    }
+  }
+  CheckLogSpace();
+  exited->set_log_lost(log_space_lost_);
+  Send(std::move(event));
+}
+
+void Node::OnSpawnFailed(const ProcessSpec& spec, const absl::Status& status) {
+  common::Logger("node")->error("rank {} could not start: {}", spec.rank,
+                                std::string(status.message()));
+  v1::NodeEvent event;
+  auto* exited = event.mutable_worker_exited();
+  exited->set_rank(spec.rank);
+  exited->set_pid(0);
+  exited->mutable_exit()->set_exit_code(127);
+  exited->set_log_path(spec.log_path);
+  exited->add_log_tail("could not start: " + std::string(status.message()));
+  Send(std::move(event));
+}
+
+void Node::RequestStop(int sig) {
+  if (finished_) return;
+  if (++stop_requests_ > 1) {
+    common::Logger("node")->warn("second {}: killing local processes now", common::SignalName(sig));
+    if (processes_) processes_->StopAll(common::Duration::zero());
+    return;
+  }
+  v1::NodeEvent event;
+  event.mutable_stop_request()->set_signal(sig);
+  event.mutable_stop_request()->set_reason("launcher on " + options_.node_name + " received " +
+                                           common::SignalName(sig));
+  Send(std::move(event));
+  if (generation_ == 0) {
+    // Not part of a running job yet: nothing to stop anywhere on our behalf.
+    v1::JobOutcome outcome;
+    outcome.set_kind(v1::JobOutcome::KIND_STOPPED_BY_SIGNAL);
+    outcome.set_signal(sig);
+    FinishLocally(std::move(outcome));
+    return;
+  }
+  // Stop here at once; the scheduler stops the other nodes.
+  if (processes_) processes_->StopAll(options_.grace);
+}
+
+void Node::ForwardSignal(int sig) {
+  if (processes_) processes_->SignalAll(sig);
+}
+
+void Node::Send(v1::NodeEvent event) {
+  event.set_generation(generation_);
+  link_.Send(event);
+}
+
+}  // namespace gangrun::node

@@ -1,0 +1,108 @@
+#pragma once
+// The compute-graph node: one per host. It joins the scheduler, and for each generation the
+// scheduler starts it spawns this host's processes (through a ProcessManager), reports
+// their starts and exits, stops them when told to, and ends when the scheduler says the
+// job is finished. Every command carries a generation; stale ones are refused.
+//
+// Runs on the io_context's single thread (its strand). It owns its ProcessManager; the
+// backend, clock and link must outlive it.
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "gangrun/v1/session.pb.h"
+#include "node/process_manager.h"
+
+namespace gangrun::node {
+
+// The node's way to the scheduler: in-process today, a gRPC stream across hosts.
+class SchedulerLink {
+ public:
+  virtual ~SchedulerLink() = default;
+  virtual void Send(const v1::NodeEvent& event) = 0;
+};
+
+class Node {
+ public:
+  // Less free space than this on the log directory's file system counts as full.
+  static constexpr unsigned long long kLogSpaceLow = 4096;
+  struct Options {
+    std::string node_name;
+    std::string host_address;
+    int node_rank = -1;
+    int local_worker_num = 1;
+    int free_port = 0;  // a free port on this host, offered for MASTER_PORT
+    // This launcher's view of the job, checked by the scheduler (JoinRequest).
+    int world_size = 0;
+    int min_world_size = 0;
+    std::string run_id;  // only when given explicitly
+    std::string personality;
+    common::Duration grace = std::chrono::seconds(30);
+    size_t log_tail_lines = 20;
+    common::Duration heartbeat_interval = std::chrono::seconds(1);
+    // How long to wait for the first generation; negative = forever.
+    common::Duration formation_timeout = common::Duration(-1);
+    // Where the workers' logs are ("" = the current directory): its file system is watched
+    // at every heartbeat, and an exit while it is or was full reports lost log output.
+    std::string log_dir;
+  };
+  // Builds the processes of a generation from this node's rank assignment.
+  using Planner = std::function<absl::StatusOr<std::vector<ProcessSpec>>(
+      const v1::RankAssignment& assignment, uint64_t generation, int restart_count)>;
+  struct Callbacks {
+    std::function<void(const ProcessSpec&, pid_t)> on_process_started;
+    std::function<void(const ProcessSpec&, pid_t, common::ExitStatus)> on_process_exited;
+    std::function<void(uint64_t generation)> on_generation_running;  // all processes started
+    std::function<void(const v1::JobOutcome&)> on_finished;
+  };
+
+  Node(ProcessBackend& backend, common::Clock& clock, SchedulerLink& link, Options options,
+       Planner planner, Callbacks callbacks);
+  ~Node();
+
+  void Start();  // sends the join request
+  void OnCommand(const v1::NodeCommand& command);
+  // The launcher got SIGINT/SIGTERM/SIGHUP: ask the scheduler to stop the job. A second
+  // request stops the local processes at once (SIGKILL).
+  void RequestStop(int sig);
+  void ForwardSignal(int sig);
+  // The link to the scheduler is gone: before the job formed the cluster did not form (an
+  // unreachable scheduler, a rejected token); afterwards this node stops its processes and
+  // ends with "node lost".
+  void OnLinkLost(const std::string& reason, bool unauthenticated);
+
+ private:
+  void OnStart(uint64_t generation, const v1::StartGeneration& start);
+  void OnProcessExited(const ProcessSpec& spec, pid_t pid, common::ExitStatus status,
+                       bool stopped_by_us);
+  void OnSpawnFailed(const ProcessSpec& spec, const absl::Status& status);
+  void Send(v1::NodeEvent event);
+  void SendHeartbeat();
+  // Looks at the free space of the log directory's file system; remembers that it was full.
+  void CheckLogSpace();
+  void FinishLocally(v1::JobOutcome outcome);
+
+  ProcessBackend& backend_;
+  common::Clock& clock_;
+  SchedulerLink& link_;
+  Options options_;
+  Planner planner_;
+  Callbacks callbacks_;
+  uint64_t generation_ = 0;
+  size_t expected_ = 0;
+  size_t started_ = 0;
+  bool finished_ = false;
+  int stop_requests_ = 0;
+  std::unique_ptr<ProcessManager> processes_;
+  std::unique_ptr<common::Timer> heartbeat_timer_;
+  std::unique_ptr<common::Timer> formation_timer_;
+  // Set when the node ends on its own (scheduler lost): reported once processes are gone.
+  std::optional<v1::JobOutcome> local_outcome_;
+  std::string log_space_lost_;  // why log output may be lost ("" while there is space)
+};
+
+}  // namespace gangrun::node

@@ -1,0 +1,41 @@
+#pragma once
+// The seam between the process manager and whatever really creates processes: the keeper
+// in production, a fake in tests.
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/exit_status.h"
+
+namespace gangrun::node {
+
+// What to run for one local process of a generation.
+struct ProcessSpec {
+  int rank = 0;  // global rank; -1 = the MindSpore scheduler process (msrun)
+  int local_rank = 0;
+  std::string exec_path;
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+  std::string cwd;
+  std::string log_path;
+  bool log_append = false;
+  std::string log_header;  // a line written to the log before the process starts
+  std::vector<int> cpus;
+};
+
+class ProcessBackend {
+ public:
+  virtual ~ProcessBackend() = default;
+  // Starts `spec`; `done` gets the pid (also its process group id) or the reason it failed.
+  virtual void Spawn(const ProcessSpec& spec, std::function<void(absl::StatusOr<pid_t>)> done) = 0;
+  // kill(-pgid, sig).
+  virtual void SignalGroup(pid_t pgid, int sig) = 0;
+  // Called once for every spawned process, after it has been reaped.
+  virtual void SetExitHandler(std::function<void(pid_t, common::ExitStatus)> handler) = 0;
+};
+
+}  // namespace gangrun::node

@@ -1,0 +1,115 @@
+#pragma once
+// One client-side bidirectional gRPC stream (callback API), for a node's session with its
+// scheduler and an agent's session with its daemon.
+//
+// gRPC runs the callbacks on its own threads; they only post to the io_context. Queue() may
+// be called from any thread. CancelAndWait() ends the stream and waits until gRPC has let go
+// of it; call it (or let the stream finish) before destroying the object.
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+
+#include "rpc/channel.h"
+
+namespace gangrun::rpc {
+
+template <typename Out, typename In>
+class ClientStream : public grpc::ClientBidiReactor<Out, In> {
+ public:
+  using ReadHandler = std::function<void(const In&)>;
+  // Runs on the io_context once the stream has ended, unless it was cancelled by us.
+  using DoneHandler = std::function<void(const grpc::Status&)>;
+
+  ClientStream(boost::asio::io_context& io, ReadHandler on_read, DoneHandler on_done)
+      : io_(io), on_read_(std::move(on_read)), on_done_(std::move(on_done)) {}
+
+  // `start(context, reactor)` calls the stub's async method, e.g.
+  // [&](auto* c, auto* r) { stub->async()->Session(c, r); }.
+  template <typename StartCall>
+  void Begin(const std::string& token, bool wait_for_ready, StartCall start) {
+    AddToken(context_, token);
+    context_.set_wait_for_ready(wait_for_ready);
+    start(&context_, this);
+    this->StartRead(&incoming_);
+    this->StartCall();
+  }
+
+  void Queue(const Out& message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    QueueLocked(message);
+  }
+  // Queues `message` unless more than `max_queued_bytes` already wait; false when dropped.
+  bool TryQueue(const Out& message, size_t max_queued_bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_ || queued_bytes_ > max_queued_bytes) return false;
+    QueueLocked(message);
+    return true;
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // OnDone follows
+    boost::asio::post(io_, [handler = on_read_, message = incoming_] { handler(message); });
+    this->StartRead(&incoming_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    queued_bytes_ -= outgoing_.front().ByteSizeLong();
+    outgoing_.pop_front();
+    if (ok && !outgoing_.empty()) this->StartWrite(&outgoing_.front());
+    if (!ok) {
+      outgoing_.clear();
+      queued_bytes_ = 0;
+    }
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+      outgoing_.clear();
+      queued_bytes_ = 0;
+    }
+    if (!cancelled_) boost::asio::post(io_, [handler = on_done_, status] { handler(status); });
+    std::lock_guard<std::mutex> lock(mu_);
+    finished_ = true;
+    finished_cv_.notify_all();
+  }
+
+  void CancelAndWait() {
+    cancelled_ = true;
+    context_.TryCancel();
+    std::unique_lock<std::mutex> lock(mu_);
+    finished_cv_.wait(lock, [this] { return finished_; });
+  }
+
+ private:
+  void QueueLocked(const Out& message) {
+    if (done_) return;
+    outgoing_.push_back(message);
+    queued_bytes_ += message.ByteSizeLong();
+    if (outgoing_.size() == 1) this->StartWrite(&outgoing_.front());
+  }
+
+  boost::asio::io_context& io_;
+  ReadHandler on_read_;
+  DoneHandler on_done_;
+  grpc::ClientContext context_;
+  In incoming_;
+  std::mutex mu_;
+  std::condition_variable finished_cv_;
+  std::deque<Out> outgoing_;  // guarded by mu_
+  size_t queued_bytes_ = 0;   // guarded by mu_: the messages in outgoing_
+  bool done_ = false;         // guarded by mu_
+  bool finished_ = false;     // guarded by mu_
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace gangrun::rpc

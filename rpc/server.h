@@ -1,0 +1,62 @@
+#pragma once
+// The server side of gangrun's RPCs: one gRPC server type with gangrun's settings, used by the
+// job schedulers, the daemon and the health port, and the token check every call passes.
+//
+// Settings: two processes must not share a port (no SO_REUSEPORT: the second one finds it
+// taken); the keepalive ping policy nodes use; a connection must finish its TLS and HTTP/2
+// handshake within HandshakeTimeoutMs() and is closed after kMaxConnectionIdleMs without a
+// call, so idle or stray peers cannot hold descriptors for ever; 8 MiB messages; the
+// standard health service (grpc.health.v1), whose statuses the owner sets.
+
+#include <grpcpp/grpcpp.h>
+
+#include <boost/asio/io_context.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace gangrun::rpc {
+
+// 10 s, or GANGRUN_HANDSHAKE_TIMEOUT_MS (100..30000).
+int HandshakeTimeoutMs();
+inline constexpr int kMaxConnectionIdleMs = 60000;
+
+// True when `context` carries "authorization: Bearer <token>" (always true for ""). The
+// comparison takes the same time wherever a wrong token differs.
+bool Authorized(const grpc::ServerContextBase& context, const std::string& token);
+
+// A started gRPC server. Its owner destroys it after the calls' targets can no longer be
+// reached (ShutdownAsync first, from the io_context that finishes the calls).
+class Server {
+ public:
+  // Listens on `listen_address` (host:port, [v6]:port; port 0 = any) and serves `services`.
+  // Fails with Unavailable when it cannot listen (the port is taken, not local, or the TLS
+  // credentials are unusable).
+  static absl::StatusOr<std::unique_ptr<Server>> Start(
+      const std::string& listen_address, std::shared_ptr<grpc::ServerCredentials> credentials,
+      const std::vector<grpc::Service*>& services);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  int port() const { return port_; }
+  // The standard health service: `service` ("" = the whole server) SERVING or NOT_SERVING.
+  void SetServing(const std::string& service, bool serving);
+  // Stops the server (ending every call) on a thread of its own — Server::Shutdown waits for
+  // calls that finish on `io` — and then runs `done` on `io`. Call from `io`'s thread.
+  void ShutdownAsync(boost::asio::io_context& io, std::function<void()> done);
+  // Stops it now; only where nothing runs on an io_context that calls need.
+  void ShutdownNow();
+
+ private:
+  Server() = default;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::thread shutdown_thread_;
+};
+
+}  // namespace gangrun::rpc

@@ -1,0 +1,146 @@
+#pragma once
+// One server-side bidirectional gRPC stream (callback API), for the scheduler's node sessions
+// and the daemon's agent and submit streams.
+//
+// gRPC calls the reactor on its own threads. The owner (on the io_context) talks to the
+// stream only through its Handle, which outlives the reactor: Send and Close are no-ops once
+// the stream is done. `on_read` runs on a gRPC thread and should only post to the
+// io_context (or count something atomically); `on_end` runs once, when reading ends.
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+
+namespace gangrun::rpc {
+
+// True when `context` carries "authorization: Bearer <token>" (always true for "").
+bool Authorized(const grpc::ServerContextBase& context, const std::string& token);
+
+// A unary call: refused with UNAUTHENTICATED without the token, otherwise `work(reactor)` runs
+// on the io_context (the owner's strand) and finishes the call there.
+template <typename Work>
+grpc::ServerUnaryReactor* ServeOnStrand(boost::asio::io_context& io,
+                                        grpc::CallbackServerContext* context,
+                                        const std::string& token, Work work) {
+  auto* reactor = context->DefaultReactor();
+  if (!Authorized(*context, token)) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong or missing token"));
+    return reactor;
+  }
+  boost::asio::post(io, [reactor, work = std::move(work)]() mutable { work(reactor); });
+  return reactor;
+}
+
+template <typename In, typename Out>
+class ServerStream : public grpc::ServerBidiReactor<In, Out> {
+ public:
+  class Handle {
+   public:
+    void Send(const Out& message) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stream_ != nullptr) stream_->QueueLocked(message);
+    }
+    // Sends `message` unless more than `max_queued_bytes` already wait for a slow peer;
+    // false when it was dropped (or the stream is done).
+    bool TrySend(const Out& message, size_t max_queued_bytes) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stream_ == nullptr || stream_->queued_bytes_ > max_queued_bytes) return false;
+      stream_->QueueLocked(message);
+      return true;
+    }
+    // Ends the stream once everything sent so far is delivered.
+    void Close() {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stream_ != nullptr) stream_->CloseLocked();
+    }
+
+   private:
+    friend class ServerStream;
+    std::mutex mu_;
+    ServerStream* stream_ = nullptr;  // guarded by mu_; null once the stream is done
+  };
+
+  struct Handlers {
+    std::function<void(const In&)> on_read;
+    std::function<void()> on_end;
+  };
+
+  // Starts reading, or refuses the call at once when `authorized` is false.
+  ServerStream(std::shared_ptr<Handle> handle, bool authorized, Handlers handlers)
+      : handle_(std::move(handle)), handlers_(std::move(handlers)) {
+    if (!authorized) {
+      FinishOnce(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong or missing token"));
+      return;
+    }
+    handle_->stream_ = this;
+    this->StartRead(&incoming_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      handlers_.on_end();
+      std::lock_guard<std::mutex> lock(handle_->mu_);
+      if (outgoing_.empty()) FinishOnce(grpc::Status::OK);
+      closing_ = true;
+      return;
+    }
+    handlers_.on_read(incoming_);
+    this->StartRead(&incoming_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(handle_->mu_);
+    queued_bytes_ -= outgoing_.front().ByteSizeLong();
+    outgoing_.pop_front();
+    if (!ok) {
+      outgoing_.clear();
+      queued_bytes_ = 0;
+      FinishOnce(grpc::Status::OK);
+      return;
+    }
+    if (!outgoing_.empty()) {
+      this->StartWrite(&outgoing_.front());
+    } else if (closing_) {
+      FinishOnce(grpc::Status::OK);
+    }
+  }
+
+  void OnDone() override {
+    {
+      std::lock_guard<std::mutex> lock(handle_->mu_);
+      handle_->stream_ = nullptr;
+    }
+    delete this;
+  }
+
+ private:
+  void QueueLocked(const Out& message) {
+    if (finished_ || closing_) return;
+    outgoing_.push_back(message);
+    queued_bytes_ += message.ByteSizeLong();
+    if (outgoing_.size() == 1) this->StartWrite(&outgoing_.front());
+  }
+  void CloseLocked() {
+    closing_ = true;
+    if (outgoing_.empty()) FinishOnce(grpc::Status::OK);
+  }
+  void FinishOnce(const grpc::Status& status) {
+    if (!finished_.exchange(true)) this->Finish(status);
+  }
+
+  std::shared_ptr<Handle> handle_;
+  Handlers handlers_;
+  In incoming_;
+  std::deque<Out> outgoing_;  // guarded by handle_->mu_
+  size_t queued_bytes_ = 0;   // guarded by handle_->mu_: the messages in outgoing_
+  bool closing_ = false;      // guarded by handle_->mu_
+  std::atomic<bool> finished_{false};
+};
+
+}  // namespace gangrun::rpc
