@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/spawn.h"
+#include "launcher/launch_spec.h"
 #include "rpc/channel.h"
 
 namespace gangrun::agent {
@@ -163,15 +164,15 @@ void Agent::Run(const v1::RunLauncher& run) {
   }
   common::SpawnOptions spawn;
   spawn.exec_path = options_.self_exe;
-  spawn.argv = {options_.self_exe};
-  if (!options_.log_root.empty()) {
-    // First, so that a --log_dir of the job's own wins.
-    spawn.argv.push_back("--log_dir");
-    spawn.argv.push_back(options_.log_root + "/" + run.job_id());
+  // The daemon chose the job's sizes, rank, port and run id; this host's part is where the
+  // daemon is and, unless the job says, where the logs go.
+  v1::LaunchSpec spec = run.spec();
+  spec.set_master_addr(options_.master_host);
+  if (spec.log_dir().empty() && !options_.log_root.empty()) {
+    spec.set_log_dir(options_.log_root + "/" + run.job_id());
   }
-  spawn.argv.push_back("--master_addr");
-  spawn.argv.push_back(options_.master_host);
-  for (const auto& arg : run.args()) spawn.argv.push_back(arg);
+  spawn.argv = {options_.self_exe};
+  for (auto& arg : launcher::LaunchArgv(spec)) spawn.argv.push_back(std::move(arg));
   // systemd's notify socket and watchdog belong to the agent, not to its jobs.
   for (auto& entry : common::CurrentEnvironment()) {
     if (entry.rfind("NOTIFY_SOCKET=", 0) == 0 || entry.rfind("WATCHDOG_", 0) == 0) continue;
@@ -195,7 +196,7 @@ void Agent::Run(const v1::RunLauncher& run) {
   launcher->pid = *pid;
   launchers_[run.job_id()] = launcher;
   common::Logger("agent")->info("job {}: launcher started (pid {}), scheduler port {}",
-                                run.job_id(), *pid, run.port());
+                                run.job_id(), *pid, spec.master_port());
   ReadPipe(launcher, launcher->out);
   ReadPipe(launcher, launcher->err);
 }

@@ -5,11 +5,10 @@
 #include "common/net.h"
 #include "common/status.h"
 #include "rpc/channel.h"
-#include "rpc/credentials.h"
 
-namespace gangrun::launcher {
+namespace gangrun::cli {
 
-rpc::Access ClientAccessFromEnv(const EnvLookup& env) {
+rpc::Access ClientAccessFromEnv(const launcher::EnvLookup& env) {
   rpc::Access access;
   access.token = env("GANGRUN_TOKEN").value_or("");
   access.tls_ca = env("GANGRUN_TLS_CA").value_or("");
@@ -18,7 +17,7 @@ rpc::Access ClientAccessFromEnv(const EnvLookup& env) {
   return access;
 }
 
-void AddClientOptions(CLI::App& app, ClientTarget& target, const EnvLookup& env) {
+void AddClientOptions(CLI::App& app, ClientTarget& target, const launcher::EnvLookup& env) {
   target.master = env("GANGRUN_MASTER").value_or("");
   target.access = ClientAccessFromEnv(env);
   app.add_option("--master", target.master, "the scheduler, HOST:PORT (GANGRUN_MASTER)");
@@ -28,18 +27,17 @@ void AddClientOptions(CLI::App& app, ClientTarget& target, const EnvLookup& env)
   app.add_option("--tls_key", target.access.tls_key, "client key (GANGRUN_TLS_KEY)");
 }
 
-std::optional<int> ParseClientArgs(CLI::App& app, const std::string& command,
-                                   const std::vector<std::string>& args) {
+std::optional<CommandResult> ParseArgs(CLI::App& app, const std::string& command,
+                                       const std::vector<std::string>& args) {
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);
-    return 0;
+    return absl::OkStatus();
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "gangrun %s: %s (see gangrun %s --help)\n", command.c_str(), e.what(),
-                 command.c_str());
-    return 2;
+    return absl::InvalidArgumentError(std::string(e.what()) + " (see gangrun " + command +
+                                      " --help)");
   }
   return std::nullopt;
 }
@@ -49,21 +47,26 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenClientChannel(const ClientTar
     return absl::InvalidArgumentError("--master HOST:PORT is required (or GANGRUN_MASTER)");
   }
   RETURN_IF_ERROR(common::ParseHostPort(target.master, "--master").status());
-  auto credentials = rpc::MakeChannelCredentials(target.access);
-  if (!credentials.ok()) return credentials.status();
-  return rpc::MakeChannel(target.master, *credentials, "", std::chrono::seconds(30));
+  ASSIGN_OR_RETURN(auto credentials, rpc::MakeChannelCredentials(target.access));
+  return rpc::MakeChannel(target.master, credentials, "", std::chrono::seconds(30));
 }
 
-int ClientCallFailed(const std::string& command, const grpc::Status& status) {
-  std::fprintf(stderr, "gangrun %s: %s\n", command.c_str(), status.error_message().c_str());
+std::unique_ptr<grpc::ClientContext> CallContext(const std::string& token, int seconds) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  rpc::AddToken(*context, token);
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+  return context;
+}
+
+absl::Status CallFailed(const grpc::Status& status) {
   switch (status.error_code()) {
     case grpc::StatusCode::INVALID_ARGUMENT:
     case grpc::StatusCode::FAILED_PRECONDITION:
     case grpc::StatusCode::NOT_FOUND:
-      return 2;
+      return absl::InvalidArgumentError(status.error_message());
     default:
-      return 3;
+      return absl::UnavailableError(status.error_message());
   }
 }
 
-}  // namespace gangrun::launcher
+}  // namespace gangrun::cli

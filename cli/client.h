@@ -1,5 +1,5 @@
 #pragma once
-// What the client subcommands (status, stop, scale, submit) share: --master and the access
+// What the client commands (status, stop, scale, health, submit) share: --master and the access
 // options (--token, --tls_ca, --tls_cert, --tls_key, defaulting to GANGRUN_MASTER,
 // GANGRUN_TOKEN, GANGRUN_TLS_*), parsed with CLI11, and the channel they open.
 
@@ -11,10 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "cli/command.h"
 #include "launcher/options.h"
 #include "rpc/credentials.h"
 
-namespace gangrun::launcher {
+namespace gangrun::cli {
 
 struct ClientTarget {
   std::string master;  // HOST:PORT
@@ -23,20 +24,25 @@ struct ClientTarget {
 
 // The token and TLS files a client command starts from: GANGRUN_TOKEN, GANGRUN_TLS_CA,
 // GANGRUN_TLS_CERT, GANGRUN_TLS_KEY.
-rpc::Access ClientAccessFromEnv(const EnvLookup& env);
+rpc::Access ClientAccessFromEnv(const launcher::EnvLookup& env);
 
 // Adds --master and the access options to `app`, with defaults from the environment.
-void AddClientOptions(CLI::App& app, ClientTarget& target, const EnvLookup& env);
+void AddClientOptions(CLI::App& app, ClientTarget& target, const launcher::EnvLookup& env);
 
-// Parses `args`; returns an exit code when the command should end here (help: 0, bad
-// usage: 2, with one line on stderr that names `command`), nullopt to go on.
-std::optional<int> ParseClientArgs(CLI::App& app, const std::string& command,
-                                   const std::vector<std::string>& args);
+// Parses `args` with `app`. Returns a result when the command ends here: help (printed; OK),
+// or bad usage (InvalidArgument, naming `command`'s --help); nullopt to go on.
+std::optional<CommandResult> ParseArgs(CLI::App& app, const std::string& command,
+                                       const std::vector<std::string>& args);
 
 // A channel to target.master (TLS when the access options ask for it).
 absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenClientChannel(const ClientTarget& target);
 
-// Exit code for a failed call: 2 for refused arguments, 3 otherwise (unreachable, token).
-int ClientCallFailed(const std::string& command, const grpc::Status& status);
+// A context with the token and a deadline of `seconds`.
+std::unique_ptr<grpc::ClientContext> CallContext(const std::string& token, int seconds = 10);
 
-}  // namespace gangrun::launcher
+// A failed call as the command's result: arguments the server refused are bad usage
+// (InvalidArgument), anything else means the server is unreachable or refused us
+// (Unavailable), and the server's message is kept.
+absl::Status CallFailed(const grpc::Status& status);
+
+}  // namespace gangrun::cli

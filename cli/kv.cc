@@ -1,109 +1,127 @@
+// gangrun kv put KEY VALUE | get KEY | wait KEY [--timeout S] | add KEY N | del KEY: a worker's
+// access to its job's key-value store, found through GANGRUN_SCHEDULER and GANGRUN_TOKEN (and
+// GANGRUN_TLS_*) in its environment. Prints the value (get, wait, add). Exit codes: 0 done,
+// 1 key absent or wait timed out, 2 bad usage, 3 scheduler unreachable or refused.
+
 #include <cstdio>
 
 #include "absl/strings/numbers.h"
 #include "cli/client.h"
-#include "cli/kv_command.h"
+#include "cli/command.h"
 #include "common/net.h"
 #include "gangrun/v1/kv.grpc.pb.h"
 #include "rpc/channel.h"
-#include "rpc/credentials.h"
 
-namespace gangrun::launcher {
+namespace gangrun::cli {
 namespace {
 
 constexpr char kUsage[] =
     "usage: gangrun kv put KEY VALUE | get KEY | wait KEY [--timeout SECONDS] | add KEY N | "
     "del KEY";
 
-int Usage(const std::string& problem) {
-  std::fprintf(stderr, "gangrun kv: %s\n%s\n", problem.c_str(), kUsage);
-  return 2;
+absl::Status Usage(const std::string& problem) {
+  return absl::InvalidArgumentError(problem + "\n" + kUsage);
 }
 
-int Report(const grpc::Status& status) {
+// A call's status as the command's result (see the exit codes above).
+absl::Status Result(const grpc::Status& status) {
   switch (status.error_code()) {
     case grpc::StatusCode::OK:
-      return 0;
+      return absl::OkStatus();
     case grpc::StatusCode::NOT_FOUND:
+      return absl::NotFoundError(status.error_message());
     case grpc::StatusCode::DEADLINE_EXCEEDED:
-      std::fprintf(stderr, "gangrun kv: %s\n", status.error_message().c_str());
-      return 1;
+      return absl::DeadlineExceededError(status.error_message());
     case grpc::StatusCode::INVALID_ARGUMENT:
     case grpc::StatusCode::FAILED_PRECONDITION:
-      std::fprintf(stderr, "gangrun kv: %s\n", status.error_message().c_str());
-      return 2;
+      return absl::InvalidArgumentError(status.error_message());
     default:
-      std::fprintf(stderr, "gangrun kv: the scheduler refused or is unreachable: %s\n",
-                   status.error_message().c_str());
-      return 3;
+      return absl::UnavailableError("the scheduler refused or is unreachable: " +
+                                    status.error_message());
   }
+}
+
+struct Client {
+  std::unique_ptr<v1::KeyValue::Stub> stub;
+  std::string token;
+};
+
+absl::Status Put(Client& c, const std::string& key, const std::string& value) {
+  v1::PutRequest request;
+  request.set_key(key);
+  request.set_value(value);
+  v1::PutResponse response;
+  return Result(c.stub->Put(CallContext(c.token, 30).get(), request, &response));
+}
+
+absl::Status Get(Client& c, const std::string& key, std::optional<double> wait_seconds) {
+  v1::GetRequest request;
+  request.set_key(key);
+  auto context = CallContext(c.token, 30);
+  if (wait_seconds) {
+    request.set_wait_ms(static_cast<int64_t>(*wait_seconds * 1000));
+    context->set_deadline(std::chrono::system_clock::now() +
+                          std::chrono::milliseconds(request.wait_ms() + 30000));
+    context->set_wait_for_ready(true);
+  }
+  v1::GetResponse response;
+  grpc::Status status = c.stub->Get(context.get(), request, &response);
+  if (status.ok()) std::printf("%s\n", response.value().c_str());
+  return Result(status);
+}
+
+absl::Status Add(Client& c, const std::string& key, int64_t delta) {
+  v1::AddRequest request;
+  request.set_key(key);
+  request.set_delta(delta);
+  v1::AddResponse response;
+  grpc::Status status = c.stub->Add(CallContext(c.token, 30).get(), request, &response);
+  if (status.ok()) std::printf("%lld\n", static_cast<long long>(response.value()));
+  return Result(status);
+}
+
+absl::Status Delete(Client& c, const std::string& key) {
+  v1::DeleteRequest request;
+  request.set_key(key);
+  v1::DeleteResponse response;
+  return Result(c.stub->Delete(CallContext(c.token, 30).get(), request, &response));
 }
 
 }  // namespace
 
-int RunKvCommand(const std::vector<std::string>& args, const EnvLookup& env) {
+CommandResult RunKv(const CommandArgs& command) {
+  const auto& args = command.args;
   if (args.empty()) return Usage("missing command");
   const std::string& verb = args[0];
-  auto target = env("GANGRUN_SCHEDULER");
+  auto target = command.env("GANGRUN_SCHEDULER");
   if (!target || target->empty())
     return Usage("GANGRUN_SCHEDULER is not set (run me from a worker)");
   if (auto address = common::ParseHostPort(*target, "GANGRUN_SCHEDULER"); !address.ok()) {
     return Usage(std::string(address.status().message()));
   }
-  const rpc::Access access = ClientAccessFromEnv(env);
+  const rpc::Access access = ClientAccessFromEnv(command.env);
   auto credentials = rpc::MakeChannelCredentials(access);
   if (!credentials.ok()) return Usage(std::string(credentials.status().message()));
-  auto stub =
-      v1::KeyValue::NewStub(rpc::MakeChannel(*target, *credentials, "", std::chrono::seconds(30)));
-  grpc::ClientContext context;
-  rpc::AddToken(context, access.token);
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-
-  if (verb == "put" && args.size() == 3) {
-    v1::PutRequest request;
-    request.set_key(args[1]);
-    request.set_value(args[2]);
-    v1::PutResponse response;
-    return Report(stub->Put(&context, request, &response));
-  }
-  if ((verb == "get" && args.size() == 2) ||
-      (verb == "wait" && (args.size() == 2 || args.size() == 4))) {
-    v1::GetRequest request;
-    request.set_key(args[1]);
-    if (verb == "wait") {
-      double seconds = 3600 * 24 * 365;
-      if (args.size() == 4 &&
-          (args[2] != "--timeout" || !absl::SimpleAtod(args[3], &seconds) || seconds < 0)) {
-        return Usage("bad --timeout");
-      }
-      request.set_wait_ms(static_cast<int64_t>(seconds * 1000));
-      context.set_deadline(std::chrono::system_clock::now() +
-                           std::chrono::milliseconds(request.wait_ms() + 30000));
-      context.set_wait_for_ready(true);
+  Client client{
+      v1::KeyValue::NewStub(rpc::MakeChannel(*target, *credentials, "", std::chrono::seconds(30))),
+      access.token};
+  if (verb == "put" && args.size() == 3) return Put(client, args[1], args[2]);
+  if (verb == "get" && args.size() == 2) return Get(client, args[1], std::nullopt);
+  if (verb == "wait" && (args.size() == 2 || args.size() == 4)) {
+    double seconds = 3600 * 24 * 365;
+    if (args.size() == 4 && (args[2] != "--timeout" || !absl::SimpleAtod(args[3], &seconds) ||
+                             seconds < 0 || seconds > 3600 * 24 * 365)) {
+      return Usage("bad --timeout (seconds, up to a year)");
     }
-    v1::GetResponse response;
-    grpc::Status status = stub->Get(&context, request, &response);
-    if (status.ok()) std::printf("%s\n", response.value().c_str());
-    return Report(status);
+    return Get(client, args[1], seconds);
   }
   if (verb == "add" && args.size() == 3) {
-    v1::AddRequest request;
-    request.set_key(args[1]);
     int64_t delta;
     if (!absl::SimpleAtoi(args[2], &delta)) return Usage("N must be an integer");
-    request.set_delta(delta);
-    v1::AddResponse response;
-    grpc::Status status = stub->Add(&context, request, &response);
-    if (status.ok()) std::printf("%lld\n", static_cast<long long>(response.value()));
-    return Report(status);
+    return Add(client, args[1], delta);
   }
-  if (verb == "del" && args.size() == 2) {
-    v1::DeleteRequest request;
-    request.set_key(args[1]);
-    v1::DeleteResponse response;
-    return Report(stub->Delete(&context, request, &response));
-  }
+  if (verb == "del" && args.size() == 2) return Delete(client, args[1]);
   return Usage("unknown command or wrong number of arguments");
 }
 
-}  // namespace gangrun::launcher
+}  // namespace gangrun::cli

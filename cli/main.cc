@@ -1,35 +1,28 @@
-// gangrun / msrun: parse, validate, build, run, map the result to an exit code.
+// gangrun / msrun: the command dispatcher. Runs one command (cli/command.h), prints its error's
+// one line, and maps what it ended with to the exit code (cli/exit_codes.h) — nothing else
+// does either.
 
 #include <grpc/support/log.h>
 #include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
-#include "cli/control_command.h"
-#include "cli/daemon_command.h"
-#include "cli/kv_command.h"
-#include "cli/scale_command.h"
+#include "cli/command.h"
+#include "cli/exit_codes.h"
 #include "common/console.h"
 #include "common/logging.h"
 #include "common/service.h"
-#include "launcher/exit_codes.h"
-#include "launcher/launcher.h"
-#include "launcher/options.h"
-#include "launcher/slurm.h"
 #include "node/keeper.h"
 
 namespace {
 
-int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "gangrun: error: %s\n", std::string(status.message()).c_str());
-  return gangrun::launcher::ExitCode(status);
-}
+namespace cli = gangrun::cli;
 
 std::string SelfExe() {
   char buf[4096];
@@ -37,13 +30,10 @@ std::string SelfExe() {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("/proc/self/exe");
 }
 
-int Main(int argc, char** argv) {
-  namespace gl = gangrun::launcher;
-  const char* level = std::getenv("GANGRUN_LOG_LEVEL");
-  gangrun::common::SetLogLevel(level != nullptr ? level : "info");
-  // gRPC's own log lines go through our logger, at debug level; but one that says a server
-  // stopped accepting connections (gRPC 1.51 closes a listener for good when accept4 fails,
-  // e.g. with EMFILE) is an error the operator must see.
+// gRPC's own log lines go through our logger, at debug level; but one that says a server
+// stopped accepting connections (gRPC 1.51 closes a listener for good when accept4 fails,
+// e.g. with EMFILE) is an error the operator must see.
+void RouteGrpcLogs() {
   gpr_set_log_function([](gpr_log_func_args* args) {
     if (std::strstr(args->message, "Failed accept4") != nullptr) {
       gangrun::common::Logger("grpc")->error(
@@ -54,55 +44,32 @@ int Main(int argc, char** argv) {
     }
     gangrun::common::Logger("grpc")->debug("{}", args->message);
   });
-  if (argc >= 2 && std::string(argv[1]) == "kv") {
-    return gl::RunKvCommand({argv + 2, argv + argc}, gl::ProcessEnv());
-  }
-  if (argc >= 2) {
-    const std::string command = argv[1];
-    const std::vector<std::string> rest(argv + 2, argv + argc);
-    if (command == "scale") return gl::RunScaleCommand(rest, gl::ProcessEnv());
-    if (command == "status") return gl::RunStatusCommand(rest, gl::ProcessEnv());
-    if (command == "stop") return gl::RunStopCommand(rest, gl::ProcessEnv());
-    if (command == "health") return gl::RunHealthCommand(rest, gl::ProcessEnv());
-    if (command == "scheduler") return gl::RunSchedulerCommand(rest, gl::ProcessEnv());
-    if (command == "agent") return gl::RunAgentCommand(rest, gl::ProcessEnv(), SelfExe());
-    if (command == "submit") return gl::RunSubmitCommand(rest, gl::ProcessEnv());
-  }
+}
 
-  std::vector<std::string> args(argv, argv + argc);
-  const auto personality = gl::PersonalityFromArgv0(args[0]);
-  auto parsed = gl::ParseCommandLine(personality, {args.begin() + 1, args.end()}, gl::ProcessEnv());
-  if (!parsed.ok()) return Fail(parsed.status());
-  if (!parsed->help.empty()) {
-    std::fputs(parsed->help.c_str(), stdout);
-    return 0;
+int Main(int argc, char** argv) {
+  const char* level = std::getenv("GANGRUN_LOG_LEVEL");
+  gangrun::common::SetLogLevel(level != nullptr ? level : "info");
+  RouteGrpcLogs();
+  static const std::map<std::string, cli::CommandResult (*)(const cli::CommandArgs&)> kCommands = {
+      {"status", cli::RunStatus}, {"stop", cli::RunStop},    {"health", cli::RunHealth},
+      {"scale", cli::RunScale},   {"kv", cli::RunKv},        {"scheduler", cli::RunScheduler},
+      {"agent", cli::RunAgent},   {"submit", cli::RunSubmit}};
+  cli::CommandArgs command{
+      argv[0], {argv + 1, argv + argc}, gangrun::launcher::ProcessEnv(), SelfExe()};
+  std::string prefix = "gangrun: error: ";
+  cli::CommandResult result;
+  auto it = argc >= 2 ? kCommands.find(argv[1]) : kCommands.end();
+  if (it != kCommands.end()) {
+    command.args.erase(command.args.begin());
+    prefix = "gangrun " + it->first + ": ";
+    result = it->second(command);
+  } else {
+    result = cli::RunLaunch(command);
   }
-  gl::Options& options = parsed->options;
-  auto slurm = gl::ApplySlurm(options, parsed->given, gl::ProcessEnv());
-  if (!slurm.ok()) return Fail(slurm.status());
-  if (!slurm->empty()) gangrun::common::Logger("launcher")->info("{}", *slurm);
-  for (const auto& warning : gl::ApplyMsrunRules(options, gl::ProcessEnv())) {
-    gangrun::common::Logger("launcher")->warn("{}", warning);
+  if (const auto* status = std::get_if<absl::Status>(&result); status && !status->ok()) {
+    gangrun::common::Stderr().Write(prefix + std::string(status->message()) + "\n");
   }
-  if (absl::Status status = gl::Validate(options); !status.ok()) return Fail(status);
-  auto facts = gl::GatherHostFacts(options);
-  if (!facts.ok()) return Fail(facts.status());
-  if (options.dry_run) {
-    std::fputs(gl::FormatPlan(options, *facts).c_str(), stdout);
-    return 0;
-  }
-
-  gl::RunContext context{SelfExe(), -1};
-  if (const char* ready = std::getenv(gl::kReadyFdEnv)) {
-    context.ready_fd = std::atoi(ready);  // we are the detached supervisor of --join False
-    unsetenv(gl::kReadyFdEnv);
-  } else if (!options.join) {
-    auto code = gl::RunDetached(args, options, *facts, context.self_exe);
-    return code.ok() ? *code : Fail(code.status());
-  }
-  auto outcome = gl::RunJob(options, *facts, context);
-  if (!outcome.ok()) return Fail(outcome.status());
-  return gl::ExitCode(*outcome);
+  return cli::ExitCode(result);
 }
 
 }  // namespace

@@ -1,40 +1,34 @@
+// gangrun scale: changes an elastic job's maximum size.
+
 #include <cstdio>
 
 #include "cli/client.h"
-#include "cli/scale_command.h"
+#include "cli/command.h"
 #include "gangrun/v1/session.grpc.pb.h"
-#include "rpc/channel.h"
+#include "launcher/options.h"
 
-namespace gangrun::launcher {
+namespace gangrun::cli {
 
-int RunScaleCommand(const std::vector<std::string>& args, const EnvLookup& env) {
+CommandResult RunScale(const CommandArgs& command) {
   CLI::App app{"gangrun scale: change an elastic job's target size", "gangrun scale"};
   ClientTarget target;
-  AddClientOptions(app, target, env);
+  AddClientOptions(app, target, command.env);
   int worker_num = 0;
-  app.add_option("--worker_num", worker_num, "the new maximum number of workers")->required();
-  if (auto code = ParseClientArgs(app, "scale", args)) return *code;
-  if (worker_num <= 0) {
-    std::fprintf(stderr, "gangrun scale: --worker_num must be a positive integer\n");
-    return 2;
-  }
+  app.add_option("--worker_num", worker_num, "the new maximum number of workers")
+      ->required()
+      ->check(CLI::Range(1, launcher::kMaxWorkers));
+  if (auto done = ParseArgs(app, "scale", command.args)) return *done;
   auto channel = OpenClientChannel(target);
-  if (!channel.ok()) {
-    std::fprintf(stderr, "gangrun scale: %s\n", std::string(channel.status().message()).c_str());
-    return 2;
-  }
-  auto stub = v1::Scheduler::NewStub(*channel);
-  grpc::ClientContext context;
-  rpc::AddToken(context, target.access.token);
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  if (!channel.ok()) return channel.status();
   v1::ScaleRequest request;
   request.set_worker_num(worker_num);
   v1::ScaleResponse response;
-  grpc::Status status = stub->Scale(&context, request, &response);
-  if (!status.ok()) return ClientCallFailed("scale", status);
+  grpc::Status status = v1::Scheduler::NewStub(*channel)->Scale(
+      CallContext(target.access.token).get(), request, &response);
+  if (!status.ok()) return CallFailed(status);
   std::printf("gangrun scale: the job at %s now aims for %d workers\n", target.master.c_str(),
               worker_num);
-  return 0;
+  return absl::OkStatus();
 }
 
-}  // namespace gangrun::launcher
+}  // namespace gangrun::cli

@@ -17,8 +17,10 @@
 
 namespace gangrun::launcher {
 
-absl::StatusOr<int> RunDetached(const std::vector<std::string>& argv, const Options& options,
-                                const HostFacts& facts, const std::string& self_exe) {
+absl::StatusOr<std::optional<v1::JobOutcome>> RunDetached(const std::vector<std::string>& argv,
+                                                          const Options& options,
+                                                          const HostFacts& facts,
+                                                          const std::string& self_exe) {
   const std::string dir = facts.log_dir.empty() ? "." : facts.log_dir;
   if (absl::Status made = common::MakeDirs(facts.log_dir, 0700); !made.ok()) {
     return absl::InvalidArgumentError("--log_dir: " + std::string(made.message()));
@@ -45,29 +47,33 @@ absl::StatusOr<int> RunDetached(const std::vector<std::string>& argv, const Opti
     close(pipe_fds[0]);
     return pid.status();
   }
-  unsigned char code = 0;
+  // "R" once its workers run, or "O" and the outcome of a job that ended before; nothing
+  // (end of file) if the supervisor itself ended first.
+  std::string said;
+  char buffer[4096];
   ssize_t n;
-  while ((n = read(pipe_fds[0], &code, 1)) < 0 && errno == EINTR) {
+  while ((n = read(pipe_fds[0], buffer, sizeof(buffer))) != 0) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    said.append(buffer, static_cast<size_t>(n));
   }
   close(pipe_fds[0]);
-  if (n == 1 && code == 0) {
+  if (said == "R") {
     std::printf("gangrun: %d worker(s) running, supervised by pid %d (its log: %s)\n",
                 options.local_worker_num, *pid, log_path.c_str());
     std::fflush(stdout);
-    return 0;
-  }
-  if (n != 1) {
-    int status = 0;
-    waitpid(*pid, &status, 0);
-    std::fprintf(stderr, "gangrun: the detached supervisor ended before its workers ran; see %s\n",
-                 log_path.c_str());
-    return 1;
+    return std::optional<v1::JobOutcome>();
   }
   int status = 0;
-  waitpid(*pid, &status, 0);  // it is finishing: reap it
+  waitpid(*pid, &status, 0);  // it is finishing, or has ended: reap it
+  v1::JobOutcome outcome;
+  if (said.empty() || said[0] != 'O' || !outcome.ParseFromString(said.substr(1))) {
+    return absl::InternalError("the detached supervisor ended before its workers ran; see " +
+                               log_path);
+  }
   std::fprintf(stderr, "gangrun: the job ended before all workers ran (see %s)\n",
                log_path.c_str());
-  return static_cast<int>(code);
+  return std::optional<v1::JobOutcome>(outcome);
 }
 
 }  // namespace gangrun::launcher

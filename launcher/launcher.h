@@ -1,16 +1,16 @@
 #pragma once
-// The launcher: decides this host's roles, builds the scheduler (when this host owns the
-// master address), the node and the process keeper, runs them on one io_context and
-// returns the job's outcome. main() maps that outcome to the exit code.
+// The launcher as a library: what the launch command (cli/run.cc) calls to gather this host's
+// facts, print a dry-run plan, run the job (job_runner.h) or detach it (--join False), and
+// report its outcome. main() maps the outcome to the exit code.
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "gangrun/v1/session.pb.h"
 #include "launcher/options.h"
+#include "launcher/scheduler_role.h"
 #include "launcher/worker_plan.h"
-#include "scheduler/kv_store.h"
-#include "scheduler/scheduler.h"
 
 namespace gangrun::launcher {
 
@@ -27,11 +27,6 @@ struct RunContext {
   int ready_fd = -1;     // --join False: where the detached supervisor reports "running"
 };
 
-// The scheduler's settings from the launcher's options (world size, timeouts, restarts).
-scheduler::Scheduler::Options SchedulerOptionsFor(const Options& options);
-// The key-value store's bounds from the launcher's options.
-scheduler::KvLimits KvLimitsFor(const Options& options);
-
 // Runs the job to its end (SIGINT/SIGTERM/SIGHUP end it early).
 absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& facts,
                                       const RunContext& context);
@@ -43,9 +38,12 @@ std::string FormatOutcome(const v1::JobOutcome& outcome);
 std::string FormatKind(const v1::JobOutcome& outcome);
 
 // --join False: starts a detached copy of this launcher (same arguments, its own session,
-// output to <log_dir>/gangrun.log) and returns once its workers run. Returns the exit code.
-absl::StatusOr<int> RunDetached(const std::vector<std::string>& argv, const Options& options,
-                                const HostFacts& facts, const std::string& self_exe);
+// output to <log_dir>/gangrun.log) and returns once its workers run (nullopt), or with the
+// outcome of a job that ended before they all ran.
+absl::StatusOr<std::optional<v1::JobOutcome>> RunDetached(const std::vector<std::string>& argv,
+                                                          const Options& options,
+                                                          const HostFacts& facts,
+                                                          const std::string& self_exe);
 
 // The environment variable that marks the detached supervisor and names its ready pipe.
 inline constexpr char kReadyFdEnv[] = "GANGRUN_INTERNAL_READY_FD";

@@ -397,6 +397,7 @@ absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
     std::string source = std::string("--") + def.name;
     if (app.count(std::string("--") + def.name) > 0) {
       value = values[def.name];
+      result.flags.insert(def.name);
     } else if (auto from_env = env(EnvName(def.name))) {
       value = *from_env;
       source = EnvName(def.name);

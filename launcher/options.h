@@ -79,6 +79,7 @@ struct ParseResult {
   Options options;
   std::string help;             // non-empty when --help was asked for: print it and exit 0
   std::set<std::string> given;  // options set by a flag or a GANGRUN_* variable (no "--")
+  std::set<std::string> flags;  // those set by a flag
 };
 
 // Parses argv[1..] (argv[0] is not read). Errors are InvalidArgument with one line that

@@ -1,12 +1,15 @@
 #include "rpc/server.h"
 
-#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/ext/health_check_service_server_builder_option.h>
 
 #include <boost/asio/post.hpp>
 #include <cstdlib>
+#include <map>
 
 #include "absl/strings/numbers.h"
+#include "absl/synchronization/mutex.h"
 #include "common/secret.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 
 namespace gangrun::rpc {
 
@@ -28,11 +31,41 @@ bool Authorized(const grpc::ServerContextBase& context, const std::string& token
                               "Bearer " + token);
 }
 
+class Server::Health : public grpc::health::v1::Health::CallbackService {
+ public:
+  Health() { Set("", true); }
+  void Set(const std::string& service, bool serving) {
+    absl::MutexLock lock(&mu_);
+    serving_[service] = serving;
+  }
+  grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
+                                  const grpc::health::v1::HealthCheckRequest* request,
+                                  grpc::health::v1::HealthCheckResponse* response) override {
+    auto* reactor = context->DefaultReactor();
+    absl::MutexLock lock(&mu_);
+    auto it = serving_.find(request->service());
+    if (it == serving_.end()) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service"));
+      return reactor;
+    }
+    response->set_status(it->second ? grpc::health::v1::HealthCheckResponse::SERVING
+                                    : grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, bool> serving_ ABSL_GUARDED_BY(mu_);
+};
+
+Server::Server() : health_(std::make_unique<Health>()) {}
+
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     const std::string& listen_address, std::shared_ptr<grpc::ServerCredentials> credentials,
     const std::vector<grpc::Service*>& services) {
-  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
+  builder.SetOption(std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
@@ -44,6 +77,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
                            credentials ? credentials : grpc::InsecureServerCredentials(),
                            &server->port_);
   for (grpc::Service* service : services) builder.RegisterService(service);
+  builder.RegisterService(server->health_.get());
   server->server_ = builder.BuildAndStart();
   if (!server->server_ || server->port_ == 0) {
     return absl::UnavailableError("cannot listen on " + listen_address);
@@ -52,7 +86,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
 }
 
 void Server::SetServing(const std::string& service, bool serving) {
-  if (auto* health = server_->GetHealthCheckService()) health->SetServingStatus(service, serving);
+  health_->Set(service, serving);
 }
 
 void Server::ShutdownAsync(boost::asio::io_context& io, std::function<void()> done) {

@@ -6,7 +6,9 @@
 // taken); the keepalive ping policy nodes use; a connection must finish its TLS and HTTP/2
 // handshake within HandshakeTimeoutMs() and is closed after kMaxConnectionIdleMs without a
 // call, so idle or stray peers cannot hold descriptors for ever; 8 MiB messages; the
-// standard health service (grpc.health.v1), whose statuses the owner sets.
+// standard health service (grpc.health.v1 Check), whose statuses the owner sets. That one is
+// gangrun's own, on the callback API: Debian's gRPC 1.51 cannot start a server whose only
+// service is its default (completion-queue) health service, which --health_port needs.
 
 #include <grpcpp/grpcpp.h>
 
@@ -44,8 +46,11 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   int port() const { return port_; }
-  // The standard health service: `service` ("" = the whole server) SERVING or NOT_SERVING.
+  // The standard health service: `service` ("" = the whole server, SERVING from the start)
+  // SERVING or NOT_SERVING. A service never set is unknown (NOT_FOUND).
   void SetServing(const std::string& service, bool serving);
+
+  class Health;
   // Stops the server (ending every call) on a thread of its own — Server::Shutdown waits for
   // calls that finish on `io` — and then runs `done` on `io`. Call from `io`'s thread.
   void ShutdownAsync(boost::asio::io_context& io, std::function<void()> done);
@@ -53,7 +58,8 @@ class Server {
   void ShutdownNow();
 
  private:
-  Server() = default;
+  Server();
+  std::unique_ptr<Health> health_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::thread shutdown_thread_;

@@ -84,11 +84,11 @@ void Daemon::OnAgentEvent(int agent_id, const v1::AgentEvent& event) {
     agent.handle->Send(reply);
     common::Logger("daemon")->info("agent {} '{}' ({}) registered with {} slot(s)", agent_id,
                                    agent.info.name(), agent.info.address(), agent.info.slots());
-    telemetry_.Record("agent_registered", {{"agent", agent_id},
-                                           {"name", agent.info.name()},
-                                           {"address", agent.info.address()},
-                                           {"slots", agent.info.slots()},
-                                           {"pid", agent.info.pid()}});
+    telemetry_.Record(Event::kAgentRegistered, {{"agent", agent_id},
+                                                {"name", agent.info.name()},
+                                                {"address", agent.info.address()},
+                                                {"slots", agent.info.slots()},
+                                                {"pid", agent.info.pid()}});
     TryPlace();
     return;
   }
@@ -104,7 +104,7 @@ void Daemon::OnAgentGone(int agent_id) {
   if (it == agents_.end()) return;
   if (it->second.registered) {
     common::Logger("daemon")->warn("agent {} '{}' disconnected", agent_id, it->second.info.name());
-    telemetry_.Record("agent_lost", {{"agent", agent_id}, {"name", it->second.info.name()}});
+    telemetry_.Record(Event::kAgentLost, {{"agent", agent_id}, {"name", it->second.info.name()}});
   }
   std::vector<std::string> job_ids;
   for (const auto& [job_id, slots] : it->second.jobs) job_ids.push_back(job_id);
@@ -154,7 +154,7 @@ void Daemon::OnSubmitEvent(int submit_id, const v1::SubmitEvent& event) {
   if (!configured.ok()) return reject(std::string(configured.status().message()));
   auto job = std::make_unique<Job>();
   job->config = *configured;
-  job->config.scheduler.world_size = spec.worker_num();
+  job->config.scheduler.world_size = spec.spec().worker_num();
   job->id = id_prefix_ + "-" + std::to_string(next_id_++);
   job->config.scheduler.run_id = job->id;
   job->config.scheduler.personality = "gangrun";
@@ -162,16 +162,17 @@ void Daemon::OnSubmitEvent(int submit_id, const v1::SubmitEvent& event) {
   job->spec = spec;
   ++jobs_submitted_;
   common::Logger("daemon")->info("job {} submitted: {} worker(s), task {}", job->id,
-                                 spec.worker_num(), spec.task(0));
-  telemetry_.Record("job_submitted",
-                    {{"job_id", job->id}, {"workers", spec.worker_num()}, {"task", spec.task(0)}});
-  if (spec.cluster_time_out() >= 0) {
+                                 spec.spec().worker_num(), spec.spec().task_script());
+  telemetry_.Record(Event::kJobSubmitted, {{"job_id", job->id},
+                                           {"workers", spec.spec().worker_num()},
+                                           {"task", spec.spec().task_script()}});
+  if (spec.spec().cluster_time_out() >= 0) {
     job->wait_timer =
-        clock_.After(std::chrono::seconds(spec.cluster_time_out()), [this, id = job->id] {
+        clock_.After(std::chrono::seconds(spec.spec().cluster_time_out()), [this, id = job->id] {
           Job* waiting = FindJob(id);
           if (waiting == nullptr || waiting->scheduler) return;
           EndJob(id, Outcome(v1::JobOutcome::KIND_FORMATION_FAILED,
-                             "no " + std::to_string(waiting->spec.worker_num()) +
+                             "no " + std::to_string(waiting->spec.spec().worker_num()) +
                                  " free worker slots on the registered agents within the "
                                  "cluster timeout"));
         });
@@ -220,8 +221,8 @@ void Daemon::RelayOutput(Job& job, const std::string& data) {
 
 absl::StatusOr<std::vector<std::pair<int, int>>> Daemon::Place(const Job& job) const {
   std::vector<std::pair<int, int>> placement;
-  int remaining = job.spec.worker_num();
-  const int per_agent = job.spec.local_worker_num();
+  int remaining = job.spec.spec().worker_num();
+  const int per_agent = job.spec.local_worker_num_given() ? job.spec.spec().local_worker_num() : 0;
   int free_total = 0, agents = 0;
   for (const auto& [id, agent] : agents_) {
     if (!agent.registered) continue;
@@ -242,9 +243,9 @@ absl::StatusOr<std::vector<std::pair<int, int>>> Daemon::Place(const Job& job) c
     capacity += per_agent > 0 ? (slots >= per_agent ? per_agent : 0) : slots;
   }
   const std::string want =
-      std::to_string(job.spec.worker_num()) + " worker slots" +
+      std::to_string(job.spec.spec().worker_num()) + " worker slots" +
       (per_agent > 0 ? " (" + std::to_string(per_agent) + " per agent)" : std::string());
-  if (capacity < job.spec.worker_num()) {
+  if (capacity < job.spec.spec().worker_num()) {
     return absl::ResourceExhaustedError(
         "waiting for agents: the job needs " + want + ", more than the " +
         std::to_string(capacity) + " that the " + std::to_string(agents) +
@@ -346,24 +347,22 @@ absl::Status Daemon::StartJob(Job& job, std::vector<std::pair<int, int>> placeme
     v1::AgentCommand command;
     auto* run = command.mutable_run();
     run->set_job_id(job.id);
-    run->set_port(job.server->port());
-    for (const auto& option : job.spec.options()) run->add_args(option);
-    // After the submitter's options, so these win (the last of a repeated option counts).
-    for (const std::string& arg :
-         {std::string("--worker_num"), std::to_string(job.spec.worker_num()),
-          std::string("--local_worker_num"), std::to_string(workers), std::string("--node_rank"),
-          std::to_string(rank), std::string("--master_port"), std::to_string(job.server->port()),
-          std::string("--join"), std::string("True"), std::string("--run_id"), job.id}) {
-      run->add_args(arg);
-    }
-    run->add_args("--");
-    for (const auto& arg : job.spec.task()) run->add_args(arg);
+    // What the daemon chooses for every launcher of the job.
+    v1::LaunchSpec& spec = *run->mutable_spec();
+    spec = job.spec.spec();
+    spec.set_worker_num(job.spec.spec().worker_num());
+    spec.set_worker_num_min(0);
+    spec.set_local_worker_num(workers);
+    spec.set_node_rank(static_cast<int>(rank));
+    spec.set_master_port(job.server->port());
+    spec.set_join(true);
+    spec.set_run_id(job.id);
     agent.handle->Send(command);
     ++job.launchers_running;
   }
   common::Logger("daemon")->info("job {} placed on {} agent(s), scheduler port {}", job.id,
                                  job.placement.size(), job.server->port());
-  telemetry_.Record("job_started",
+  telemetry_.Record(Event::kJobStarted,
                     {{"job_id", job.id}, {"agents", names}, {"port", job.server->port()}});
   Reply(job, accepted);
   return absl::OkStatus();
@@ -415,7 +414,7 @@ void Daemon::EndJob(const std::string& job_id, const v1::JobOutcome& outcome) {
   common::Logger("daemon")->info("job {} ended: {}{}", job_id, KindName(outcome),
                                  outcome.message().empty() ? "" : " (" + outcome.message() + ")");
   telemetry_.Record(
-      "job_ended",
+      Event::kJobEnded,
       {{"job_id", job_id}, {"outcome", KindName(outcome)}, {"message", outcome.message()}});
   v1::SubmitReply reply;
   *reply.mutable_finished() = outcome;
@@ -486,9 +485,9 @@ v1::DaemonStatusResponse Daemon::Status() const {
     } else {
       auto* waiting = status.add_jobs();
       waiting->set_job_id(id);
-      waiting->set_phase("waiting");
-      waiting->set_world_size(job->spec.worker_num());
-      waiting->set_min_world_size(job->spec.worker_num());
+      waiting->set_phase(v1::JOB_PHASE_WAITING);
+      waiting->set_world_size(job->spec.spec().worker_num());
+      waiting->set_min_world_size(job->spec.spec().worker_num());
     }
   }
   return status;

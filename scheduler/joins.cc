@@ -14,7 +14,9 @@ absl::Status Scheduler::CheckJoinAllowed(const NodeState& node, const v1::JoinRe
     return absl::FailedPreconditionError(Describe(node) + " sent a second join; it has " +
                                          "already joined");
   }
-  if (phase_ != Phase::kForming && !(Elastic() && phase_ != Phase::kFinished && !restart_timer_)) {
+  const bool forming = state_ == State::kForming || state_ == State::kAwaitingReplacement;
+  const bool growing = Elastic() && (state_ == State::kRunning || state_ == State::kStopping);
+  if (!forming && !growing) {
     return absl::FailedPreconditionError(DescribeJoin(join) +
                                          " cannot join: the job has already formed");
   }
@@ -39,9 +41,9 @@ absl::Status Scheduler::CheckJoinAllowed(const NodeState& node, const v1::JoinRe
 
 void Scheduler::Reject(NodeState& node, const v1::JoinRequest& join, const absl::Status& why) {
   common::Logger("scheduler")->error("rejected: {}", std::string(why.message()));
-  Record("node_rejected", {{"node", Sanitize(join.node_name(), kMaxNameBytes)},
-                           {"address", Sanitize(join.host_address(), 64)},
-                           {"reason", std::string(why.message())}});
+  Record(Event::kNodeRejected, {{"node", Sanitize(join.node_name(), kMaxNameBytes)},
+                                {"address", Sanitize(join.host_address(), 64)},
+                                {"reason", std::string(why.message())}});
   v1::NodeCommand command;
   command.mutable_rejected()->set_reason(std::string(why.message()));
   SendAndClose(node, std::move(command));
@@ -59,17 +61,17 @@ void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join
   node.free_port = join.free_port();
   node.pid = join.pid();
   membership_.Add(candidate);
-  Record("node_joined", {{"node", join.node_name()},
-                         {"address", join.host_address()},
-                         {"pid", join.pid()},
-                         {"node_rank", join.node_rank()},
-                         {"workers", join.local_worker_num()},
-                         {"present", membership_.workers},
-                         {"world_size", options_.world_size}});
+  Record(Event::kNodeJoined, {{"node", join.node_name()},
+                              {"address", join.host_address()},
+                              {"pid", join.pid()},
+                              {"node_rank", join.node_rank()},
+                              {"workers", join.local_worker_num()},
+                              {"present", membership_.workers},
+                              {"world_size", options_.world_size}});
   common::Logger("scheduler")
       ->debug("node {} '{}' joined with {} worker(s); {} of {} workers present", node_id,
               join.node_name(), join.local_worker_num(), membership_.workers, options_.world_size);
-  if (phase_ != Phase::kForming) {
+  if (state_ == State::kRunning || state_ == State::kStopping) {
     // An elastic job grows: the newcomer waits for the next generation.
     node.ended = true;
     Reform(Describe(node) + " joined");
@@ -85,7 +87,8 @@ void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join
                  std::chrono::duration_cast<std::chrono::milliseconds>(options_.last_call).count());
       last_call_timer_ = clock_.After(options_.last_call, [this] {
         last_call_timer_.reset();
-        if (phase_ == Phase::kForming && membership_.workers >= min_world()) Form();
+        const bool forming = state_ == State::kForming || state_ == State::kAwaitingReplacement;
+        if (forming && membership_.workers >= min_world()) Form();
       });
     }
   } else {

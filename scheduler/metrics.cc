@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/logging.h"
+#include "proto/conversions.h"
 
 namespace gangrun::scheduler {
 namespace {
@@ -49,9 +50,14 @@ class Writer {
 
 std::string RenderMetrics(const std::vector<JobView>& jobs,
                           const std::map<std::string, std::vector<std::string>>& extra) {
-  static const char* kNodeStates[] = {"joined", "running", "ended"};
-  static const char* kWorkerStates[] = {"starting", "running", "succeeded", "failed", "stopped"};
-  static const char* kPhases[] = {"forming", "running", "stopping", "restarting", "finished"};
+  static const v1::NodeState kNodeStates[] = {v1::NODE_STATE_JOINED, v1::NODE_STATE_RUNNING,
+                                              v1::NODE_STATE_ENDED};
+  static const v1::WorkerState kWorkerStates[] = {
+      v1::WORKER_STATE_STARTING, v1::WORKER_STATE_RUNNING, v1::WORKER_STATE_SUCCEEDED,
+      v1::WORKER_STATE_FAILED, v1::WORKER_STATE_STOPPED};
+  static const v1::JobPhase kPhases[] = {v1::JOB_PHASE_FORMING, v1::JOB_PHASE_RUNNING,
+                                         v1::JOB_PHASE_STOPPING, v1::JOB_PHASE_RESTARTING,
+                                         v1::JOB_PHASE_FINISHED};
   struct Snapshot {
     std::string job;
     v1::GetStatusResponse status;
@@ -66,15 +72,16 @@ std::string RenderMetrics(const std::vector<JobView>& jobs,
   Writer w;
   w.Family("gangrun_job_phase", "gauge", "1 for the phase the job is in.");
   for (const auto& s : snapshots) {
-    for (const char* phase : kPhases) {
-      w.Sample("gangrun_job_phase", job(s) + ",phase=\"" + phase + "\"", s.status.phase() == phase);
+    for (v1::JobPhase phase : kPhases) {
+      w.Sample("gangrun_job_phase", job(s) + ",phase=\"" + proto::Name(phase) + "\"",
+               s.status.phase() == phase);
     }
   }
   w.Family("gangrun_world_size", "gauge", "Workers the job runs with (its maximum when elastic).");
   for (const auto& s : snapshots) w.Sample("gangrun_world_size", job(s), s.status.world_size());
-  std::vector<std::pair<std::map<std::string, int>, std::map<std::string, int>>> counts;
+  std::vector<std::pair<std::map<int, int>, std::map<int, int>>> counts;
   for (const auto& s : snapshots) {
-    std::map<std::string, int> nodes, workers;
+    std::map<int, int> nodes, workers;
     for (const auto& node : s.status.nodes()) {
       ++nodes[node.state()];
       for (const auto& worker : node.workers()) ++workers[worker.state()];
@@ -83,15 +90,15 @@ std::string RenderMetrics(const std::vector<JobView>& jobs,
   }
   w.Family("gangrun_nodes", "gauge", "Joined nodes by state.");
   for (size_t i = 0; i < snapshots.size(); ++i) {
-    for (const char* state : kNodeStates) {
-      w.Sample("gangrun_nodes", job(snapshots[i]) + ",state=\"" + state + "\"",
+    for (v1::NodeState state : kNodeStates) {
+      w.Sample("gangrun_nodes", job(snapshots[i]) + ",state=\"" + proto::Name(state) + "\"",
                counts[i].first[state]);
     }
   }
   w.Family("gangrun_workers", "gauge", "Workers of the current generation by state.");
   for (size_t i = 0; i < snapshots.size(); ++i) {
-    for (const char* state : kWorkerStates) {
-      w.Sample("gangrun_workers", job(snapshots[i]) + ",state=\"" + state + "\"",
+    for (v1::WorkerState state : kWorkerStates) {
+      w.Sample("gangrun_workers", job(snapshots[i]) + ",state=\"" + proto::Name(state) + "\"",
                counts[i].second[state]);
     }
   }
@@ -107,11 +114,10 @@ std::string RenderMetrics(const std::vector<JobView>& jobs,
            "Failures by cause: worker_exit, heartbeat_timeout, connection_lost, "
            "formation_timeout.");
   for (const auto& s : snapshots) {
-    for (const char* cause :
-         {"worker_exit", "heartbeat_timeout", "connection_lost", "formation_timeout"}) {
-      auto it = s.telemetry->failures().find(cause);
-      w.Sample("gangrun_failures_total", job(s) + ",cause=\"" + cause + "\"",
-               it == s.telemetry->failures().end() ? 0 : it->second);
+    for (size_t i = 0; i < static_cast<size_t>(FailureCause::kCount); ++i) {
+      const auto cause = static_cast<FailureCause>(i);
+      w.Sample("gangrun_failures_total", job(s) + ",cause=\"" + FailureCauseName(cause) + "\"",
+               s.telemetry->failures(cause));
     }
   }
   auto summary = [&](const std::string& name, const char* help, auto stat) {

@@ -117,24 +117,24 @@ absl::Status CheckAgentRegister(const v1::AgentRegister& reg) {
 }
 
 absl::Status CheckSubmitJob(const v1::SubmitJob& job) {
-  if (job.worker_num() < 1 || job.worker_num() > kMaxWorldSize) {
+  const v1::LaunchSpec& spec = job.spec();
+  if (spec.worker_num() < 1 || spec.worker_num() > kMaxWorldSize) {
     return absl::InvalidArgumentError("--worker_num must be in 1.." +
                                       std::to_string(kMaxWorldSize));
   }
-  if (job.local_worker_num() < 0 || job.local_worker_num() > kMaxAgentSlots) {
+  if (job.local_worker_num_given() &&
+      (spec.local_worker_num() < 1 || spec.local_worker_num() > kMaxAgentSlots)) {
     return absl::InvalidArgumentError("--local_worker_num must be in 1.." +
                                       std::to_string(kMaxAgentSlots));
   }
-  if (job.local_worker_num() > 0 && job.worker_num() % job.local_worker_num() != 0) {
+  if (job.local_worker_num_given() && spec.worker_num() % spec.local_worker_num() != 0) {
     return absl::InvalidArgumentError("--worker_num must be a multiple of --local_worker_num");
   }
-  if (job.cluster_time_out() > 365 * 24 * 3600) {
+  if (spec.cluster_time_out() > 365 * 24 * 3600) {
     return absl::InvalidArgumentError("--cluster_time_out must be at most a year");
   }
-  if (job.task().empty()) return absl::InvalidArgumentError("missing task script");
-  if (job.options_size() > 4096 || job.task_size() > 65536) {
-    return absl::InvalidArgumentError("too many options or task arguments");
-  }
+  if (spec.task_script().empty()) return absl::InvalidArgumentError("missing task script");
+  if (spec.task_args_size() > 65536) return absl::InvalidArgumentError("too many task arguments");
   return absl::OkStatus();
 }
 

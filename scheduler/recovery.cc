@@ -10,30 +10,55 @@
 namespace gangrun::scheduler {
 
 void Scheduler::WaitForReplacement() {
-  phase_ = Phase::kForming;
-  root_cause_.reset();
+  state_ = State::kAwaitingReplacement;
+  stopping_.reset();
   common::Logger("scheduler")
-      ->warn("{}; waiting for a node to take its place ({} of {} restarts left)",
-             *awaiting_replacement_, options_.max_restarts - restarts_used_, options_.max_restarts);
+      ->warn("{}; waiting for a node to take its place ({} of {} restarts left)", lost_node_,
+             options_.max_restarts - restarts_used_, options_.max_restarts);
   if (options_.cluster_timeout >= common::Duration::zero()) {
     formation_timer_ = clock_.After(options_.cluster_timeout, [this] { OnFormationTimeout(); });
   }
   LogProgress();
 }
 
+void Scheduler::OnFormationTimeout() {
+  if (state_ == State::kAwaitingReplacement) {
+    v1::JobOutcome outcome;
+    outcome.set_kind(v1::JobOutcome::KIND_NODE_LOST);
+    outcome.set_message(lost_node_ + "; no node took its place within the cluster timeout");
+    return Finish(std::move(outcome));
+  }
+  if (state_ != State::kForming) return;
+  int workers = 0;
+  std::string present;
+  for (const auto& [id, node] : nodes_) {
+    if (!node.joined) continue;
+    workers += node.join.local_worker_num;
+    present += (present.empty() ? "" : ", ") + Describe(node);
+  }
+  v1::JobOutcome outcome;
+  outcome.set_kind(v1::JobOutcome::KIND_FORMATION_FAILED);
+  outcome.set_message("the cluster did not form within the cluster timeout: " +
+                      std::to_string(workers) + " of " + std::to_string(options_.world_size) +
+                      " workers joined (present: " + (present.empty() ? "none" : present) + "); " +
+                      std::to_string(options_.world_size - workers) + " worker(s) never came");
+  CountFailure(FailureCause::kFormationTimeout);
+  Finish(std::move(outcome));
+}
+
 void Scheduler::Reform(const std::string& why) {
   membership_changed_ = true;
-  Record("membership_changed", {{"reason", why}, {"workers", membership_.workers}});
-  if (phase_ == Phase::kRunning) {
-    phase_ = Phase::kStopping;
-    AbortAll(why + ": the job re-forms with " + std::to_string(membership_.workers) + " workers");
-  }
+  Record(Event::kMembershipChanged, {{"reason", why}, {"workers", membership_.workers}});
+  BeginStopping(
+      {StopReason::Kind::kReform,
+       why + ": the job re-forms with " + std::to_string(membership_.workers) + " workers",
+       {}});
   MaybeGenerationOver();
 }
 
 void Scheduler::Release(int node_id, const std::string& why) {
   NodeState& node = nodes_.at(node_id);
-  Record("node_released", {{"node", node.join.node_name}, {"reason", why}});
+  Record(Event::kNodeReleased, {{"node", node.join.node_name}, {"reason", why}});
   v1::NodeCommand command;
   v1::JobOutcome* outcome = command.mutable_finished()->mutable_outcome();
   outcome->set_kind(v1::JobOutcome::KIND_SUCCEEDED);
@@ -48,16 +73,16 @@ absl::Status Scheduler::Scale(int target) {
     return absl::FailedPreconditionError("the job is not elastic (--worker_num MIN:MAX)");
   }
   if (target > kMaxWorldSize) {
-    return absl::InvalidArgumentError("cannot scale to " + std::to_string(target) +
-                                      ": at most " + std::to_string(kMaxWorldSize) + " workers");
+    return absl::InvalidArgumentError("cannot scale to " + std::to_string(target) + ": at most " +
+                                      std::to_string(kMaxWorldSize) + " workers");
   }
   if (target < min_world()) {
     return absl::InvalidArgumentError("cannot scale to " + std::to_string(target) +
                                       ": the job's minimum is " + std::to_string(min_world()));
   }
-  if (phase_ == Phase::kFinished) return absl::FailedPreconditionError("the job is over");
+  if (state_ == State::kFinished) return absl::FailedPreconditionError("the job is over");
   common::Logger("scheduler")->info("scaling the job to at most {} workers", target);
-  Record("scaled", {{"worker_num", target}});
+  Record(Event::kScaled, {{"worker_num", target}});
   options_.world_size = target;
   // Release the nodes with the highest node ranks until the job fits.
   std::vector<std::pair<int, int>> by_rank;  // (node rank, id)
@@ -77,7 +102,8 @@ absl::Status Scheduler::Scale(int target) {
     return absl::FailedPreconditionError("no set of whole nodes brings the job to " +
                                          std::to_string(target) + " workers");
   }
-  if (released && phase_ != Phase::kForming) Reform("scaled to " + std::to_string(target));
+  const bool forming = state_ == State::kForming || state_ == State::kAwaitingReplacement;
+  if (released && !forming) Reform("scaled to " + std::to_string(target));
   return absl::OkStatus();
 }
 
@@ -87,7 +113,7 @@ void Scheduler::ScheduleRestart() {
   common::Duration delay = options_.restart_backoff_initial;
   for (int i = 1; i < restarts_used_ && delay < options_.restart_backoff_cap; ++i) delay *= 2;
   delay = std::min(delay, options_.restart_backoff_cap);
-  const auto& cause = *root_cause_;
+  const v1::RootCause& cause = stopping_->root_cause;
   common::Logger("scheduler")
       ->warn(
           "{} on {} failed in generation {}; restarting in {} ms ({} of {} restarts left "
@@ -97,15 +123,17 @@ void Scheduler::ScheduleRestart() {
           cause.host(), generation_,
           std::chrono::duration_cast<std::chrono::milliseconds>(delay).count(),
           options_.max_restarts - restarts_used_, options_.max_restarts);
-  Record("restart_scheduled",
+  Record(Event::kRestartScheduled,
          {{"generation", generation_},
           {"delay_ms", std::chrono::duration_cast<std::chrono::milliseconds>(delay).count()},
           {"restart", restarts_used_},
           {"max_restarts", options_.max_restarts}});
-  root_cause_.reset();
+  state_ = State::kBackingOff;
+  stopping_.reset();
   restart_timer_ = clock_.After(delay, [this] {
     restart_timer_.reset();
     generation_requested_at_ = clock_.Now();
+    state_ = State::kForming;
     Form();  // same ranks unless the membership changed meanwhile
   });
 }

@@ -1,13 +1,49 @@
 #pragma once
 // The scheduler (meta-server): membership, rendezvous and rank assignment, generations,
-// abort fan-out and the job's outcome. Transports (in-process today, gRPC streams across
-// hosts) call AddNode / OnNodeEvent / OnNodeDisconnected and deliver the NodeCommands it
-// sends through each node's NodeLink.
+// abort fan-out and the job's outcome. Transports (an in-process link for the master's own
+// node, a gRPC stream per node otherwise) call AddNode / OnNodeEvent / OnNodeDisconnected and
+// deliver the NodeCommands it sends through each node's NodeLink.
 //
-// All of its state is touched only on the io_context's single thread (its strand): it is
-// an actor, not a shared blob behind a lock. The recovery paths (restarts, replacement of a
-// lost node, elastic membership) are in recovery.cc; status, stop requests and the outcome in
-// status.cc. Links must outlive the scheduler or be removed with OnNodeDisconnected first.
+// An actor: all of its state is touched only on the io_context's single thread (its strand),
+// checked at every entry point. Links must outlive it or be removed with OnNodeDisconnected
+// first. The code is spread by concern: scheduler.cc (entry points, heartbeats, lost nodes),
+// generation.cc (forming, starting, stopping and ending generations), joins.cc (admitting
+// nodes), recovery.cc (restarts, replacements, elastic membership), status.cc (status, stop
+// requests, the outcome).
+//
+// The job is always in one named state:
+//
+//   state                  left by                                      to
+//   ---------------------  -------------------------------------------  ---------------------
+//   kForming               every wanted worker joined (or, elastic, the  kRunning
+//                            minimum and --last_call passed)
+//                          formation timeout                            kFinished(formation)
+//                          stop requested                               kFinished(stopped)
+//   kRunning               a worker failed                              kStopping(worker)
+//                          a node lost, the restart budget allows       kStopping(node, replace)
+//                          a node lost, no budget                       kStopping(node)
+//                          elastic membership changed (join, loss)      kStopping(reform)
+//                          stop requested                               kStopping(stop)
+//                          every worker exited 0, every node ended      kFinished(succeeded)
+//   kStopping(reason)      every node ended (all workers reaped):
+//                            a stop was requested since                 kFinished(by reason)
+//                            a node must be replaced                    kAwaitingReplacement
+//                            worker: budget left / none                 kBackingOff / kFinished
+//                            node (no replacement)                      kFinished(node lost)
+//                            reform                                     kForming -> kRunning
+//                            stop                                       kFinished(stopped)
+//   kBackingOff            the backoff passed                           kForming -> kRunning
+//                          a node's connection broke                    kFinished(node lost)
+//                          stop requested                               kFinished(stopped)
+//   kAwaitingReplacement   a node took the lost one's place             kForming -> kRunning
+//                          formation timeout                            kFinished(node lost)
+//                          stop requested                               kFinished(stopped)
+//   kFinished              (never left: every node got JobFinished)
+//
+// Worked example: 2 nodes, --max_restarts 1. Rank 3 exits 1 (kRunning -> kStopping(worker,
+// root cause rank 3)); both nodes report their generation ended (-> kBackingOff, 1 s);
+// the backoff passes (-> kForming -> kRunning, generation 2, restart 1 of 1). Rank 3 exits 1
+// again (-> kStopping(worker)); both end; no budget left -> kFinished(worker failed, rank 3).
 
 #include <functional>
 #include <map>
@@ -17,6 +53,7 @@
 #include <string>
 #include <vector>
 
+#include "common/check.h"
 #include "common/clock.h"
 #include "gangrun/v1/session.pb.h"
 #include "nlohmann/json.hpp"
@@ -67,7 +104,7 @@ class Scheduler {
   Scheduler(common::Clock& clock, Options options);
   ~Scheduler();
 
-  void Start();  // arms the formation timeout
+  void Start();  // arms the formation timeout and the heartbeat sweep
   int AddNode(NodeLink* link);
   void OnNodeEvent(int node_id, const v1::NodeEvent& event);
   void OnNodeDisconnected(int node_id);
@@ -80,20 +117,27 @@ class Scheduler {
   void SetTelemetry(Telemetry* telemetry) { telemetry_ = telemetry; }
   // `gangrun stop`, a daemon's job being cancelled: as if a launcher had got `signal`.
   void Stop(int signal, const std::string& reason);
-  bool finished() const { return phase_ == Phase::kFinished; }
+  bool finished() const { return state_ == State::kFinished; }
   // `gangrun scale`: sets the elastic job's maximum size. Below the current size, the
   // newest nodes are released and the job re-forms. Refuses sizes below the minimum.
   absl::Status Scale(int target);
 
  private:
-  enum class Phase { kForming, kRunning, kStopping, kFinished };
+  enum class State { kForming, kRunning, kStopping, kBackingOff, kAwaitingReplacement, kFinished };
+  // Why a running generation is being stopped (kStopping).
+  struct StopReason {
+    enum class Kind { kWorkerFailed, kNodeLost, kStopRequested, kReform };
+    Kind kind;
+    std::string message;       // what happened, for the log and the nodes
+    v1::RootCause root_cause;  // kWorkerFailed: the first failure
+  };
   struct NodeState {
     NodeLink* link = nullptr;
     bool joined = false;
     NodeJoin join;
     int free_port = 0;
     NodeSlot slot;
-    bool ended = false;
+    bool ended = false;  // its processes of this generation have all ended
     bool lost = false;
     int pid = 0;
     common::TimePoint last_seen;
@@ -101,6 +145,7 @@ class Scheduler {
     std::map<int, v1::WorkerStatus> workers;  // this generation's, by rank
   };
 
+  // joins.cc
   void OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join);
   absl::Status CheckJoinAllowed(const NodeState& node, const v1::JoinRequest& join) const;
   void Reject(NodeState& node, const v1::JoinRequest& join, const absl::Status& why);
@@ -109,77 +154,87 @@ class Scheduler {
   bool RejectUnreachableNodeRanks();
   // Checks a joined node's event; false (with a warning) for one that must be ignored.
   bool CheckEvent(const NodeState& node, const v1::NodeEvent& event) const;
+  // generation.cc
   void Form();
   void StartGeneration();
-  void ScheduleRestart();
+  void OnWorkerStarted(NodeState& node, const v1::WorkerStarted& started);
+  void OnWorkerExited(NodeState& node, const v1::WorkerExited& exited);
+  void OnLogOutputLost(const NodeState& node, const v1::WorkerExited& exited);
+  void OnGenerationEnded(NodeState& node);
+  // kRunning -> kStopping: tells every node to stop (a repeat keeps the first reason).
+  void BeginStopping(StopReason reason);
+  // Every node has ended: decides what comes next (the kStopping row of the table).
   void MaybeGenerationOver();
+  void AbortAll(const std::string& reason);
+  void Finish(v1::JobOutcome outcome);
+  void SendTo(NodeState& node, v1::NodeCommand command);
+  // The last command a node gets on this connection (finished, rejected).
+  void SendAndClose(NodeState& node, v1::NodeCommand command);
+  // recovery.cc
+  void ScheduleRestart();
+  void WaitForReplacement();
+  void OnFormationTimeout();
+  // Membership changed while a generation ran: stop it and form again (no budget used).
+  void Reform(const std::string& why);
+  void Release(int node_id, const std::string& why);
   bool Elastic() const { return min_world() < options_.world_size; }
   int min_world() const {
     return options_.min_world_size > 0 ? options_.min_world_size : options_.world_size;
   }
-  // Membership changed while a generation ran: stop it and form again (no budget used).
-  void Reform(const std::string& why);
-  void Release(int node_id, const std::string& why);
-  void WaitForReplacement();
-  void OnWorkerExited(NodeState& node, const v1::WorkerExited& exited);
-  void OnGenerationEnded(NodeState& node);
-  void OnLogOutputLost(const NodeState& node, const v1::WorkerExited& exited);
-  void OnStopRequest(const v1::StopRequest& request);
-  void OnFormationTimeout();
+  bool BudgetLeft() const { return restarts_used_ < options_.max_restarts; }
+  // scheduler.cc
   void CheckHeartbeats();
   // The sweep ran much later than due: this process did not run (its host stalled, or it was
   // stopped). The nodes' silence is then ours: they get a fresh node timeout.
   void OnSchedulerStalled(common::Duration stalled);
   void CloseSilentSessions(common::TimePoint now);
-  void OnNodeLost(int node_id, NodeState& node, const std::string& why);
+  void OnNodeLost(int node_id, NodeState& node, FailureCause cause, const std::string& why);
+  // status.cc
   void LogProgress();
   std::string Describe(const NodeState& node) const;
-  void AbortAll(const std::string& reason);
-  void Finish(v1::JobOutcome outcome);
+  void OnStopRequest(const v1::StopRequest& request);
+  // The outcome if the job ended now.
   v1::JobOutcome CurrentOutcome() const;
-  void SendTo(NodeState& node, v1::NodeCommand command);
-  // The last command a node gets on this connection (finished, rejected).
-  void SendAndClose(NodeState& node, v1::NodeCommand command);
-  void Record(const std::string& event, nlohmann::json fields = nlohmann::json::object()) {
+  void Record(Event event, nlohmann::json fields = nlohmann::json::object()) {
     if (telemetry_ != nullptr) telemetry_->Record(event, std::move(fields));
+  }
+  void CountFailure(FailureCause cause) {
+    if (telemetry_ != nullptr) telemetry_->CountFailure(cause);
   }
 
   common::Clock& clock_;
   Options options_;
   JobIdentity identity_;  // what a joining node must agree with (as configured)
-  Phase phase_ = Phase::kForming;
+  common::ThreadAffinity strand_;
+  State state_ = State::kForming;
+  std::optional<StopReason> stopping_;             // kStopping: why
+  std::optional<v1::StopRequest> stop_requested_;  // nothing restarts or re-forms after one
+  std::string lost_node_;            // kAwaitingReplacement (and on the way there): what was lost
+  bool membership_changed_ = false;  // elastic: re-form when the generation is over
   uint64_t generation_ = 0;
   int next_node_id_ = 1;
   std::map<int, NodeState> nodes_;
   Membership membership_;  // the joined nodes, for O(log n) join checks
   std::unique_ptr<common::Timer> formation_timer_;
+  std::unique_ptr<common::Timer> last_call_timer_;
+  std::unique_ptr<common::Timer> restart_timer_;
   std::unique_ptr<common::Timer> heartbeat_timer_;
   common::TimePoint sweep_due_;  // when the next heartbeat sweep should run
   // Said with losses that follow a stall of this process: "after ... stalled for N ms".
   std::string stall_note_;
   common::TimePoint stall_note_until_;
-  std::unique_ptr<common::Timer> restart_timer_;
   int restarts_used_ = 0;
-  int started_ranks_ = 0;
+  int started_ranks_ = 0;    // workers of this generation that have started, job-wide
   int succeeded_ranks_ = 0;  // exited 0 on their own in this generation
   int current_world_ = 0;    // the size of the running generation
-  bool membership_changed_ = false;
-  std::unique_ptr<common::Timer>
-      last_call_timer_;  // workers of this generation that have started, job-wide
-  // When the last failure was heard of, and in which generation.
-  std::optional<std::pair<uint64_t, common::TimePoint>> failed_at_;
-  // A node was lost and the budget allows a restart: wait for a node to take its place.
-  std::optional<std::string> awaiting_replacement_;
-  std::optional<v1::JobOutcome> node_lost_;
-  common::TimePoint last_progress_log_;
-  std::optional<v1::RootCause> root_cause_;
-  int stop_signal_ = 0;
-  std::string stop_reason_;
   std::vector<int> stopped_ranks_;
   std::set<std::string> log_warnings_;  // lost worker log output, for the outcome
+  // When the last failure was heard of, and in which generation.
+  std::optional<std::pair<uint64_t, common::TimePoint>> failed_at_;
+  common::TimePoint last_progress_log_;
   std::function<void(const v1::JobOutcome&)> on_finished_;
   Telemetry* telemetry_ = nullptr;
-  std::optional<v1::JobOutcome> outcome_;  // once finished
+  std::optional<v1::JobOutcome> outcome_;  // kFinished
   // Since when the scheduler has been bringing up the next generation (for the rendezvous
   // latency), and when the running one was told to abort (for the stop latency).
   common::TimePoint generation_requested_at_;

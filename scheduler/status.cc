@@ -11,7 +11,8 @@ namespace gangrun::scheduler {
 
 std::string Scheduler::Describe(const NodeState& node) const {
   std::string text = "node '" + node.join.node_name + "' (" + node.join.host_address;
-  if (phase_ != Phase::kForming) text += ", node rank " + std::to_string(node.slot.node_rank);
+  const bool formed = state_ != State::kForming && state_ != State::kAwaitingReplacement;
+  if (formed) text += ", node rank " + std::to_string(node.slot.node_rank);
   if (node.pid > 0) text += ", launcher pid " + std::to_string(node.pid);
   return text + ")";
 }
@@ -39,9 +40,26 @@ void Scheduler::LogProgress() {
 }
 
 v1::GetStatusResponse Scheduler::Status() const {
+  GANGRUN_ON_STRAND(strand_);
   v1::GetStatusResponse status;
-  static const char* kPhases[] = {"forming", "running", "stopping", "finished"};
-  status.set_phase(restart_timer_ ? "restarting" : kPhases[static_cast<int>(phase_)]);
+  switch (state_) {
+    case State::kForming:
+    case State::kAwaitingReplacement:
+      status.set_phase(v1::JOB_PHASE_FORMING);
+      break;
+    case State::kRunning:
+      status.set_phase(v1::JOB_PHASE_RUNNING);
+      break;
+    case State::kStopping:
+      status.set_phase(v1::JOB_PHASE_STOPPING);
+      break;
+    case State::kBackingOff:
+      status.set_phase(v1::JOB_PHASE_RESTARTING);
+      break;
+    case State::kFinished:
+      status.set_phase(v1::JOB_PHASE_FINISHED);
+      break;
+  }
   status.set_generation(generation_);
   status.set_world_size(options_.world_size);
   status.set_min_world_size(min_world());
@@ -59,7 +77,9 @@ v1::GetStatusResponse Scheduler::Status() const {
     n->set_first_rank(generation_ == 0 ? -1 : node.slot.first_rank);
     n->set_local_worker_num(node.join.local_worker_num);
     n->set_launcher_pid(node.pid);
-    n->set_state(generation_ == 0 ? "joined" : node.ended ? "ended" : "running");
+    n->set_state(generation_ == 0 ? v1::NODE_STATE_JOINED
+                 : node.ended     ? v1::NODE_STATE_ENDED
+                                  : v1::NODE_STATE_RUNNING);
     common::TimePoint heard = node.last_seen;
     if (node.link != nullptr) heard = std::max(heard, node.link->LastHeartbeat());
     n->set_heartbeat_age_seconds(std::chrono::duration<double>(now - heard).count());
@@ -69,7 +89,8 @@ v1::GetStatusResponse Scheduler::Status() const {
 }
 
 void Scheduler::Stop(int signal, const std::string& reason) {
-  if (phase_ == Phase::kFinished) return;
+  GANGRUN_ON_STRAND(strand_);
+  if (state_ == State::kFinished) return;
   v1::StopRequest request;
   request.set_reason(reason);
   request.set_signal(signal);
@@ -78,17 +99,18 @@ void Scheduler::Stop(int signal, const std::string& reason) {
 
 void Scheduler::OnStopRequest(const v1::StopRequest& request) {
   common::Logger("scheduler")->info("stop requested: {}", request.reason());
-  Record("stop_requested", {{"reason", request.reason()}, {"signal", request.signal()}});
-  if (stop_signal_ == 0) {
-    stop_signal_ = request.signal();
-    stop_reason_ = request.reason();
-  }
-  if (phase_ == Phase::kForming || restart_timer_) {
-    restart_timer_.reset();
-    Finish(CurrentOutcome());
-  } else if (phase_ == Phase::kRunning) {
-    phase_ = Phase::kStopping;
-    AbortAll(request.reason());
+  Record(Event::kStopRequested, {{"reason", request.reason()}, {"signal", request.signal()}});
+  if (!stop_requested_) stop_requested_ = request;
+  switch (state_) {
+    case State::kForming:
+    case State::kBackingOff:
+    case State::kAwaitingReplacement:
+      return Finish(CurrentOutcome());
+    case State::kRunning:
+      return BeginStopping({StopReason::Kind::kStopRequested, request.reason(), {}});
+    case State::kStopping:  // the generation's end finishes the job
+    case State::kFinished:
+      return;
   }
 }
 
@@ -96,15 +118,18 @@ v1::JobOutcome Scheduler::CurrentOutcome() const {
   v1::JobOutcome outcome;
   std::vector<int> stopped = stopped_ranks_;
   std::sort(stopped.begin(), stopped.end());
-  if (!root_cause_ && node_lost_) {
-    outcome = *node_lost_;
-  } else if (root_cause_) {
+  const bool fatal_loss =
+      stopping_ && stopping_->kind == StopReason::Kind::kNodeLost && lost_node_.empty();
+  if (stopping_ && stopping_->kind == StopReason::Kind::kWorkerFailed) {
     outcome.set_kind(v1::JobOutcome::KIND_WORKER_FAILED);
-    *outcome.mutable_root_cause() = *root_cause_;
-  } else if (stop_signal_ != 0) {
+    *outcome.mutable_root_cause() = stopping_->root_cause;
+  } else if (fatal_loss) {
+    outcome.set_kind(v1::JobOutcome::KIND_NODE_LOST);
+    outcome.set_message(stopping_->message);
+  } else if (stop_requested_) {
     outcome.set_kind(v1::JobOutcome::KIND_STOPPED_BY_SIGNAL);
-    outcome.set_signal(stop_signal_);
-    outcome.set_message(stop_reason_);
+    outcome.set_signal(stop_requested_->signal());
+    outcome.set_message(stop_requested_->reason());
   } else {
     outcome.set_kind(v1::JobOutcome::KIND_SUCCEEDED);
     return outcome;

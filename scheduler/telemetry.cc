@@ -73,16 +73,75 @@ void EventLog::Write(const nlohmann::json& line) {
   }
 }
 
-void Telemetry::Record(const std::string& event, nlohmann::json fields) {
-  if (event == "generation_started") ++generations_;
-  if (event == "restart_scheduled") ++restarts_;
-  if (event == "worker_failed") ++failures_["worker_exit"];
-  if (event == "node_lost") ++failures_[fields.value("cause", std::string("node_lost"))];
-  if (event == "job_finished" && fields.value("outcome", std::string()) == "formation_failed") {
-    ++failures_["formation_timeout"];
+const char* EventName(Event event) {
+  switch (event) {
+    case Event::kNodeJoined:
+      return "node_joined";
+    case Event::kNodeRejected:
+      return "node_rejected";
+    case Event::kNodeLost:
+      return "node_lost";
+    case Event::kNodeReleased:
+      return "node_released";
+    case Event::kMembershipChanged:
+      return "membership_changed";
+    case Event::kScaled:
+      return "scaled";
+    case Event::kGenerationStarted:
+      return "generation_started";
+    case Event::kGenerationRunning:
+      return "generation_running";
+    case Event::kWorkerFailed:
+      return "worker_failed";
+    case Event::kGenerationAborted:
+      return "generation_aborted";
+    case Event::kGenerationEnded:
+      return "generation_ended";
+    case Event::kRestartScheduled:
+      return "restart_scheduled";
+    case Event::kStopRequested:
+      return "stop_requested";
+    case Event::kSchedulerStalled:
+      return "scheduler_stalled";
+    case Event::kLogOutputLost:
+      return "log_output_lost";
+    case Event::kJobFinished:
+      return "job_finished";
+    case Event::kAgentRegistered:
+      return "agent_registered";
+    case Event::kAgentLost:
+      return "agent_lost";
+    case Event::kJobSubmitted:
+      return "job_submitted";
+    case Event::kJobStarted:
+      return "job_started";
+    case Event::kJobEnded:
+      return "job_ended";
   }
+  return "unknown";
+}
+
+const char* FailureCauseName(FailureCause cause) {
+  switch (cause) {
+    case FailureCause::kWorkerExit:
+      return "worker_exit";
+    case FailureCause::kHeartbeatTimeout:
+      return "heartbeat_timeout";
+    case FailureCause::kConnectionLost:
+      return "connection_lost";
+    case FailureCause::kFormationTimeout:
+      return "formation_timeout";
+    case FailureCause::kCount:
+      break;
+  }
+  return "unknown";
+}
+
+void Telemetry::Record(Event event, nlohmann::json fields) {
+  if (event == Event::kGenerationStarted) ++generations_;
+  if (event == Event::kRestartScheduled) ++restarts_;
   if (log_ == nullptr) return;
-  nlohmann::json line = {{"ts", NowIso8601()}, {"job", job_id_}, {"event", event}};
+  nlohmann::json line = {{"ts", NowIso8601()}, {"job", job_id_}, {"event", EventName(event)}};
   line.update(fields);
   log_->Write(line);
 }

@@ -8,6 +8,7 @@
 // cut back off (never a partial line) and counted, with one warning naming the error:
 //   {"ts":"2026-11-29T10:00:00.123Z","job":"3f2a","event":"worker_failed","rank":3,...}
 
+#include <array>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,6 +18,44 @@
 #include "nlohmann/json.hpp"
 
 namespace gangrun::scheduler {
+
+// What happened, as the event log names it ("node_joined", ...). Counters are kept by these
+// values, never by matching names.
+enum class Event {
+  kNodeJoined,
+  kNodeRejected,
+  kNodeLost,
+  kNodeReleased,
+  kMembershipChanged,
+  kScaled,
+  kGenerationStarted,
+  kGenerationRunning,
+  kWorkerFailed,
+  kGenerationAborted,
+  kGenerationEnded,
+  kRestartScheduled,
+  kStopRequested,
+  kSchedulerStalled,
+  kLogOutputLost,
+  kJobFinished,
+  // A daemon's own events.
+  kAgentRegistered,
+  kAgentLost,
+  kJobSubmitted,
+  kJobStarted,
+  kJobEnded,
+};
+const char* EventName(Event event);
+
+// Why a generation failed, for gangrun_failures_total{cause}.
+enum class FailureCause {
+  kWorkerExit,
+  kHeartbeatTimeout,
+  kConnectionLost,
+  kFormationTimeout,
+  kCount,  // not a cause: the number of causes
+};
+const char* FailureCauseName(FailureCause cause);
 
 // A running count and sum of observed durations (a Prometheus summary without quantiles).
 struct DurationStat {
@@ -52,15 +91,16 @@ class Telemetry {
   explicit Telemetry(std::string job_id, EventLog* log = nullptr)
       : job_id_(std::move(job_id)), log_(log) {}
 
-  // Writes one event line and updates the counters it feeds.
-  void Record(const std::string& event, nlohmann::json fields = nlohmann::json::object());
+  // Writes one event line and updates the counters it feeds (generations, restarts).
+  void Record(Event event, nlohmann::json fields = nlohmann::json::object());
+  void CountFailure(FailureCause cause) { ++failures_[static_cast<size_t>(cause)]; }
   void ObserveRendezvous(common::Duration d) { rendezvous_.Observe(d); }
   void ObserveStop(common::Duration d) { stop_.Observe(d); }
 
   const std::string& job_id() const { return job_id_; }
   uint64_t generations() const { return generations_; }
   uint64_t restarts() const { return restarts_; }
-  const std::map<std::string, uint64_t>& failures() const { return failures_; }
+  uint64_t failures(FailureCause cause) const { return failures_[static_cast<size_t>(cause)]; }
   const DurationStat& rendezvous() const { return rendezvous_; }
   const DurationStat& stop() const { return stop_; }
 
@@ -69,7 +109,7 @@ class Telemetry {
   EventLog* log_;
   uint64_t generations_ = 0;
   uint64_t restarts_ = 0;
-  std::map<std::string, uint64_t> failures_;  // by cause
+  std::array<uint64_t, static_cast<size_t>(FailureCause::kCount)> failures_{};
   DurationStat rendezvous_;
   DurationStat stop_;
 };

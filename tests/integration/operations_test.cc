@@ -78,7 +78,7 @@ TEST_F(OperationsTest, StatusShowsNodesRanksAndPidsAndStopEndsTheJobCleanly) {
   auto [json_code, json_text] = Command({"status", "--master", "127.0.0.1:" + port, "--json"});
   ASSERT_EQ(json_code, 0) << json_text;
   auto json = nlohmann::json::parse(json_text.substr(0, json_text.rfind('}') + 1));
-  EXPECT_EQ(json["phase"], "running");
+  EXPECT_EQ(json["phase"], "JOB_PHASE_RUNNING");
   EXPECT_EQ(json["nodes"][0]["workers"].size(), 2u);
   EXPECT_EQ(json["nodes"][0]["launcher_pid"], job.pid);
 

@@ -327,11 +327,15 @@ TEST(FuzzTest, DaemonSurvivesAnyAgentOrSubmitterMessage) {
             event.mutable_stop()->set_reason(random.Text());
           } else {
             auto* job = event.mutable_job();
-            job->set_worker_num(static_cast<int32_t>(random.Number()));
-            job->set_local_worker_num(static_cast<int32_t>(random.Number()));
-            job->set_cluster_time_out(static_cast<int32_t>(random.Number()));
-            for (int n = random.Int(0, 3); n > 0; --n) job->add_task(random.Text());
-            for (int n = random.Int(0, 3); n > 0; --n) job->add_options(random.Text());
+            auto* spec = job->mutable_spec();
+            spec->set_worker_num(static_cast<int32_t>(random.Number()));
+            spec->set_local_worker_num(static_cast<int32_t>(random.Number()));
+            job->set_local_worker_num_given(random.Chance(50));
+            spec->set_cluster_time_out(static_cast<int32_t>(random.Number()));
+            spec->set_task_script(random.Text());
+            for (int n = random.Int(0, 3); n > 0; --n) spec->add_task_args(random.Text());
+            spec->set_bind_core(random.Text());
+            spec->set_heartbeat_interval(static_cast<double>(random.Number()));
           }
           daemon.OnSubmitEvent(random.Pick(submitters), event);
         }

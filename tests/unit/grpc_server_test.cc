@@ -85,7 +85,7 @@ TEST_F(GrpcServerTest, HugeMessagesAreRefusedWithoutHarm) {
   grpc::ClientContext after;
   Authorize(after, "s3cret");
   ASSERT_TRUE(status_->GetStatus(&after, {}, &status).ok());
-  EXPECT_EQ(status.phase(), "forming");
+  EXPECT_EQ(status.phase(), v1::JOB_PHASE_FORMING);
   EXPECT_EQ(status.world_size(), 2);
 }
 

@@ -112,7 +112,7 @@ TEST_F(TelemetryTest, CountsAndLogsAFailureARestartAndTheEnd) {
 
   EXPECT_EQ(telemetry->generations(), 2u);
   EXPECT_EQ(telemetry->restarts(), 1u);
-  EXPECT_EQ(telemetry->failures().at("worker_exit"), 1u);
+  EXPECT_EQ(telemetry->failures(FailureCause::kWorkerExit), 1u);
   EXPECT_EQ(telemetry->rendezvous().count, 2u);
   // Generation 1: start to running 30 ms; generation 2: end of backoff to running 10 ms.
   EXPECT_NEAR(telemetry->rendezvous().sum_seconds, 0.040, 1e-9);
@@ -159,11 +159,11 @@ TEST_F(TelemetryTest, StatusListsWorkersWithPidsAndStates) {
   Started(1);
   auto status = scheduler->Status();
   ASSERT_EQ(status.nodes_size(), 1);
-  EXPECT_EQ(status.phase(), "running");
+  EXPECT_EQ(status.phase(), v1::JOB_PHASE_RUNNING);
   EXPECT_EQ(status.job_id(), "job-1");
   ASSERT_EQ(status.nodes(0).workers_size(), 2);
   EXPECT_EQ(status.nodes(0).workers(1).pid(), 101);
-  EXPECT_EQ(status.nodes(0).workers(1).state(), "running");
+  EXPECT_EQ(status.nodes(0).workers(1).state(), v1::WORKER_STATE_RUNNING);
   scheduler->Stop(SIGTERM, "stopped by gangrun stop");
   Exited(0, 0, true);
   Exited(1, 0, true);
@@ -171,7 +171,7 @@ TEST_F(TelemetryTest, StatusListsWorkersWithPidsAndStates) {
   ASSERT_TRUE(outcome.has_value());
   EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_STOPPED_BY_SIGNAL);
   EXPECT_EQ(outcome->message(), "stopped by gangrun stop");
-  EXPECT_EQ(scheduler->Status().phase(), "finished");
+  EXPECT_EQ(scheduler->Status().phase(), v1::JOB_PHASE_FINISHED);
 }
 
 }  // namespace

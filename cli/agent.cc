@@ -1,0 +1,106 @@
+// gangrun agent: registers with a daemon and runs the jobs it places here, one launcher each
+// (agent/agent.h), until SIGINT/SIGTERM/SIGHUP stops them and it.
+
+#include "agent/agent.h"
+
+#include <boost/asio/io_context.hpp>
+#include <csignal>
+#include <thread>
+
+#include "cli/client.h"
+#include "cli/command.h"
+#include "cli/service.h"
+#include "common/clock.h"
+#include "common/descendants.h"
+#include "common/logging.h"
+#include "common/net.h"
+#include "common/service.h"
+#include "common/status.h"
+
+namespace gangrun::cli {
+namespace {
+
+// The agent's options once its flags are parsed: the daemon's address resolved, the token
+// read, this host's name and address filled in.
+absl::Status Complete(agent::Agent::Options& options, const std::string& master,
+                      ServiceOptions& service, const std::string& self_exe) {
+  ASSIGN_OR_RETURN(common::HostPort daemon, common::ParseHostPort(master, "--master"));
+  options.master = master;
+  options.master_host = daemon.host;
+  ASSIGN_OR_RETURN(options.token, rpc::ResolveToken(service.access));
+  service.access.token = options.token;
+  ASSIGN_OR_RETURN(options.credentials, rpc::MakeChannelCredentials(service.access));
+  options.self_exe = self_exe;
+  if (options.name.empty()) options.name = common::Hostname();
+  if (options.address.empty()) {
+    auto resolved = common::ResolveHost(options.master_host);
+    if (!resolved.ok()) {
+      return absl::InvalidArgumentError("--master: " + std::string(resolved.status().message()));
+    }
+    auto local = common::LocalAddressToward(resolved->front());
+    options.address = local.ok() ? *local : "";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Serve(const agent::Agent::Options& options) {
+  // Launchers join each job's port with the daemon's token.
+  if (!options.token.empty()) setenv("GANGRUN_TOKEN", options.token.c_str(), 1);
+  RETURN_IF_ERROR(common::BecomeChildSubreaper());
+  boost::asio::io_context io;
+  common::AsioClock clock(io.get_executor());
+  absl::Status result = absl::OkStatus();
+  bool notified = false;
+  agent::Agent::Callbacks callbacks;
+  callbacks.on_registered = [&] {
+    if (std::exchange(notified, true)) return;
+    common::SdNotify("READY=1\nSTATUS=registered with " + options.master);
+  };
+  agent::Agent* agent_ptr = nullptr;
+  callbacks.on_fatal = [&](const std::string& why) {
+    result = absl::UnavailableError(why);
+    agent_ptr->Stop(SIGTERM, [&] { io.stop(); });
+  };
+  agent::Agent agent(io, clock, options, std::move(callbacks));
+  agent_ptr = &agent;
+  common::Watchdog watchdog(clock);
+  common::Logger("agent")->info("registering with the daemon at {} ({} slot(s), logs under {})",
+                                options.master, options.slots, options.log_root);
+  agent.Start();
+  RunUntilStopped(
+      io, "agent", "stopping the jobs running here, then exiting",
+      [&] { agent.Stop(SIGTERM, [&] { io.stop(); }); }, /*repeat_stop=*/true);
+  // Whatever our launchers left behind (we are their subreaper) goes with us.
+  common::KillAndReapAllChildren(SIGKILL,
+                                 std::chrono::steady_clock::now() + std::chrono::seconds(10));
+  return result;
+}
+
+}  // namespace
+
+CommandResult RunAgent(const CommandArgs& command) {
+  CLI::App app{"gangrun agent: a long-lived per-host agent that runs the jobs placed on it",
+               "gangrun agent"};
+  std::string master;
+  agent::Agent::Options options;
+  options.slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options.log_root = "gangrun-logs";
+  app.add_option("--master", master, "the daemon, HOST:PORT")
+      ->envname("GANGRUN_MASTER")
+      ->required();
+  app.add_option("--slots", options.slots, "workers this host runs at once (default: CPUs)")
+      ->envname("GANGRUN_SLOTS");
+  app.add_option("--name", options.name, "name of this agent (default: hostname)")
+      ->envname("GANGRUN_AGENT_NAME");
+  app.add_option("--log_root", options.log_root,
+                 "jobs log to LOG_ROOT/<job id> unless they give --log_dir (default gangrun-logs)")
+      ->envname("GANGRUN_LOG_ROOT");
+  ServiceOptions service;
+  AddServiceOptions(app, service, false);
+  if (auto done = ParseArgs(app, "agent", command.args)) return *done;
+  if (options.slots < 1) return absl::InvalidArgumentError("--slots must be at least 1");
+  RETURN_IF_ERROR(Complete(options, master, service, command.self_exe));
+  return Serve(options);
+}
+
+}  // namespace gangrun::cli

@@ -1,0 +1,36 @@
+#pragma once
+// The commands of the gangrun executable, one file each. A command returns what it ended
+// with — a status (OK, or the one-line error) or a job's outcome — and prints only what it
+// produces (a table, a value, a report). main() alone prints an error's line and turns the
+// result into the process's exit code (cli/exit_codes.h).
+
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gangrun/v1/session.pb.h"
+#include "launcher/options.h"
+
+namespace gangrun::cli {
+
+using CommandResult = std::variant<absl::Status, v1::JobOutcome>;
+
+struct CommandArgs {
+  std::string argv0;              // the launch command's personality follows it
+  std::vector<std::string> args;  // what follows the command's name
+  launcher::EnvLookup env;
+  std::string self_exe;  // this binary (for the keeper, detached supervisors, launchers)
+};
+
+CommandResult RunLaunch(const CommandArgs& command);     // gangrun [options] task ...
+CommandResult RunStatus(const CommandArgs& command);     // gangrun status
+CommandResult RunStop(const CommandArgs& command);       // gangrun stop
+CommandResult RunHealth(const CommandArgs& command);     // gangrun health
+CommandResult RunScale(const CommandArgs& command);      // gangrun scale
+CommandResult RunKv(const CommandArgs& command);         // gangrun kv
+CommandResult RunScheduler(const CommandArgs& command);  // gangrun scheduler (the daemon)
+CommandResult RunAgent(const CommandArgs& command);      // gangrun agent
+CommandResult RunSubmit(const CommandArgs& command);     // gangrun submit
+
+}  // namespace gangrun::cli

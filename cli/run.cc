@@ -1,0 +1,67 @@
+// gangrun [options] <task_script> [args...] (and msrun, the same program): parse and check
+// the options, take what Slurm gives, gather this host's facts, then print a dry-run plan, run
+// the job here, or (--join False) leave it to a detached supervisor.
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "cli/command.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "launcher/launcher.h"
+#include "launcher/slurm.h"
+
+namespace gangrun::cli {
+namespace {
+
+// The options this launch runs with, from the command line, GANGRUN_*, Slurm and msrun's
+// rules; nullopt after --help (printed).
+absl::StatusOr<std::optional<launcher::Options>> Configure(const CommandArgs& command) {
+  const auto personality = launcher::PersonalityFromArgv0(command.argv0);
+  ASSIGN_OR_RETURN(launcher::ParseResult parsed,
+                   launcher::ParseCommandLine(personality, command.args, command.env));
+  if (!parsed.help.empty()) {
+    std::fputs(parsed.help.c_str(), stdout);
+    return std::optional<launcher::Options>();
+  }
+  launcher::Options& options = parsed.options;
+  ASSIGN_OR_RETURN(std::string slurm, launcher::ApplySlurm(options, parsed.given, command.env));
+  if (!slurm.empty()) common::Logger("launcher")->info("{}", slurm);
+  for (const auto& warning : launcher::ApplyMsrunRules(options, command.env)) {
+    common::Logger("launcher")->warn("{}", warning);
+  }
+  RETURN_IF_ERROR(launcher::Validate(options));
+  return std::optional<launcher::Options>(std::move(options));
+}
+
+}  // namespace
+
+CommandResult RunLaunch(const CommandArgs& command) {
+  auto configured = Configure(command);
+  if (!configured.ok()) return configured.status();
+  if (!*configured) return absl::OkStatus();  // --help
+  const launcher::Options& options = **configured;
+  auto facts = launcher::GatherHostFacts(options);
+  if (!facts.ok()) return facts.status();
+  if (options.dry_run) {
+    std::fputs(launcher::FormatPlan(options, *facts).c_str(), stdout);
+    return absl::OkStatus();
+  }
+  launcher::RunContext context{command.self_exe, -1};
+  if (const char* ready = std::getenv(launcher::kReadyFdEnv)) {
+    context.ready_fd = std::atoi(ready);  // we are the detached supervisor of --join False
+    unsetenv(launcher::kReadyFdEnv);
+  } else if (!options.join) {
+    std::vector<std::string> argv = {command.argv0};
+    argv.insert(argv.end(), command.args.begin(), command.args.end());
+    auto ended = launcher::RunDetached(argv, options, *facts, command.self_exe);
+    if (!ended.ok()) return ended.status();
+    if (!*ended) return absl::OkStatus();  // its workers run
+    return **ended;
+  }
+  auto outcome = launcher::RunJob(options, *facts, context);
+  if (!outcome.ok()) return outcome.status();
+  return *outcome;
+}
+
+}  // namespace gangrun::cli

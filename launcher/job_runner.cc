@@ -1,0 +1,285 @@
+#include "launcher/job_runner.h"
+
+#include <unistd.h>
+
+#include <csignal>
+#include <fstream>
+
+#include "absl/strings/str_replace.h"
+#include "common/descendants.h"
+#include "common/files.h"
+#include "common/logging.h"
+#include "common/net.h"
+#include "common/status.h"
+#include "rpc/credentials.h"
+
+namespace gangrun::launcher {
+namespace {
+
+bool Tailed(const Options& options, int rank) {
+  for (int selected : options.tail_worker_log) {
+    if (selected == -1 || selected == rank) return true;
+  }
+  return false;
+}
+
+// VmHWM of this process image (getrusage's ru_maxrss survives exec and may report the
+// parent's peak when we were started with vfork).
+long PeakResidentKiB() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return -1;
+}
+
+}  // namespace
+
+ReadyNotifier::~ReadyNotifier() {
+  if (fd_ >= 0) close(fd_);
+}
+
+void ReadyNotifier::Running() { Send("R"); }
+
+void ReadyNotifier::Ended(const v1::JobOutcome& outcome) {
+  Send("O" + outcome.SerializeAsString());
+}
+
+void ReadyNotifier::Send(const std::string& bytes) {
+  if (fd_ < 0) return;
+  for (size_t done = 0; done < bytes.size();) {
+    ssize_t n = write(fd_, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  close(fd_);
+  fd_ = -1;
+}
+
+JobRunner::JobRunner(const Options& options, const HostFacts& facts, const RunContext& context)
+    : options_(options),
+      facts_(facts),
+      context_(context),
+      ready_(context.ready_fd),
+      clock_(io_.get_executor()),
+      signals_(io_, SIGINT, SIGTERM, SIGHUP) {}
+
+JobRunner::~JobRunner() {
+  remote_.reset();  // ends the stream before the node goes away
+  node_.reset();
+}
+
+absl::Status JobRunner::Build() {
+  absl::Status made = common::MakeDirs(facts_.log_dir, 0700);  // mode 0700, as msrun's
+  if (!made.ok()) return absl::InvalidArgumentError("--log_dir: " + std::string(made.message()));
+  RETURN_IF_ERROR(common::BecomeChildSubreaper());
+  ASSIGN_OR_RETURN(keeper_, node::KeeperClient::Start(io_, {context_.self_exe, "__keeper"}));
+  ASSIGN_OR_RETURN(role_, MaybeHostScheduler(io_, clock_, options_, facts_));
+  facts_.is_master = role_.scheduler != nullptr;  // only the hosting launcher runs MS_SCHED
+  if (!role_.scheduler) {
+    node::GrpcSchedulerLink::Options link;
+    link.target = JoinHostPort(facts_.master_ip, facts_.scheduler_port);
+    link.token = facts_.token;
+    ASSIGN_OR_RETURN(link.credentials, rpc::MakeChannelCredentials(options_.access));
+    link.keepalive = Seconds(std::max(options_.node_timeout / 2, 0.5));
+    remote_ = std::make_unique<node::GrpcSchedulerLink>(io_, link);
+  }
+  if (options_.health_port >= 0) {
+    auto health =
+        rpc::Server::Start("0.0.0.0:" + std::to_string(options_.health_port), nullptr, {});
+    if (!health.ok()) {
+      return absl::UnavailableError("--health_port: cannot listen on port " +
+                                    std::to_string(options_.health_port));
+    }
+    health_ = std::move(*health);
+    SetNodeHealth(false);
+  }
+  ASSIGN_OR_RETURN(node::Node::Options node_options, NodeOptions());
+  node::SchedulerLink& link =
+      role_.link ? static_cast<node::SchedulerLink&>(*role_.link) : *remote_;
+  node_ = std::make_unique<node::Node>(
+      *keeper_, clock_, link, node_options,
+      [this](const v1::RankAssignment& assignment, uint64_t generation, int restart_count) {
+        return PlanProcesses(options_, facts_, assignment, generation, restart_count);
+      },
+      NodeCallbacks());
+  if (role_.link) role_.link->Connect(node_.get());
+  keeper_->SetLostHandler([this] { OnKeeperLost(); });
+  return absl::OkStatus();
+}
+
+absl::StatusOr<node::Node::Options> JobRunner::NodeOptions() const {
+  node::Node::Options o;
+  o.node_name = facts_.hostname;
+  o.host_address = facts_.local_ip;
+  o.node_rank = Simulating(options_) ? -1 : options_.node_rank;
+  o.local_worker_num = options_.local_worker_num;
+  o.world_size = Simulating(options_) ? 0 : options_.worker_num;
+  o.min_world_size = Simulating(options_) ? 0 : options_.min_workers();
+  o.run_id = options_.run_id;
+  o.personality = PersonalityName(options_.personality);
+  o.grace = Seconds(options_.grace_period);
+  o.log_dir = facts_.log_dir;
+  o.heartbeat_interval = Seconds(options_.heartbeat_interval);
+  if (options_.cluster_time_out >= 0) {
+    // A little longer than the scheduler's own timeout, whose message is the better one.
+    o.formation_timeout = Seconds(options_.cluster_time_out + 2.0);
+  }
+  ASSIGN_OR_RETURN(o.free_port, common::PickFreePort(facts_.local_ip, {options_.master_port,
+                                                                       facts_.scheduler_port}));
+  return o;
+}
+
+node::Node::Callbacks JobRunner::NodeCallbacks() {
+  node::Node::Callbacks callbacks;
+  callbacks.on_process_started = [this](const node::ProcessSpec& spec, pid_t pid) {
+    OnProcessStarted(spec, pid);
+  };
+  callbacks.on_process_exited = [this](const node::ProcessSpec& spec, pid_t, common::ExitStatus) {
+    follower_->Finish(spec.log_path);
+  };
+  callbacks.on_generation_running = [this](uint64_t generation) {
+    OnGenerationRunning(generation);
+  };
+  callbacks.on_finished = [this](const v1::JobOutcome& outcome) { OnFinished(outcome); };
+  return callbacks;
+}
+
+absl::StatusOr<v1::JobOutcome> JobRunner::Run() {
+  RETURN_IF_ERROR(Build());
+  console_ = std::make_unique<common::ConsoleScope>(io_);
+  follower_ = std::make_unique<node::LogFollower>(
+      io_, [](const std::string& lines) { common::Stdout().Write(lines); });
+  signals_.add(SIGUSR1);
+  signals_.add(SIGUSR2);
+  WaitForSignal();
+  if (role_.scheduler) role_.scheduler->Start();
+  if (remote_) {
+    common::Logger("launcher")
+        ->info("joining the scheduler at {}",
+               JoinHostPort(facts_.master_ip, facts_.scheduler_port));
+    remote_->Connect([this](const v1::NodeCommand& command) { node_->OnCommand(command); },
+                     [this](const std::string& reason, bool unauthenticated) {
+                       node_->OnLinkLost(reason, unauthenticated);
+                     });
+  }
+  node_->Start();
+  io_.run();
+  signals_.cancel();
+  remote_.reset();  // ends the stream before the node goes away
+  if (health_) health_->ShutdownNow();
+  if (!outcome_) return absl::InternalError("the job ended without an outcome");
+  Report();
+  return *outcome_;
+}
+
+void JobRunner::OnProcessStarted(const node::ProcessSpec& spec, pid_t pid) {
+  auto log = common::Logger("launcher");
+  if (spec.rank < 0) {
+    log->info("MindSpore scheduler process started (pid {}), log {}", pid, spec.log_path);
+    return;
+  }
+  if (options_.personality == Personality::kMsrun) {
+    common::Stdout().Write("Start worker process with rank id:" + std::to_string(spec.rank) +
+                           ", log file:" + spec.log_path + ". Environment variable [RANK_ID=" +
+                           std::to_string(spec.rank) + "] is exported.\n");
+  }
+  log->info("rank {} started (pid {}), log {}", spec.rank, pid, spec.log_path);
+  if (options_.join && Tailed(options_, spec.rank)) {
+    std::string prefix = absl::StrReplaceAll(options_.log_prefix,
+                                             {{"{host}", facts_.hostname},
+                                              {"{rank}", std::to_string(spec.rank)},
+                                              {"{local_rank}", std::to_string(spec.local_rank)}});
+    follower_->Follow(spec.log_path, prefix);
+  }
+}
+
+void JobRunner::OnGenerationRunning(uint64_t generation) {
+  common::Logger("launcher")
+      ->info("generation {}: all {} local process(es) running", generation,
+             options_.local_worker_num);
+  ready_.Running();
+  SetNodeHealth(true);
+}
+
+void JobRunner::OnFinished(const v1::JobOutcome& outcome) {
+  outcome_ = outcome;
+  SetNodeHealth(false);
+  keeper_->Shutdown(Seconds(options_.grace_period), [this] { StopLoop(); });
+}
+
+void JobRunner::OnKeeperLost() {
+  v1::JobOutcome lost;
+  lost.set_kind(v1::JobOutcome::KIND_NODE_LOST);
+  lost.set_message("the process keeper of " + facts_.hostname + " died; its workers died with it");
+  outcome_ = lost;
+  // Its orphans were re-parented to us (we are a subreaper): finish them off.
+  common::KillAndReapAllChildren(SIGKILL,
+                                 std::chrono::steady_clock::now() + std::chrono::seconds(10));
+  StopLoop();
+}
+
+// The last steps of the shutdown order: console drained, server stopped, loop stopped.
+void JobRunner::StopLoop() {
+  follower_->DrainAll();
+  if (role_.store) role_.store->CancelAll();
+  if (role_.server) {
+    role_.server->ShutdownAsync(io_, [this] { io_.stop(); });
+  } else {
+    io_.stop();
+  }
+}
+
+void JobRunner::WaitForSignal() {
+  signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    OnSignal(sig);
+    WaitForSignal();
+  });
+}
+
+void JobRunner::OnSignal(int sig) {
+  auto log = common::Logger("launcher");
+  if (sig == SIGUSR1 || sig == SIGUSR2) {
+    log->info("forwarding {} to the workers", common::SignalName(sig));
+    node_->ForwardSignal(sig);
+    return;
+  }
+  log->info("received {}: stopping the job", common::SignalName(sig));
+  node_->RequestStop(sig);
+}
+
+void JobRunner::SetNodeHealth(bool serving) {
+  if (health_) health_->SetServing(kNodeHealthService, serving);
+}
+
+void JobRunner::Report() {
+  auto log = common::Logger("launcher");
+  if (log->should_log(spdlog::level::debug)) {
+    log->debug("peak resident memory {} KiB", PeakResidentKiB());
+  }
+  const bool msrun = options_.personality == Personality::kMsrun;
+  if (outcome_->kind() == v1::JobOutcome::KIND_SUCCEEDED) {
+    log->info("job succeeded: all {} local worker(s) exited 0", options_.local_worker_num);
+    if (msrun) common::Stdout().Write("All workers successfully exit!\n");
+    common::Stderr().Write(FormatOutcome(*outcome_));  // its warnings, if any
+    return;
+  }
+  std::string report = FormatOutcome(*outcome_);
+  if (msrun && !options_.log_dir.empty()) {
+    report += "Distributed job exited with exception. Please check logs in directory: " +
+              options_.log_dir + ".\n";
+  }
+  common::Stderr().Write(report);
+  ready_.Ended(*outcome_);
+}
+
+absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& facts,
+                                      const RunContext& context) {
+  JobRunner runner(options, facts, context);
+  return runner.Run();
+}
+
+}  // namespace gangrun::launcher

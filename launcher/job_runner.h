@@ -1,0 +1,91 @@
+#pragma once
+// One host's part of a job, from the process keeper to the final report.
+//
+// Roles: the launcher whose --master_addr is this host hosts the scheduler (in-process, and on
+// gRPC for the other nodes; scheduler_role.h) and talks to it over an in-process link; every
+// other launcher (another host, or another launcher on this host that found the port taken)
+// joins it as a node over a gRPC stream. A simulation (--sim_level) runs the scheduler
+// in-process only.
+//
+// Everything runs on one io_context, on the thread that calls Run(); the runner owns every
+// component and outlives them all. Shutdown order: the scheduler ends the job (JobFinished) ->
+// the keeper kills whatever is left below it and exits -> the console follower drains -> the
+// gRPC server stops -> the io_context stops -> the report is printed.
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <memory>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "common/console.h"
+#include "launcher/launcher.h"
+#include "launcher/scheduler_role.h"
+#include "node/grpc_link.h"
+#include "node/keeper_client.h"
+#include "node/log_files.h"
+#include "node/node.h"
+#include "rpc/server.h"
+
+namespace gangrun::launcher {
+
+// The detached supervisor's end of --join False's ready pipe: says "running" once, or how the
+// job ended before its workers all ran.
+class ReadyNotifier {
+ public:
+  explicit ReadyNotifier(int fd) : fd_(fd) {}
+  ~ReadyNotifier();  // closes without a word: the foreground says the supervisor ended
+  void Running();
+  void Ended(const v1::JobOutcome& outcome);
+
+ private:
+  void Send(const std::string& bytes);
+  int fd_;
+};
+
+// The service --health_port reports SERVING once this node's workers of the current generation
+// run ("" is SERVING while the launcher lives).
+inline constexpr char kNodeHealthService[] = "gangrun.v1.Node";
+
+class JobRunner {
+ public:
+  JobRunner(const Options& options, const HostFacts& facts, const RunContext& context);
+  ~JobRunner();
+  JobRunner(const JobRunner&) = delete;
+  JobRunner& operator=(const JobRunner&) = delete;
+
+  absl::StatusOr<v1::JobOutcome> Run();
+
+ private:
+  absl::Status Build();
+  absl::StatusOr<node::Node::Options> NodeOptions() const;
+  node::Node::Callbacks NodeCallbacks();
+  void OnProcessStarted(const node::ProcessSpec& spec, pid_t pid);
+  void OnGenerationRunning(uint64_t generation);
+  void OnFinished(const v1::JobOutcome& outcome);
+  void OnKeeperLost();
+  void StopLoop();
+  void WaitForSignal();
+  void OnSignal(int sig);
+  void SetNodeHealth(bool serving);
+  void Report();
+
+  const Options& options_;
+  HostFacts facts_;
+  RunContext context_;
+  ReadyNotifier ready_;
+  boost::asio::io_context io_;
+  common::AsioClock clock_;
+  std::unique_ptr<node::KeeperClient> keeper_;
+  SchedulerRole role_;
+  std::unique_ptr<node::GrpcSchedulerLink> remote_;
+  std::unique_ptr<rpc::Server> health_;  // with --health_port
+  std::unique_ptr<common::ConsoleScope> console_;
+  std::unique_ptr<node::LogFollower> follower_;
+  std::unique_ptr<node::Node> node_;
+  boost::asio::signal_set signals_;
+  std::optional<v1::JobOutcome> outcome_;
+};
+
+}  // namespace gangrun::launcher

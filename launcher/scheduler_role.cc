@@ -1,0 +1,110 @@
+#include "launcher/scheduler_role.h"
+
+#include <cstdlib>
+
+#include "common/logging.h"
+#include "common/net.h"
+#include "common/status.h"
+#include "launcher/launcher.h"
+#include "rpc/credentials.h"
+
+namespace gangrun::launcher {
+namespace {
+
+// The scheduler's gRPC server on its port; a single-host job takes any free port on loopback
+// when its own is taken. Null (no error) when another launcher already serves the port.
+absl::StatusOr<std::unique_ptr<scheduler::SchedulerServer>> StartServer(boost::asio::io_context& io,
+                                                                        SchedulerRole& role,
+                                                                        const Options& options,
+                                                                        HostFacts& facts) {
+  ASSIGN_OR_RETURN(auto credentials, rpc::MakeServerCredentials(options.access));
+  scheduler::ServerOptions server_options{JoinHostPort(facts.scheduler_host, facts.scheduler_port),
+                                          facts.token, credentials};
+  auto server = scheduler::SchedulerServer::Start(io, *role.scheduler, *role.store, server_options);
+  if (!server.ok() && facts.single_host) {
+    common::Logger("launcher")
+        ->info("port {} is taken; the scheduler listens on another", facts.scheduler_port);
+    server_options.listen_address = JoinHostPort(facts.scheduler_host, 0);
+    server = scheduler::SchedulerServer::Start(io, *role.scheduler, *role.store, server_options);
+  }
+  if (!server.ok() && common::PortIsFree(facts.scheduler_host, facts.scheduler_port)) {
+    // Not a port conflict: never mistake it for one (and never join ourselves).
+    return absl::InvalidArgumentError(
+        "cannot start the scheduler's gRPC server on " + server_options.listen_address +
+        " although the port is free; check --tls_cert, --tls_key and --tls_ca");
+  }
+  if (!server.ok()) {
+    if (facts.single_host) return server.status();
+    common::Logger("launcher")
+        ->info("a scheduler already listens on {}; joining it as a node",
+               server_options.listen_address);
+    return std::unique_ptr<scheduler::SchedulerServer>();
+  }
+  facts.scheduler_port = (*server)->port();
+  return std::move(*server);
+}
+
+}  // namespace
+
+common::Duration Seconds(double s) {
+  return std::chrono::duration_cast<common::Duration>(std::chrono::duration<double>(s));
+}
+
+absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io, common::Clock& clock,
+                                                 const Options& options, HostFacts& facts) {
+  SchedulerRole role;
+  const bool simulating = Simulating(options);
+  if (!facts.is_master && !simulating) return role;
+  if (std::getenv(kNodeOnlyEnv) != nullptr) return role;  // a daemon's job: it has the scheduler
+  scheduler::Scheduler::Options scheduler_options = SchedulerOptionsFor(options);
+  scheduler_options.run_id = facts.run_id;
+  if (simulating) {
+    scheduler_options.world_size = options.local_worker_num;
+    scheduler_options.min_world_size = options.local_worker_num;
+  }
+  role.scheduler = std::make_unique<scheduler::Scheduler>(clock, scheduler_options);
+  if (!options.event_log.empty()) {
+    ASSIGN_OR_RETURN(role.event_log, scheduler::EventLog::Open(options.event_log));
+  }
+  role.telemetry = std::make_unique<scheduler::Telemetry>(facts.run_id, role.event_log.get());
+  role.scheduler->SetTelemetry(role.telemetry.get());
+  role.store = std::make_unique<scheduler::KvStore>(clock, KvLimitsFor(options));
+  if (!simulating) {
+    ASSIGN_OR_RETURN(role.server, StartServer(io, role, options, facts));
+    if (!role.server) return SchedulerRole{};  // another launcher hosts it: join that one
+  }
+  if (options.metrics_port >= 0 && !simulating) {
+    ASSIGN_OR_RETURN(role.metrics,
+                     scheduler::MetricsServer::Start(
+                         io, "0.0.0.0", options.metrics_port,
+                         [&scheduler = *role.scheduler, &telemetry = *role.telemetry] {
+                           return scheduler::RenderMetrics({{&scheduler, &telemetry}});
+                         }));
+  }
+  role.link = std::make_unique<LocalLink>(io, *role.scheduler);
+  return role;
+}
+
+scheduler::Scheduler::Options SchedulerOptionsFor(const Options& options) {
+  scheduler::Scheduler::Options scheduler_options;
+  scheduler_options.world_size = options.worker_num;
+  scheduler_options.min_world_size = options.min_workers();
+  scheduler_options.last_call = Seconds(options.last_call);
+  scheduler_options.cluster_timeout =
+      options.cluster_time_out < 0 ? common::Duration(-1) : Seconds(options.cluster_time_out);
+  scheduler_options.node_timeout = Seconds(options.node_timeout);
+  scheduler_options.max_restarts = options.max_restarts;
+  scheduler_options.restart_backoff_initial = Seconds(options.restart_backoff_initial);
+  scheduler_options.restart_backoff_cap = Seconds(options.restart_backoff_cap);
+  scheduler_options.personality = PersonalityName(options.personality);
+  return scheduler_options;
+}
+
+scheduler::KvLimits KvLimitsFor(const Options& options) {
+  scheduler::KvLimits limits;
+  limits.max_bytes = static_cast<uint64_t>(options.kv_max_bytes);
+  limits.max_pending_waits = static_cast<size_t>(options.kv_max_waits);
+  return limits;
+}
+
+}  // namespace gangrun::launcher

@@ -1,0 +1,38 @@
+#include "proto/conversions.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+
+namespace gangrun::proto {
+namespace {
+
+std::string Lower(const std::string& name, const std::string& prefix) {
+  std::string text = absl::AsciiStrToLower(name);
+  const std::string lower_prefix = absl::AsciiStrToLower(prefix);
+  return absl::StartsWith(text, lower_prefix) ? text.substr(lower_prefix.size()) : text;
+}
+
+}  // namespace
+
+v1::ProcessExit ToProto(const common::ExitStatus& status) {
+  v1::ProcessExit exit;
+  exit.set_exit_code(status.code);
+  exit.set_signal(status.signal);
+  return exit;
+}
+
+common::ExitStatus FromProto(const v1::ProcessExit& exit) {
+  return exit.signal() > 0 ? common::ExitStatus::Signaled(exit.signal())
+                           : common::ExitStatus::Exited(exit.exit_code());
+}
+
+std::string Name(v1::WorkerState state) {
+  return Lower(v1::WorkerState_Name(state), "WORKER_STATE_");
+}
+std::string Name(v1::NodeState state) { return Lower(v1::NodeState_Name(state), "NODE_STATE_"); }
+std::string Name(v1::JobPhase phase) { return Lower(v1::JobPhase_Name(phase), "JOB_PHASE_"); }
+std::string Name(v1::JobOutcome::Kind kind) {
+  return Lower(v1::JobOutcome::Kind_Name(kind), "KIND_");
+}
+
+}  // namespace gangrun::proto

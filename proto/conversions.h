@@ -1,0 +1,22 @@
+#pragma once
+// The one place where gangrun's values meet their protos: how a process ended, and the names
+// of the state enums as people read them (a table, a metric label: "running").
+
+#include <string>
+
+#include "common/exit_status.h"
+#include "gangrun/v1/session.pb.h"
+
+namespace gangrun::proto {
+
+v1::ProcessExit ToProto(const common::ExitStatus& status);
+common::ExitStatus FromProto(const v1::ProcessExit& exit);
+
+// The enum value's name without its type prefix, in lower case: WORKER_STATE_RUNNING ->
+// "running", JOB_PHASE_RESTARTING -> "restarting", KIND_NODE_LOST -> "node_lost".
+std::string Name(v1::WorkerState state);
+std::string Name(v1::NodeState state);
+std::string Name(v1::JobPhase phase);
+std::string Name(v1::JobOutcome::Kind kind);
+
+}  // namespace gangrun::proto

@@ -1,0 +1,265 @@
+// Generations: forming the job, starting a generation on every node, following its workers,
+// stopping it, and deciding what comes after it (the kStopping row of scheduler.h's table).
+// Part of the Scheduler actor (scheduler.h): the same strand, the same state.
+
+#include <algorithm>
+
+#include "common/logging.h"
+#include "proto/conversions.h"
+#include "scheduler/scheduler.h"
+
+namespace gangrun::scheduler {
+
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+void Scheduler::Form() {
+  if (RejectUnreachableNodeRanks()) return;  // the job waits for the right nodes
+  std::vector<NodeJoin> joins;
+  std::vector<NodeState*> states;
+  for (auto& [id, node] : nodes_) {
+    if (!node.joined) continue;
+    joins.push_back(node.join);
+    states.push_back(&node);
+  }
+  if (Elastic()) {
+    // Nodes come and go: explicit node ranks order the nodes but need not be contiguous.
+    std::vector<int> explicit_ranks;
+    for (const auto& join : joins) {
+      if (join.requested_rank >= 0) explicit_ranks.push_back(join.requested_rank);
+    }
+    std::sort(explicit_ranks.begin(), explicit_ranks.end());
+    for (auto& join : joins) {
+      if (join.requested_rank < 0) continue;
+      join.requested_rank = static_cast<int>(
+          std::lower_bound(explicit_ranks.begin(), explicit_ranks.end(), join.requested_rank) -
+          explicit_ranks.begin());
+    }
+  }
+  auto slots = AssignRanks(joins, membership_.workers);
+  if (!slots.ok()) {
+    v1::JobOutcome outcome;
+    outcome.set_kind(v1::JobOutcome::KIND_FORMATION_FAILED);
+    outcome.set_message(std::string(slots.status().message()));
+    return Finish(std::move(outcome));
+  }
+  formation_timer_.reset();
+  last_call_timer_.reset();
+  membership_changed_ = false;
+  current_world_ = membership_.workers;
+  for (size_t i = 0; i < states.size(); ++i) states[i]->slot = (*slots)[i];
+  if (state_ == State::kAwaitingReplacement) {
+    lost_node_.clear();
+    ++restarts_used_;  // the lost node's generation counts against the budget
+  }
+  StartGeneration();
+}
+
+void Scheduler::StartGeneration() {
+  std::vector<NodeState*> states;
+  NodeState* rank0 = nullptr;
+  for (auto& [id, node] : nodes_) {
+    if (!node.joined) continue;
+    node.ended = false;
+    node.workers.clear();
+    for (int i = 0; i < node.join.local_worker_num; ++i) {
+      auto& worker = node.workers[node.slot.first_rank + i];
+      worker.set_rank(node.slot.first_rank + i);
+      worker.set_state(v1::WORKER_STATE_STARTING);
+    }
+    states.push_back(&node);
+    if (node.slot.node_rank == 0) rank0 = &node;
+  }
+  GANGRUN_CHECK(rank0 != nullptr, "a formed job has a node of rank 0");
+  state_ = State::kRunning;
+  stopping_.reset();
+  stopped_ranks_.clear();
+  started_ranks_ = 0;
+  succeeded_ranks_ = 0;
+  ++generation_;
+  common::Logger("scheduler")
+      ->info("generation {}: {} node(s), {} worker(s){}", generation_, states.size(),
+             current_world_,
+             restarts_used_ > 0 ? " (restart " + std::to_string(restarts_used_) + " of " +
+                                      std::to_string(options_.max_restarts) + ")"
+                                : std::string());
+  Record(Event::kGenerationStarted, {{"generation", generation_},
+                                     {"nodes", states.size()},
+                                     {"workers", current_world_},
+                                     {"restart", restarts_used_},
+                                     {"max_restarts", options_.max_restarts}});
+  for (NodeState* node : states) {
+    v1::NodeCommand command;
+    auto* assignment = command.mutable_start()->mutable_assignment();
+    assignment->set_node_rank(node->slot.node_rank);
+    assignment->set_node_count(static_cast<int>(states.size()));
+    assignment->set_first_rank(node->slot.first_rank);
+    assignment->set_local_worker_num(node->join.local_worker_num);
+    assignment->set_world_size(current_world_);
+    assignment->set_master_addr(rank0->join.host_address);
+    assignment->set_master_port(rank0->free_port);
+    assignment->set_run_id(options_.run_id);
+    command.mutable_start()->set_restart_count(restarts_used_);
+    SendTo(*node, std::move(command));
+  }
+}
+
+void Scheduler::OnWorkerStarted(NodeState& node, const v1::WorkerStarted& started) {
+  const int rank = started.rank();
+  if (rank < 0) return;  // the MindSpore scheduler process: not one of the job's ranks
+  auto& worker = node.workers[rank];
+  worker.set_pid(started.pid());
+  worker.set_state(v1::WORKER_STATE_RUNNING);
+  if (++started_ranks_ != current_world_) return;
+  const auto latency = clock_.Now() - generation_requested_at_;
+  if (telemetry_ != nullptr) telemetry_->ObserveRendezvous(latency);
+  Record(Event::kGenerationRunning, {{"generation", generation_},
+                                     {"workers", current_world_},
+                                     {"latency_ms", duration_cast<milliseconds>(latency).count()}});
+  if (failed_at_ && failed_at_->first < generation_) {
+    // The restart latency: failure heard -> every worker of the new generation running.
+    common::Logger("scheduler")
+        ->info("generation {} running on every node {} ms after the failure", generation_,
+               duration_cast<milliseconds>(clock_.Now() - failed_at_->second).count());
+    failed_at_.reset();
+  }
+}
+
+void Scheduler::OnWorkerExited(NodeState& node, const v1::WorkerExited& exited) {
+  const bool failed = exited.exit().exit_code() != 0 || exited.exit().signal() != 0;
+  if (!exited.log_lost().empty()) OnLogOutputLost(node, exited);
+  if (exited.rank() >= 0) {
+    auto& worker = node.workers[exited.rank()];
+    worker.set_pid(exited.pid());
+    worker.set_state(!failed                  ? v1::WORKER_STATE_SUCCEEDED
+                     : exited.stopped_by_us() ? v1::WORKER_STATE_STOPPED
+                                              : v1::WORKER_STATE_FAILED);
+    *worker.mutable_exit() = exited.exit();
+  }
+  if (!failed && !exited.stopped_by_us() && exited.rank() >= 0) ++succeeded_ranks_;
+  if (state_ == State::kRunning && failed && !exited.stopped_by_us()) {
+    StopReason reason{StopReason::Kind::kWorkerFailed, "", {}};
+    reason.root_cause.set_host(node.join.node_name);
+    reason.root_cause.set_rank(exited.rank());
+    reason.root_cause.set_pid(exited.pid());
+    *reason.root_cause.mutable_exit() = exited.exit();
+    reason.root_cause.set_log_path(exited.log_path());
+    *reason.root_cause.mutable_log_tail() = exited.log_tail();
+    reason.message = (exited.rank() >= 0 ? "rank " + std::to_string(exited.rank())
+                                         : std::string("the MindSpore scheduler process")) +
+                     " on " + node.join.node_name + " failed";
+    failed_at_ = std::make_pair(generation_, clock_.Now());
+    CountFailure(FailureCause::kWorkerExit);
+    Record(Event::kWorkerFailed, {{"generation", generation_},
+                                  {"rank", exited.rank()},
+                                  {"node", node.join.node_name},
+                                  {"pid", exited.pid()},
+                                  {"exit_code", exited.exit().exit_code()},
+                                  {"signal", exited.exit().signal()},
+                                  {"log", exited.log_path()}});
+    return BeginStopping(std::move(reason));
+  }
+  if (state_ == State::kStopping && exited.rank() >= 0) stopped_ranks_.push_back(exited.rank());
+}
+
+void Scheduler::OnLogOutputLost(const NodeState& node, const v1::WorkerExited& exited) {
+  const std::string warning = "worker log output may be incomplete on " + Describe(node) + ": " +
+                              Sanitize(exited.log_lost(), kMaxReasonBytes);
+  if (!log_warnings_.insert(warning).second) return;  // said once per node and cause
+  common::Logger("scheduler")->warn("{}", warning);
+  Record(Event::kLogOutputLost, {{"generation", generation_},
+                                 {"rank", exited.rank()},
+                                 {"node", node.join.node_name},
+                                 {"reason", Sanitize(exited.log_lost(), kMaxReasonBytes)}});
+}
+
+void Scheduler::OnGenerationEnded(NodeState& node) {
+  node.ended = true;
+  MaybeGenerationOver();
+}
+
+void Scheduler::BeginStopping(StopReason reason) {
+  if (state_ != State::kRunning) return;  // already stopping: the first reason stands
+  state_ = State::kStopping;
+  const std::string message = reason.message;
+  stopping_ = std::move(reason);
+  AbortAll(message);
+}
+
+void Scheduler::MaybeGenerationOver() {
+  if (state_ != State::kRunning && state_ != State::kStopping) return;
+  for (const auto& [id, other] : nodes_) {
+    if (other.joined && !other.ended) return;
+  }
+  nlohmann::json ended = {{"generation", generation_}};
+  if (abort_sent_at_) {
+    const auto latency = clock_.Now() - *abort_sent_at_;
+    if (telemetry_ != nullptr) telemetry_->ObserveStop(latency);
+    ended["stop_latency_ms"] = duration_cast<milliseconds>(latency).count();
+    abort_sent_at_.reset();
+  }
+  Record(Event::kGenerationEnded, std::move(ended));
+  generation_requested_at_ = clock_.Now();
+  const bool worker_failed = stopping_ && stopping_->kind == StopReason::Kind::kWorkerFailed;
+  if (stop_requested_) return Finish(CurrentOutcome());
+  if (!lost_node_.empty()) return WaitForReplacement();
+  if (!worker_failed && succeeded_ranks_ == current_world_) {
+    return Finish(CurrentOutcome());  // done, whatever joined or left meanwhile
+  }
+  if (worker_failed) return BudgetLeft() ? ScheduleRestart() : Finish(CurrentOutcome());
+  if (stopping_ && stopping_->kind == StopReason::Kind::kNodeLost) return Finish(CurrentOutcome());
+  if (membership_changed_) {
+    state_ = State::kForming;
+    return Form();
+  }
+  Finish(CurrentOutcome());
+}
+
+void Scheduler::AbortAll(const std::string& reason) {
+  common::Logger("scheduler")->info("aborting generation {}: {}", generation_, reason);
+  if (!abort_sent_at_) abort_sent_at_ = clock_.Now();
+  Record(Event::kGenerationAborted, {{"generation", generation_}, {"reason", reason}});
+  for (auto& [id, node] : nodes_) {
+    if (!node.joined || node.link == nullptr) continue;
+    v1::NodeCommand command;
+    command.mutable_abort()->set_reason(reason);
+    SendTo(node, std::move(command));
+  }
+}
+
+void Scheduler::Finish(v1::JobOutcome outcome) {
+  GANGRUN_CHECK(state_ != State::kFinished, "a job finishes once");
+  state_ = State::kFinished;
+  for (const auto& warning : log_warnings_) outcome.add_warnings(warning);
+  outcome_ = outcome;
+  nlohmann::json fields = {{"generation", generation_},
+                           {"outcome", proto::Name(outcome.kind())},
+                           {"restarts", restarts_used_}};
+  if (!outcome.message().empty()) fields["message"] = outcome.message();
+  if (outcome.has_root_cause()) fields["rank"] = outcome.root_cause().rank();
+  if (outcome.signal() != 0) fields["signal"] = outcome.signal();
+  Record(Event::kJobFinished, std::move(fields));
+  formation_timer_.reset();
+  heartbeat_timer_.reset();
+  restart_timer_.reset();
+  last_call_timer_.reset();
+  for (auto& [id, node] : nodes_) {
+    v1::NodeCommand command;
+    *command.mutable_finished()->mutable_outcome() = outcome;
+    SendAndClose(node, std::move(command));
+  }
+  if (on_finished_) on_finished_(outcome);
+}
+
+void Scheduler::SendAndClose(NodeState& node, v1::NodeCommand command) {
+  SendTo(node, std::move(command));
+  if (node.link != nullptr) node.link->Close();
+}
+
+void Scheduler::SendTo(NodeState& node, v1::NodeCommand command) {
+  if (node.link == nullptr) return;
+  command.set_generation(generation_);
+  node.link->Send(command);
+}
+
+}  // namespace gangrun::scheduler
