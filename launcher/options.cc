@@ -237,10 +237,11 @@ std::string Range(double min, double max) {
   return " [" + FormatNumber(min) + ".." + FormatNumber(max) + " s]";
 }
 
-const std::vector<OptionDef>& Definitions() {
+// msrun's options, with msrun's names and defaults.
+std::vector<OptionDef> MsrunOptions() {
   constexpr int kMaxRank = kMaxWorkers - 1;
   constexpr int kYear = 365 * 24 * 3600;
-  static const std::vector<OptionDef> defs = {
+  return {
       {"worker_num",
        "total number of workers in the job, or MIN:MAX for an elastic job (default 8)" +
            Range(1, kMaxWorkers),
@@ -273,6 +274,12 @@ const std::vector<OptionDef>& Definitions() {
        String(&Options::worker_log_name)},
       {"tail_worker_log", "ranks whose logs are shown on the console, -1 = all (default -1)",
        SetTail},
+  };
+}
+
+// gangrun's own options.
+std::vector<OptionDef> GangrunOptions() {
+  return {
       {"max_restarts", "restarts allowed after failures (default 0)" + Range(0, 1000000),
        Int(&Options::max_restarts, 0, 1000000)},
       {"restart_backoff",
@@ -323,6 +330,14 @@ const std::vector<OptionDef>& Definitions() {
            Range(-1, 65535),
        Int(&Options::health_port, -1, 65535)},
   };
+}
+
+const std::vector<OptionDef>& Definitions() {
+  static const std::vector<OptionDef> defs = [] {
+    std::vector<OptionDef> all = MsrunOptions();
+    for (auto& def : GangrunOptions()) all.push_back(std::move(def));
+    return all;
+  }();
   return defs;
 }
 

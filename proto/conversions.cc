@@ -26,6 +26,13 @@ common::ExitStatus FromProto(const v1::ProcessExit& exit) {
                            : common::ExitStatus::Exited(exit.exit_code());
 }
 
+v1::JobOutcome Outcome(v1::JobOutcome::Kind kind, const std::string& message) {
+  v1::JobOutcome outcome;
+  outcome.set_kind(kind);
+  outcome.set_message(message);
+  return outcome;
+}
+
 std::string Name(v1::WorkerState state) {
   return Lower(v1::WorkerState_Name(state), "WORKER_STATE_");
 }

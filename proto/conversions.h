@@ -12,6 +12,9 @@ namespace gangrun::proto {
 v1::ProcessExit ToProto(const common::ExitStatus& status);
 common::ExitStatus FromProto(const v1::ProcessExit& exit);
 
+// An outcome of `kind` with `message`.
+v1::JobOutcome Outcome(v1::JobOutcome::Kind kind, const std::string& message);
+
 // The enum value's name without its type prefix, in lower case: WORKER_STATE_RUNNING ->
 // "running", JOB_PHASE_RESTARTING -> "restarting", KIND_NODE_LOST -> "node_lost".
 std::string Name(v1::WorkerState state);

@@ -46,102 +46,129 @@ class Writer {
   std::ostringstream out_;
 };
 
+// The metric families of a set of jobs, one method per group.
+class Renderer {
+ public:
+  explicit Renderer(const std::vector<JobView>& jobs) {
+    for (const auto& view : jobs) {
+      jobs_.push_back({"job=\"" + Escape(view.telemetry->job_id()) + "\"", view.scheduler->Status(),
+                       view.telemetry});
+    }
+  }
+
+  std::string Render() {
+    Phases();
+    States();
+    Counters();
+    Latencies();
+    return w_.str();
+  }
+
+ private:
+  struct Job {
+    std::string label;  // job="..."
+    v1::GetStatusResponse status;
+    const Telemetry* telemetry;
+  };
+
+  void Phases() {
+    static const v1::JobPhase kPhases[] = {v1::JOB_PHASE_FORMING, v1::JOB_PHASE_RUNNING,
+                                           v1::JOB_PHASE_STOPPING, v1::JOB_PHASE_RESTARTING,
+                                           v1::JOB_PHASE_FINISHED};
+    w_.Family("gangrun_job_phase", "gauge", "1 for the phase the job is in.");
+    for (const auto& j : jobs_) {
+      for (v1::JobPhase phase : kPhases) {
+        w_.Sample("gangrun_job_phase", j.label + ",phase=\"" + proto::Name(phase) + "\"",
+                  j.status.phase() == phase);
+      }
+    }
+    w_.Family("gangrun_world_size", "gauge",
+              "Workers the job runs with (its maximum when elastic).");
+    for (const auto& j : jobs_) w_.Sample("gangrun_world_size", j.label, j.status.world_size());
+    w_.Family("gangrun_generation", "gauge", "The current generation (0 before the first).");
+    for (const auto& j : jobs_) w_.Sample("gangrun_generation", j.label, j.status.generation());
+  }
+
+  void States() {
+    static const v1::NodeState kNodeStates[] = {v1::NODE_STATE_JOINED, v1::NODE_STATE_RUNNING,
+                                                v1::NODE_STATE_ENDED};
+    static const v1::WorkerState kWorkerStates[] = {
+        v1::WORKER_STATE_STARTING, v1::WORKER_STATE_RUNNING, v1::WORKER_STATE_SUCCEEDED,
+        v1::WORKER_STATE_FAILED, v1::WORKER_STATE_STOPPED};
+    w_.Family("gangrun_nodes", "gauge", "Joined nodes by state.");
+    for (const auto& j : jobs_) {
+      for (v1::NodeState state : kNodeStates) {
+        int count = 0;
+        for (const auto& node : j.status.nodes()) count += node.state() == state;
+        w_.Sample("gangrun_nodes", j.label + ",state=\"" + proto::Name(state) + "\"", count);
+      }
+    }
+    w_.Family("gangrun_workers", "gauge", "Workers of the current generation by state.");
+    for (const auto& j : jobs_) {
+      for (v1::WorkerState state : kWorkerStates) {
+        int count = 0;
+        for (const auto& node : j.status.nodes()) {
+          for (const auto& worker : node.workers()) count += worker.state() == state;
+        }
+        w_.Sample("gangrun_workers", j.label + ",state=\"" + proto::Name(state) + "\"", count);
+      }
+    }
+  }
+
+  void Counters() {
+    w_.Family("gangrun_generations_total", "counter", "Generations started.");
+    for (const auto& j : jobs_) {
+      w_.Sample("gangrun_generations_total", j.label, j.telemetry->generations());
+    }
+    w_.Family("gangrun_restarts_total", "counter", "Restarts after worker failures or lost nodes.");
+    for (const auto& j : jobs_) w_.Sample("gangrun_restarts_total", j.label, j.status.restarts());
+    w_.Family("gangrun_failures_total", "counter",
+              "Failures by cause: worker_exit, heartbeat_timeout, connection_lost, "
+              "formation_timeout.");
+    for (const auto& j : jobs_) {
+      for (size_t i = 0; i < static_cast<size_t>(FailureCause::kCount); ++i) {
+        const auto cause = static_cast<FailureCause>(i);
+        w_.Sample("gangrun_failures_total", j.label + ",cause=\"" + FailureCauseName(cause) + "\"",
+                  j.telemetry->failures(cause));
+      }
+    }
+  }
+
+  void Summary(const std::string& name, const char* help,
+               const DurationStat& (Telemetry::*stat)() const) {
+    w_.Family(name, "summary", help);
+    for (const auto& j : jobs_) {
+      const DurationStat& d = (j.telemetry->*stat)();
+      w_.Sample(name + "_sum", j.label, d.sum_seconds);
+      w_.Sample(name + "_count", j.label, d.count);
+    }
+  }
+
+  void Latencies() {
+    Summary("gangrun_rendezvous_seconds",
+            "From asking for a generation (start, or after a restart's backoff) to all its "
+            "workers running.",
+            &Telemetry::rendezvous);
+    Summary("gangrun_stop_seconds", "From telling a generation to stop to all its workers gone.",
+            &Telemetry::stop);
+    w_.Family("gangrun_heartbeat_lag_seconds", "gauge",
+              "The longest time since the scheduler last heard of a joined node.");
+    for (const auto& j : jobs_) {
+      double lag = 0;
+      for (const auto& node : j.status.nodes()) lag = std::max(lag, node.heartbeat_age_seconds());
+      w_.Sample("gangrun_heartbeat_lag_seconds", j.label, lag);
+    }
+  }
+
+  std::vector<Job> jobs_;
+  Writer w_;
+};
+
 }  // namespace
 
 std::string RenderMetrics(const std::vector<JobView>& jobs,
                           const std::map<std::string, std::vector<std::string>>& extra) {
-  static const v1::NodeState kNodeStates[] = {v1::NODE_STATE_JOINED, v1::NODE_STATE_RUNNING,
-                                              v1::NODE_STATE_ENDED};
-  static const v1::WorkerState kWorkerStates[] = {
-      v1::WORKER_STATE_STARTING, v1::WORKER_STATE_RUNNING, v1::WORKER_STATE_SUCCEEDED,
-      v1::WORKER_STATE_FAILED, v1::WORKER_STATE_STOPPED};
-  static const v1::JobPhase kPhases[] = {v1::JOB_PHASE_FORMING, v1::JOB_PHASE_RUNNING,
-                                         v1::JOB_PHASE_STOPPING, v1::JOB_PHASE_RESTARTING,
-                                         v1::JOB_PHASE_FINISHED};
-  struct Snapshot {
-    std::string job;
-    v1::GetStatusResponse status;
-    const Telemetry* telemetry;
-  };
-  std::vector<Snapshot> snapshots;
-  for (const auto& view : jobs) {
-    snapshots.push_back(
-        {Escape(view.telemetry->job_id()), view.scheduler->Status(), view.telemetry});
-  }
-  auto job = [](const Snapshot& s) { return "job=\"" + s.job + "\""; };
-  Writer w;
-  w.Family("gangrun_job_phase", "gauge", "1 for the phase the job is in.");
-  for (const auto& s : snapshots) {
-    for (v1::JobPhase phase : kPhases) {
-      w.Sample("gangrun_job_phase", job(s) + ",phase=\"" + proto::Name(phase) + "\"",
-               s.status.phase() == phase);
-    }
-  }
-  w.Family("gangrun_world_size", "gauge", "Workers the job runs with (its maximum when elastic).");
-  for (const auto& s : snapshots) w.Sample("gangrun_world_size", job(s), s.status.world_size());
-  std::vector<std::pair<std::map<int, int>, std::map<int, int>>> counts;
-  for (const auto& s : snapshots) {
-    std::map<int, int> nodes, workers;
-    for (const auto& node : s.status.nodes()) {
-      ++nodes[node.state()];
-      for (const auto& worker : node.workers()) ++workers[worker.state()];
-    }
-    counts.emplace_back(std::move(nodes), std::move(workers));
-  }
-  w.Family("gangrun_nodes", "gauge", "Joined nodes by state.");
-  for (size_t i = 0; i < snapshots.size(); ++i) {
-    for (v1::NodeState state : kNodeStates) {
-      w.Sample("gangrun_nodes", job(snapshots[i]) + ",state=\"" + proto::Name(state) + "\"",
-               counts[i].first[state]);
-    }
-  }
-  w.Family("gangrun_workers", "gauge", "Workers of the current generation by state.");
-  for (size_t i = 0; i < snapshots.size(); ++i) {
-    for (v1::WorkerState state : kWorkerStates) {
-      w.Sample("gangrun_workers", job(snapshots[i]) + ",state=\"" + proto::Name(state) + "\"",
-               counts[i].second[state]);
-    }
-  }
-  w.Family("gangrun_generation", "gauge", "The current generation (0 before the first).");
-  for (const auto& s : snapshots) w.Sample("gangrun_generation", job(s), s.status.generation());
-  w.Family("gangrun_generations_total", "counter", "Generations started.");
-  for (const auto& s : snapshots) {
-    w.Sample("gangrun_generations_total", job(s), s.telemetry->generations());
-  }
-  w.Family("gangrun_restarts_total", "counter", "Restarts after worker failures or lost nodes.");
-  for (const auto& s : snapshots) w.Sample("gangrun_restarts_total", job(s), s.status.restarts());
-  w.Family("gangrun_failures_total", "counter",
-           "Failures by cause: worker_exit, heartbeat_timeout, connection_lost, "
-           "formation_timeout.");
-  for (const auto& s : snapshots) {
-    for (size_t i = 0; i < static_cast<size_t>(FailureCause::kCount); ++i) {
-      const auto cause = static_cast<FailureCause>(i);
-      w.Sample("gangrun_failures_total", job(s) + ",cause=\"" + FailureCauseName(cause) + "\"",
-               s.telemetry->failures(cause));
-    }
-  }
-  auto summary = [&](const std::string& name, const char* help, auto stat) {
-    w.Family(name, "summary", help);
-    for (const auto& s : snapshots) {
-      const DurationStat& d = stat(*s.telemetry);
-      w.Sample(name + "_sum", job(s), d.sum_seconds);
-      w.Sample(name + "_count", job(s), d.count);
-    }
-  };
-  summary("gangrun_rendezvous_seconds",
-          "From asking for a generation (start, or after a restart's backoff) to all its "
-          "workers running.",
-          [](const Telemetry& t) -> const DurationStat& { return t.rendezvous(); });
-  summary("gangrun_stop_seconds", "From telling a generation to stop to all its workers gone.",
-          [](const Telemetry& t) -> const DurationStat& { return t.stop(); });
-  w.Family("gangrun_heartbeat_lag_seconds", "gauge",
-           "The longest time since the scheduler last heard of a joined node.");
-  for (const auto& s : snapshots) {
-    double lag = 0;
-    for (const auto& node : s.status.nodes()) lag = std::max(lag, node.heartbeat_age_seconds());
-    w.Sample("gangrun_heartbeat_lag_seconds", job(s), lag);
-  }
-  std::string text = w.str();
+  std::string text = Renderer(jobs).Render();
   for (const auto& [name, lines] : extra) {
     const bool counter = name.size() > 6 && name.compare(name.size() - 6, 6, "_total") == 0;
     text += "# TYPE " + name + (counter ? " counter\n" : " gauge\n");

@@ -1,0 +1,163 @@
+// Placing submitted jobs on agents' slots, and starting a placed job: its own Scheduler,
+// KvStore and gRPC port in the daemon, and one launcher per chosen agent. Part of the Daemon
+// actor (daemon.h): the same strand, the same state.
+
+#include <algorithm>
+
+#include "common/logging.h"
+#include "common/status.h"
+#include "proto/conversions.h"
+#include "scheduler/daemon.h"
+
+namespace gangrun::scheduler {
+
+absl::StatusOr<std::vector<std::pair<int, int>>> Daemon::Place(const Job& job) const {
+  std::vector<std::pair<int, int>> placement;
+  int remaining = job.spec.spec().worker_num();
+  const int per_agent = job.spec.local_worker_num_given() ? job.spec.spec().local_worker_num() : 0;
+  int free_total = 0, agents = 0;
+  for (const auto& [id, agent] : agents_) {
+    if (!agent.registered) continue;
+    ++agents;
+    const int free = agent.info.slots() - agent.used_slots;
+    free_total += free;
+    if (remaining == 0 || free <= 0 || (per_agent > 0 && free < per_agent)) continue;
+    const int take = per_agent > 0 ? per_agent : std::min(free, remaining);
+    placement.emplace_back(id, take);
+    remaining -= take;
+  }
+  if (remaining == 0) return placement;
+  // Would it fit if every registered agent were idle?
+  int capacity = 0;
+  for (const auto& [id, agent] : agents_) {
+    if (!agent.registered) continue;
+    const int slots = agent.info.slots();
+    capacity += per_agent > 0 ? (slots >= per_agent ? per_agent : 0) : slots;
+  }
+  const std::string want =
+      std::to_string(job.spec.spec().worker_num()) + " worker slots" +
+      (per_agent > 0 ? " (" + std::to_string(per_agent) + " per agent)" : std::string());
+  if (capacity < job.spec.spec().worker_num()) {
+    return absl::ResourceExhaustedError(
+        "waiting for agents: the job needs " + want + ", more than the " +
+        std::to_string(capacity) + " that the " + std::to_string(agents) +
+        " registered agent(s) have in all; later jobs that fit run meanwhile");
+  }
+  return absl::UnavailableError("waiting for " + want + " to be free; " +
+                                std::to_string(free_total) + " free on " + std::to_string(agents) +
+                                " agent(s)");
+}
+
+// First come, first served among the jobs the registered agents could ever run: the oldest
+// such job that does not fit now holds the later ones back (so a stream of small jobs cannot
+// starve it). A job larger than all registered slots together holds nobody back: it waits
+// aside, saying so, until agents with enough slots register or its cluster timeout ends it.
+void Daemon::TryPlace() {
+  // Starting or ending a job may come back here; the outer call then goes round once more.
+  if (placing_) {
+    place_again_ = true;
+    return;
+  }
+  placing_ = true;
+  do {
+    place_again_ = false;
+    PlacePending();
+  } while (place_again_);
+  placing_ = false;
+}
+
+void Daemon::PlacePending() {
+  std::vector<std::string> still_pending;
+  bool blocked = false;
+  const std::deque<std::string> pending = std::move(pending_);
+  pending_.clear();
+  for (const std::string& id : pending) {
+    Job* job = FindJob(id);
+    if (job == nullptr) continue;
+    if (blocked) {
+      still_pending.push_back(id);
+      continue;
+    }
+    auto placement = Place(*job);
+    if (placement.ok()) {
+      job->wait_timer.reset();
+      absl::Status started = StartJob(*job, std::move(*placement));
+      if (!started.ok()) {
+        EndJob(job->id, proto::Outcome(v1::JobOutcome::KIND_FORMATION_FAILED,
+                                       std::string(started.message())));
+      }
+      continue;
+    }
+    still_pending.push_back(id);
+    const bool could_ever_fit = placement.status().code() == absl::StatusCode::kUnavailable;
+    blocked = could_ever_fit;
+    ReportWaiting(*job, std::string(placement.status().message()));
+  }
+  // Jobs submitted meanwhile (by a nested call) queue behind those still waiting.
+  pending_.insert(pending_.begin(), still_pending.begin(), still_pending.end());
+}
+
+void Daemon::ReportWaiting(Job& job, const std::string& why) {
+  if (job.waiting_reported == why) return;
+  job.waiting_reported = why;
+  common::Logger("daemon")->info("job {}: {}", job.id, why);
+  v1::SubmitReply reply;
+  reply.set_waiting(why);
+  Reply(job, reply);
+}
+
+absl::Status Daemon::StartJob(Job& job, std::vector<std::pair<int, int>> placement) {
+  job.telemetry = std::make_unique<Telemetry>(job.id, options_.event_log);
+  job.scheduler = std::make_unique<Scheduler>(clock_, job.config.scheduler);
+  job.scheduler->SetTelemetry(job.telemetry.get());
+  job.store = std::make_unique<KvStore>(clock_, job.config.kv);
+  ServerOptions server_options{options_.listen_host + ":0", options_.token, options_.credentials};
+  if (options_.listen_host.find(':') != std::string::npos) {
+    server_options.listen_address = "[" + options_.listen_host + "]:0";
+  }
+  ASSIGN_OR_RETURN(job.server,
+                   SchedulerServer::Start(io_, *job.scheduler, *job.store, server_options));
+  job.scheduler->SetOnFinished([this, id = job.id](const v1::JobOutcome& outcome) {
+    if (Job* finished = FindJob(id)) {
+      finished->outcome = outcome;
+      MaybeJobDone(*finished);
+    }
+  });
+  job.scheduler->Start();
+  job.placement = std::move(placement);
+  v1::SubmitReply accepted;
+  accepted.mutable_accepted()->set_job_id(job.id);
+  accepted.mutable_accepted()->set_port(job.server->port());
+  nlohmann::json names = nlohmann::json::array();
+  for (size_t rank = 0; rank < job.placement.size(); ++rank) {
+    auto [agent_id, workers] = job.placement[rank];
+    Agent& agent = agents_.at(agent_id);
+    agent.used_slots += workers;
+    agent.jobs[job.id] = workers;
+    accepted.mutable_accepted()->add_agents(agent.info.name());
+    names.push_back(agent.info.name());
+    v1::AgentCommand command;
+    auto* run = command.mutable_run();
+    run->set_job_id(job.id);
+    // What the daemon chooses for every launcher of the job.
+    v1::LaunchSpec& spec = *run->mutable_spec();
+    spec = job.spec.spec();
+    spec.set_worker_num(job.spec.spec().worker_num());
+    spec.set_worker_num_min(0);
+    spec.set_local_worker_num(workers);
+    spec.set_node_rank(static_cast<int>(rank));
+    spec.set_master_port(job.server->port());
+    spec.set_join(true);
+    spec.set_run_id(job.id);
+    agent.handle->Send(command);
+    ++job.launchers_running;
+  }
+  common::Logger("daemon")->info("job {} placed on {} agent(s), scheduler port {}", job.id,
+                                 job.placement.size(), job.server->port());
+  telemetry_.Record(Event::kJobStarted,
+                    {{"job_id", job.id}, {"agents", names}, {"port", job.server->port()}});
+  Reply(job, accepted);
+  return absl::OkStatus();
+}
+
+}  // namespace gangrun::scheduler

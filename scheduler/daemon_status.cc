@@ -1,0 +1,74 @@
+// The daemon as operators see it: its status (agents and every job) and its metrics. Part of
+// the Daemon actor (daemon.h): the same strand, the same state.
+
+#include "proto/conversions.h"
+#include "scheduler/daemon.h"
+#include "scheduler/metrics.h"
+
+namespace gangrun::scheduler {
+
+v1::DaemonStatusResponse Daemon::Status() const {
+  v1::DaemonStatusResponse status;
+  status.set_jobs_submitted(jobs_submitted_);
+  for (const auto& [id, agent] : agents_) {
+    if (!agent.registered) continue;
+    auto* a = status.add_agents();
+    a->set_agent_id(id);
+    a->set_name(agent.info.name());
+    a->set_address(agent.info.address());
+    a->set_slots(agent.info.slots());
+    a->set_used_slots(agent.used_slots);
+    a->set_pid(agent.info.pid());
+    for (const auto& [job_id, slots] : agent.jobs) a->add_jobs(job_id);
+  }
+  for (const auto& [id, job] : jobs_) {
+    if (job->scheduler) {
+      *status.add_jobs() = job->scheduler->Status();
+    } else {
+      auto* waiting = status.add_jobs();
+      waiting->set_job_id(id);
+      waiting->set_phase(v1::JOB_PHASE_WAITING);
+      waiting->set_world_size(job->spec.spec().worker_num());
+      waiting->set_min_world_size(job->spec.spec().worker_num());
+    }
+  }
+  return status;
+}
+
+std::string Daemon::Metrics() const {
+  std::vector<JobView> views;
+  int running = 0, waiting = 0, used = 0, slots = 0, agents = 0;
+  for (const auto& [id, job] : jobs_) {
+    if (job->scheduler) {
+      views.push_back({job->scheduler.get(), job->telemetry.get()});
+      ++running;
+    } else {
+      ++waiting;
+    }
+  }
+  for (const auto& [id, agent] : agents_) {
+    if (!agent.registered) continue;
+    ++agents;
+    slots += agent.info.slots();
+    used += agent.used_slots;
+  }
+  std::map<std::string, std::vector<std::string>> extra;
+  extra["gangrun_agents"] = {"gangrun_agents " + std::to_string(agents)};
+  extra["gangrun_agent_slots"] = {
+      "gangrun_agent_slots{state=\"used\"} " + std::to_string(used),
+      "gangrun_agent_slots{state=\"free\"} " + std::to_string(slots - used)};
+  extra["gangrun_jobs"] = {"gangrun_jobs{state=\"running\"} " + std::to_string(running),
+                           "gangrun_jobs{state=\"waiting\"} " + std::to_string(waiting)};
+  extra["gangrun_jobs_submitted_total"] = {"gangrun_jobs_submitted_total " +
+                                           std::to_string(jobs_submitted_)};
+  for (const char* kind :
+       {"succeeded", "worker_failed", "stopped_by_signal", "formation_failed", "node_lost"}) {
+    auto it = jobs_finished_.find(kind);
+    extra["gangrun_jobs_finished_total"].push_back(
+        std::string("gangrun_jobs_finished_total{outcome=\"") + kind + "\"} " +
+        std::to_string(it == jobs_finished_.end() ? 0 : it->second));
+  }
+  return RenderMetrics(views, extra);
+}
+
+}  // namespace gangrun::scheduler
