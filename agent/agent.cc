@@ -64,6 +64,7 @@ Agent::~Agent() {
 }
 
 void Agent::Start() {
+  GANGRUN_ON_STRAND(strand_);
   channel_ = rpc::MakeChannel(options_.master, options_.credentials, "", std::chrono::seconds(10));
   stub_ = v1::Daemon::NewStub(channel_);
   sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
@@ -272,6 +273,7 @@ void Agent::MaybeReport(std::shared_ptr<Launcher> launcher) {  // a copy: we era
 }
 
 void Agent::Stop(int sig, std::function<void()> done) {
+  GANGRUN_ON_STRAND(strand_);
   const bool again = stopping_;
   stopping_ = true;
   reconnect_timer_.reset();

@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 
+#include "common/check.h"
 #include "common/clock.h"
 #include "common/exit_status.h"
 #include "gangrun/v1/daemon.grpc.pb.h"
@@ -85,6 +86,7 @@ class Agent {
   bool connected_ = false;
   bool stopping_ = false;
   std::function<void()> on_stopped_;
+  common::ThreadAffinity strand_;  // the io_context's thread: every entry point checks it
 };
 
 }  // namespace gangrun::agent

@@ -7,6 +7,7 @@
 
 #include "cli/command.h"
 #include "common/logging.h"
+#include "common/numbers.h"
 #include "common/status.h"
 #include "launcher/launcher.h"
 #include "launcher/slurm.h"
@@ -49,7 +50,8 @@ CommandResult RunLaunch(const CommandArgs& command) {
   }
   launcher::RunContext context{command.self_exe, -1};
   if (const char* ready = std::getenv(launcher::kReadyFdEnv)) {
-    context.ready_fd = std::atoi(ready);  // we are the detached supervisor of --join False
+    // We are the detached supervisor of --join False.
+    context.ready_fd = static_cast<int>(common::ParseInt(ready, 3, 1 << 20).value_or(-1));
     unsetenv(launcher::kReadyFdEnv);
   } else if (!options.join) {
     std::vector<std::string> argv = {command.argv0};

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <string>
 
+#include "common/numbers.h"
+
 namespace gangrun::common {
 
 bool SdNotify(const std::string& state) {
@@ -37,7 +39,7 @@ Watchdog::Watchdog(Clock& clock) : clock_(clock) {
   const char* pid = std::getenv("WATCHDOG_PID");
   if (usec == nullptr) return;
   if (pid != nullptr && std::atol(pid) != static_cast<long>(getpid())) return;
-  const long long value = std::atoll(usec);
+  const int64_t value = ParseInt(usec, 1, INT64_MAX).value_or(0);
   if (value <= 0) return;
   interval_ = std::chrono::microseconds(value / 2);
   Ping();
@@ -58,8 +60,8 @@ void RaiseFileLimit() {
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
   original_file_limit = limit.rlim_cur;
   if (const char* inherited = std::getenv(kFileLimitEnv)) {
-    const unsigned long long value = std::strtoull(inherited, nullptr, 10);
-    if (value > 0 && value <= limit.rlim_cur) original_file_limit = value;
+    const auto value = ParseInt(inherited, 1, static_cast<int64_t>(limit.rlim_cur));
+    if (value) original_file_limit = static_cast<uint64_t>(*value);
   }
   setenv(kFileLimitEnv, std::to_string(original_file_limit).c_str(), 1);
   if (limit.rlim_cur >= limit.rlim_max) return;

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <csignal>
 
+#include "absl/strings/str_split.h"
 #include "common/status.h"
 
 extern char** environ;
@@ -176,15 +177,9 @@ absl::StatusOr<std::string> FindExecutable(const std::string& program,
     if (access(program.c_str(), X_OK) == 0) return program;
     return ErrnoToStatus(errno, program);
   }
-  size_t start = 0;
-  while (start <= path_env.size()) {
-    size_t end = path_env.find(':', start);
-    if (end == std::string::npos) end = path_env.size();
-    std::string dir = path_env.substr(start, end - start);
-    if (dir.empty()) dir = ".";
-    std::string candidate = dir + "/" + program;
+  for (absl::string_view dir : absl::StrSplit(path_env, ':')) {
+    std::string candidate = (dir.empty() ? std::string(".") : std::string(dir)) + "/" + program;
     if (access(candidate.c_str(), X_OK) == 0) return candidate;
-    start = end + 1;
   }
   return absl::NotFoundError(program + ": command not found in PATH");
 }

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 namespace gangrun::launcher {
@@ -72,12 +73,7 @@ CpuBinding SchedulerCpus(const BindCore& bind) {
 }
 
 std::string PythonList(const std::vector<int>& values) {
-  std::string out = "[";
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += std::to_string(values[i]);
-  }
-  return out + "]";
+  return "[" + absl::StrJoin(values, ", ") + "]";
 }
 
 int CpuCount() {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <boost/asio/post.hpp>
 #include <csignal>
 #include <fstream>
 
@@ -67,6 +68,7 @@ JobRunner::JobRunner(const Options& options, const HostFacts& facts, const RunCo
       signals_(io_, SIGINT, SIGTERM, SIGHUP) {}
 
 JobRunner::~JobRunner() {
+  if (reaper_.joinable()) reaper_.join();
   remote_.reset();  // ends the stream before the node goes away
   node_.reset();
 }
@@ -215,10 +217,13 @@ void JobRunner::OnKeeperLost() {
   lost.set_kind(v1::JobOutcome::KIND_NODE_LOST);
   lost.set_message("the process keeper of " + facts_.hostname + " died; its workers died with it");
   outcome_ = lost;
-  // Its orphans were re-parented to us (we are a subreaper): finish them off.
-  common::KillAndReapAllChildren(SIGKILL,
-                                 std::chrono::steady_clock::now() + std::chrono::seconds(10));
-  StopLoop();
+  // Its orphans were re-parented to us (we are a subreaper): finish them off, off the loop
+  // (killing and reaping may take seconds), then end it.
+  reaper_ = std::thread([this] {
+    common::KillAndReapAllChildren(SIGKILL,
+                                   std::chrono::steady_clock::now() + std::chrono::seconds(10));
+    boost::asio::post(io_, [this] { StopLoop(); });
+  });
 }
 
 // The last steps of the shutdown order: console drained, server stopped, loop stopped.

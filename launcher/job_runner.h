@@ -16,6 +16,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
@@ -86,6 +87,7 @@ class JobRunner {
   std::unique_ptr<node::Node> node_;
   boost::asio::signal_set signals_;
   std::optional<v1::JobOutcome> outcome_;
+  std::thread reaper_;  // kills what a lost keeper left behind, off the loop
 };
 
 }  // namespace gangrun::launcher

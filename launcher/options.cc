@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "common/numbers.h"
 #include "common/status.h"
 
 namespace gangrun::launcher {
@@ -34,13 +35,13 @@ std::string FormatNumber(double value) {
 // accepted, with any other value below `min` (cluster_time_out's negatives).
 Setter Int(int Options::*field, int min, int max, bool negative_means_forever = false) {
   return [=](Options& o, const std::string& v) -> absl::Status {
-    int parsed;
-    if (!absl::SimpleAtoi(v, &parsed)) return absl::InvalidArgumentError("integer");
-    if ((parsed < min && !(negative_means_forever && parsed < 0)) || parsed > max) {
+    if (!common::ParseInt(v, INT_MIN, INT_MAX)) return absl::InvalidArgumentError("integer");
+    auto parsed = common::ParseInt(v, negative_means_forever ? INT_MIN : min, max);
+    if (!parsed) {
       return absl::InvalidArgumentError("an integer in [" + std::to_string(min) + ", " +
                                         std::to_string(max) + "]");
     }
-    o.*field = parsed;
+    o.*field = static_cast<int>(*parsed);
     return absl::OkStatus();
   };
 }
@@ -169,11 +170,9 @@ absl::Status SetWorkerNum(Options& o, const std::string& v) {
 absl::Status SetTail(Options& o, const std::string& v) {
   std::vector<int> ranks;
   for (absl::string_view part : absl::StrSplit(v, ',')) {
-    int rank;
-    if (!absl::SimpleAtoi(part, &rank) || rank < -1 || rank >= kMaxWorkers) {
-      return absl::InvalidArgumentError("a comma-separated list of ranks, or -1 for all");
-    }
-    ranks.push_back(rank);
+    auto rank = common::ParseInt(part, -1, kMaxWorkers - 1);
+    if (!rank) return absl::InvalidArgumentError("a comma-separated list of ranks, or -1 for all");
+    ranks.push_back(static_cast<int>(*rank));
   }
   o.tail_worker_log = std::move(ranks);
   return absl::OkStatus();

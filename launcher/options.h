@@ -1,7 +1,7 @@
 #pragma once
 // The command line: msrun's options with msrun's names, defaults and spelling rules, and
-// gangrun's own (PRODUCT.md section 3). Every option can also come from the environment
-// as GANGRUN_<OPTION_UPPERCASE>; a flag wins over the variable.
+// gangrun's own (README "Use" and "Bounds and safety"). Every option can also come from the
+// environment as GANGRUN_<OPTION_UPPERCASE>; a flag wins over the variable.
 
 #include <cstdint>
 #include <functional>

@@ -2,6 +2,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "common/numbers.h"
 
 namespace gangrun::launcher {
 namespace {
@@ -90,12 +91,12 @@ absl::StatusOr<std::string> ApplySlurm(Options& options, const std::set<std::str
   std::string taken;
   auto node_id = env("SLURM_NODEID");
   if (node_id && given.count("node_rank") == 0) {
-    int rank;
-    if (!absl::SimpleAtoi(*node_id, &rank) || rank < 0) {
+    auto rank = common::ParseInt(*node_id, 0, kMaxWorkers - 1);
+    if (!rank) {
       return absl::InvalidArgumentError("SLURM_NODEID '" + *node_id + "' is not a node index");
     }
-    options.node_rank = rank;
-    taken += " node rank " + std::to_string(rank);
+    options.node_rank = static_cast<int>(*rank);
+    taken += " node rank " + std::to_string(*rank);
   }
   auto list = env("SLURM_JOB_NODELIST");
   if (!list) list = env("SLURM_NODELIST");
@@ -111,13 +112,23 @@ absl::StatusOr<std::string> ApplySlurm(Options& options, const std::set<std::str
   }
   auto nodes_text = env("SLURM_JOB_NUM_NODES");
   if (!nodes_text) nodes_text = env("SLURM_NNODES");
-  int nodes = static_cast<int>(hosts.size());
-  if (nodes_text && (!absl::SimpleAtoi(*nodes_text, &nodes) || nodes <= 0)) {
-    return absl::InvalidArgumentError("SLURM_JOB_NUM_NODES '" + *nodes_text +
-                                      "' is not a node count");
+  int64_t nodes = static_cast<int64_t>(hosts.size());
+  if (nodes_text) {
+    auto parsed = common::ParseInt(*nodes_text, 1, kMaxWorkers);
+    if (!parsed) {
+      return absl::InvalidArgumentError("SLURM_JOB_NUM_NODES '" + *nodes_text +
+                                        "' is not a node count");
+    }
+    nodes = *parsed;
   }
   if (nodes > 0 && given.count("worker_num") == 0) {
-    options.worker_num = options.local_worker_num * nodes;
+    if (options.local_worker_num * nodes > kMaxWorkers) {
+      return absl::InvalidArgumentError(
+          "Slurm's " + std::to_string(nodes) + " node(s) x --local_worker_num " +
+          std::to_string(options.local_worker_num) + " is more than " +
+          std::to_string(kMaxWorkers) + " workers");
+    }
+    options.worker_num = static_cast<int>(options.local_worker_num * nodes);
     options.worker_num_min = 0;
     taken += ", " + std::to_string(nodes) + " node(s) x " +
              std::to_string(options.local_worker_num) + " = " + std::to_string(options.worker_num) +

@@ -1,5 +1,5 @@
 #pragma once
-// The task command (PRODUCT.md 3.4): a .py script runs under the Python interpreter found
+// The task command: a .py script runs under the Python interpreter found
 // on PATH (python, else python3); python, python3 and pytest given as the script run as is
 // with their arguments; any other executable runs as is.
 

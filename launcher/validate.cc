@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/numbers.h"
 #include "launcher/options.h"
 #include "rpc/credentials.h"
 
@@ -155,10 +156,15 @@ absl::Status CheckBindCoreCpus(const BindCore& bind) {
   if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return absl::OkStatus();
   for (const auto& [key, ranges] : bind.dict) {
     for (const std::string& range : ranges) {
+      // The parser made sure the range is "A" or "A-B" with A <= B.
       const size_t dash = range.find('-');
-      const int first = std::atoi(range.substr(0, dash).c_str());
+      const int first = static_cast<int>(
+          common::ParseInt(range.substr(0, dash), 0, INT_MAX).value_or(CPU_SETSIZE));
       const int last =
-          dash == std::string::npos ? first : std::atoi(range.substr(dash + 1).c_str());
+          dash == std::string::npos
+              ? first
+              : static_cast<int>(
+                    common::ParseInt(range.substr(dash + 1), 0, INT_MAX).value_or(CPU_SETSIZE));
       for (int cpu = first; cpu <= last; ++cpu) {
         if (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed)) {
           return Invalid("--bind_core: CPU " + std::to_string(cpu) + " of '" + key +

@@ -1,6 +1,6 @@
 #pragma once
-// Per-rank generation of what each local process runs: command, environment (PRODUCT.md
-// 4.1: msrun's, torchrun's and gangrun's variables), log file and CPU binding.
+// Per-rank generation of what each local process runs: command, environment (msrun's,
+// torchrun's and gangrun's variables, as the README lists them), log file and CPU binding.
 
 #include <optional>
 #include <string>

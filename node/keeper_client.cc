@@ -67,6 +67,7 @@ KeeperClient::~KeeperClient() {
 }
 
 void KeeperClient::Spawn(const ProcessSpec& spec, std::function<void(absl::StatusOr<pid_t>)> done) {
+  GANGRUN_ON_STRAND(strand_);
   if (gone_) {
     done(absl::UnavailableError("the process keeper is gone"));
     return;
@@ -88,6 +89,7 @@ void KeeperClient::Spawn(const ProcessSpec& spec, std::function<void(absl::Statu
 }
 
 void KeeperClient::SignalGroup(pid_t pgid, int sig) {
+  GANGRUN_ON_STRAND(strand_);
   if (gone_) return;
   v1::KeeperRequest request;
   request.mutable_signal()->set_pgid(pgid);
@@ -96,6 +98,7 @@ void KeeperClient::SignalGroup(pid_t pgid, int sig) {
 }
 
 void KeeperClient::Shutdown(common::Duration grace, std::function<void()> done) {
+  GANGRUN_ON_STRAND(strand_);
   on_shutdown_ = std::move(done);
   shutting_down_ = true;
   if (gone_) {

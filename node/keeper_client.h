@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/check.h"
 #include "common/clock.h"
 #include "node/process_backend.h"
 
@@ -60,6 +61,7 @@ class KeeperClient : public ProcessBackend {
   std::function<void(pid_t, common::ExitStatus)> on_exit_;
   std::function<void()> on_lost_;
   std::function<void()> on_shutdown_;
+  common::ThreadAffinity strand_;  // the io_context's thread: every entry point checks it
 };
 
 }  // namespace gangrun::node

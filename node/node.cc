@@ -22,6 +22,7 @@ Node::Node(ProcessBackend& backend, common::Clock& clock, SchedulerLink& link, O
 Node::~Node() = default;
 
 void Node::Start() {
+  GANGRUN_ON_STRAND(strand_);
   v1::NodeEvent event;
   auto* join = event.mutable_join();
   join->set_node_name(options_.node_name);
@@ -65,6 +66,7 @@ void Node::SendHeartbeat() {
 }
 
 void Node::OnLinkLost(const std::string& reason, bool unauthenticated) {
+  GANGRUN_ON_STRAND(strand_);
   if (finished_ || local_outcome_) return;
   v1::JobOutcome outcome;
   if (generation_ == 0) {
@@ -94,6 +96,7 @@ void Node::FinishLocally(v1::JobOutcome outcome) {
 }
 
 void Node::OnCommand(const v1::NodeCommand& command) {
+  GANGRUN_ON_STRAND(strand_);
   if (finished_) return;
   switch (command.command_case()) {
     case v1::NodeCommand::kStart:
@@ -217,6 +220,7 @@ void Node::OnSpawnFailed(const ProcessSpec& spec, const absl::Status& status) {
 }
 
 void Node::RequestStop(int sig) {
+  GANGRUN_ON_STRAND(strand_);
   if (finished_) return;
   if (++stop_requests_ > 1) {
     common::Logger("node")->warn("second {}: killing local processes now", common::SignalName(sig));
@@ -241,6 +245,7 @@ void Node::RequestStop(int sig) {
 }
 
 void Node::ForwardSignal(int sig) {
+  GANGRUN_ON_STRAND(strand_);
   if (processes_) processes_->SignalAll(sig);
 }
 

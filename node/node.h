@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/check.h"
 #include "common/clock.h"
 #include "gangrun/v1/session.pb.h"
 #include "node/process_manager.h"
@@ -102,7 +103,8 @@ class Node {
   std::unique_ptr<common::Timer> formation_timer_;
   // Set when the node ends on its own (scheduler lost): reported once processes are gone.
   std::optional<v1::JobOutcome> local_outcome_;
-  std::string log_space_lost_;  // why log output may be lost ("" while there is space)
+  std::string log_space_lost_;     // why log output may be lost ("" while there is space)
+  common::ThreadAffinity strand_;  // the io_context's thread: every entry point checks it
 };
 
 }  // namespace gangrun::node

@@ -14,6 +14,7 @@ ProcessManager::ProcessManager(ProcessBackend& backend, common::Clock& clock, Ca
 ProcessManager::~ProcessManager() { backend_.SetExitHandler(nullptr); }
 
 void ProcessManager::Spawn(ProcessSpec spec) {
+  GANGRUN_ON_STRAND(strand_);
   ++pending_;
   ProcessSpec copy = spec;
   backend_.Spawn(copy, [this, spec = std::move(spec)](absl::StatusOr<pid_t> pid) mutable {
@@ -46,6 +47,7 @@ void ProcessManager::OnExited(pid_t pid, common::ExitStatus status) {
 }
 
 void ProcessManager::StopAll(common::Duration grace) {
+  GANGRUN_ON_STRAND(strand_);
   if (grace < common::Duration::zero()) grace = common::Duration::zero();
   const common::TimePoint deadline = clock_.Now() + grace;
   if (!stopping_) {
@@ -75,6 +77,7 @@ void ProcessManager::OnGraceExpired() {
 }
 
 void ProcessManager::SignalAll(int sig) {
+  GANGRUN_ON_STRAND(strand_);
   for (const auto& [pid, spec] : running_) backend_.SignalGroup(pid, sig);
 }
 

@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 
+#include "common/check.h"
 #include "common/clock.h"
 #include "node/process_backend.h"
 
@@ -61,6 +62,7 @@ class ProcessManager {
   bool killed_ = false;  // SIGKILL already sent
   std::optional<common::TimePoint> kill_deadline_;
   std::unique_ptr<common::Timer> grace_timer_;
+  common::ThreadAffinity strand_;  // the io_context's thread: every entry point checks it
 };
 
 }  // namespace gangrun::node

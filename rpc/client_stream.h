@@ -11,11 +11,11 @@
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "rpc/channel.h"
 
 namespace gangrun::rpc {
@@ -42,12 +42,12 @@ class ClientStream : public grpc::ClientBidiReactor<Out, In> {
   }
 
   void Queue(const Out& message) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     QueueLocked(message);
   }
   // Queues `message` unless more than `max_queued_bytes` already wait; false when dropped.
   bool TryQueue(const Out& message, size_t max_queued_bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (done_ || queued_bytes_ > max_queued_bytes) return false;
     QueueLocked(message);
     return true;
@@ -60,7 +60,7 @@ class ClientStream : public grpc::ClientBidiReactor<Out, In> {
   }
 
   void OnWriteDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     queued_bytes_ -= outgoing_.front().ByteSizeLong();
     outgoing_.pop_front();
     if (ok && !outgoing_.empty()) this->StartWrite(&outgoing_.front());
@@ -72,26 +72,25 @@ class ClientStream : public grpc::ClientBidiReactor<Out, In> {
 
   void OnDone(const grpc::Status& status) override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       done_ = true;
       outgoing_.clear();
       queued_bytes_ = 0;
     }
     if (!cancelled_) boost::asio::post(io_, [handler = on_done_, status] { handler(status); });
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     finished_ = true;
-    finished_cv_.notify_all();
   }
 
   void CancelAndWait() {
     cancelled_ = true;
     context_.TryCancel();
-    std::unique_lock<std::mutex> lock(mu_);
-    finished_cv_.wait(lock, [this] { return finished_; });
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&finished_));
   }
 
  private:
-  void QueueLocked(const Out& message) {
+  void QueueLocked(const Out& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (done_) return;
     outgoing_.push_back(message);
     queued_bytes_ += message.ByteSizeLong();
@@ -103,12 +102,11 @@ class ClientStream : public grpc::ClientBidiReactor<Out, In> {
   DoneHandler on_done_;
   grpc::ClientContext context_;
   In incoming_;
-  std::mutex mu_;
-  std::condition_variable finished_cv_;
-  std::deque<Out> outgoing_;  // guarded by mu_
-  size_t queued_bytes_ = 0;   // guarded by mu_: the messages in outgoing_
-  bool done_ = false;         // guarded by mu_
-  bool finished_ = false;     // guarded by mu_
+  absl::Mutex mu_;
+  std::deque<Out> outgoing_ ABSL_GUARDED_BY(mu_);
+  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // the messages in outgoing_
+  bool done_ ABSL_GUARDED_BY(mu_) = false;        // no more writes
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;    // gRPC has let go of the stream
   std::atomic<bool> cancelled_{false};
 };
 

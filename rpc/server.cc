@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"
+#include "common/numbers.h"
 #include "common/secret.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
@@ -16,8 +17,7 @@ namespace gangrun::rpc {
 int HandshakeTimeoutMs() {
   int value = 10000;
   if (const char* env = std::getenv("GANGRUN_HANDSHAKE_TIMEOUT_MS")) {
-    int parsed;
-    if (absl::SimpleAtoi(env, &parsed) && parsed >= 100 && parsed <= 30000) value = parsed;
+    value = static_cast<int>(common::ParseInt(env, 100, 30000).value_or(value));
   }
   return value;
 }

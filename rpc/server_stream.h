@@ -15,7 +15,9 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace gangrun::rpc {
 
@@ -43,27 +45,27 @@ class ServerStream : public grpc::ServerBidiReactor<In, Out> {
   class Handle {
    public:
     void Send(const Out& message) {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (stream_ != nullptr) stream_->QueueLocked(message);
     }
     // Sends `message` unless more than `max_queued_bytes` already wait for a slow peer;
     // false when it was dropped (or the stream is done).
     bool TrySend(const Out& message, size_t max_queued_bytes) {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (stream_ == nullptr || stream_->queued_bytes_ > max_queued_bytes) return false;
       stream_->QueueLocked(message);
       return true;
     }
     // Ends the stream once everything sent so far is delivered.
     void Close() {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (stream_ != nullptr) stream_->CloseLocked();
     }
 
    private:
     friend class ServerStream;
-    std::mutex mu_;
-    ServerStream* stream_ = nullptr;  // guarded by mu_; null once the stream is done
+    absl::Mutex mu_;
+    ServerStream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;  // null once the stream is done
   };
 
   struct Handlers {
@@ -78,14 +80,17 @@ class ServerStream : public grpc::ServerBidiReactor<In, Out> {
       FinishOnce(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong or missing token"));
       return;
     }
-    handle_->stream_ = this;
+    {
+      absl::MutexLock lock(&handle_->mu_);
+      handle_->stream_ = this;
+    }
     this->StartRead(&incoming_);
   }
 
   void OnReadDone(bool ok) override {
     if (!ok) {
       handlers_.on_end();
-      std::lock_guard<std::mutex> lock(handle_->mu_);
+      absl::MutexLock lock(&handle_->mu_);
       if (outgoing_.empty()) FinishOnce(grpc::Status::OK);
       closing_ = true;
       return;
@@ -95,7 +100,7 @@ class ServerStream : public grpc::ServerBidiReactor<In, Out> {
   }
 
   void OnWriteDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(handle_->mu_);
+    absl::MutexLock lock(&handle_->mu_);
     queued_bytes_ -= outgoing_.front().ByteSizeLong();
     outgoing_.pop_front();
     if (!ok) {
@@ -113,20 +118,20 @@ class ServerStream : public grpc::ServerBidiReactor<In, Out> {
 
   void OnDone() override {
     {
-      std::lock_guard<std::mutex> lock(handle_->mu_);
+      absl::MutexLock lock(&handle_->mu_);
       handle_->stream_ = nullptr;
     }
     delete this;
   }
 
  private:
-  void QueueLocked(const Out& message) {
+  void QueueLocked(const Out& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(handle_->mu_) {
     if (finished_ || closing_) return;
     outgoing_.push_back(message);
     queued_bytes_ += message.ByteSizeLong();
     if (outgoing_.size() == 1) this->StartWrite(&outgoing_.front());
   }
-  void CloseLocked() {
+  void CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(handle_->mu_) {
     closing_ = true;
     if (outgoing_.empty()) FinishOnce(grpc::Status::OK);
   }
@@ -137,9 +142,9 @@ class ServerStream : public grpc::ServerBidiReactor<In, Out> {
   std::shared_ptr<Handle> handle_;
   Handlers handlers_;
   In incoming_;
-  std::deque<Out> outgoing_;  // guarded by handle_->mu_
-  size_t queued_bytes_ = 0;   // guarded by handle_->mu_: the messages in outgoing_
-  bool closing_ = false;      // guarded by handle_->mu_
+  std::deque<Out> outgoing_ ABSL_GUARDED_BY(handle_->mu_);
+  size_t queued_bytes_ ABSL_GUARDED_BY(handle_->mu_) = 0;  // the messages in outgoing_
+  bool closing_ ABSL_GUARDED_BY(handle_->mu_) = false;
   std::atomic<bool> finished_{false};
 };
 

@@ -44,6 +44,7 @@ void Daemon::ExpectHello(int id, std::shared_ptr<Handle> handle) {
 }
 
 int Daemon::AddAgent(std::shared_ptr<AgentStream::Handle> handle) {
+  GANGRUN_ON_STRAND(strand_);
   int id = next_id_++;
   agents_[id].handle = handle;
   ExpectHello(id, std::move(handle));
@@ -51,6 +52,7 @@ int Daemon::AddAgent(std::shared_ptr<AgentStream::Handle> handle) {
 }
 
 void Daemon::OnAgentEvent(int agent_id, const v1::AgentEvent& event) {
+  GANGRUN_ON_STRAND(strand_);
   auto it = agents_.find(agent_id);
   if (it == agents_.end()) return;
   Agent& agent = it->second;
@@ -88,6 +90,7 @@ void Daemon::OnAgentEvent(int agent_id, const v1::AgentEvent& event) {
 }
 
 void Daemon::OnAgentGone(int agent_id) {
+  GANGRUN_ON_STRAND(strand_);
   auto it = agents_.find(agent_id);
   if (it == agents_.end()) return;
   if (it->second.registered) {
@@ -107,6 +110,7 @@ void Daemon::OnAgentGone(int agent_id) {
 }
 
 int Daemon::AddSubmitter(std::shared_ptr<SubmitStream::Handle> handle) {
+  GANGRUN_ON_STRAND(strand_);
   int id = next_id_++;
   submitters_[id] = handle;
   ExpectHello(id, std::move(handle));
@@ -114,6 +118,7 @@ int Daemon::AddSubmitter(std::shared_ptr<SubmitStream::Handle> handle) {
 }
 
 void Daemon::OnSubmitEvent(int submit_id, const v1::SubmitEvent& event) {
+  GANGRUN_ON_STRAND(strand_);
   auto submitter = submitters_.find(submit_id);
   if (submitter == submitters_.end()) return;
   if (event.has_stop()) {
@@ -171,6 +176,7 @@ void Daemon::OnSubmitEvent(int submit_id, const v1::SubmitEvent& event) {
 }
 
 void Daemon::OnSubmitterGone(int submit_id) {
+  GANGRUN_ON_STRAND(strand_);
   submitters_.erase(submit_id);
   hello_timers_.erase(submit_id);
   std::vector<std::string> ids;
@@ -277,6 +283,7 @@ void Daemon::EndJob(const std::string& job_id, const v1::JobOutcome& outcome) {
 }
 
 int Daemon::Stop(const std::string& job_id, int signal, const std::string& reason) {
+  GANGRUN_ON_STRAND(strand_);
   int stopped = 0;
   std::vector<std::string> ids;
   for (const auto& [id, job] : jobs_) {
@@ -297,6 +304,7 @@ int Daemon::Stop(const std::string& job_id, int signal, const std::string& reaso
 }
 
 void Daemon::Shutdown(std::function<void()> done) {
+  GANGRUN_ON_STRAND(strand_);
   if (jobs_.empty()) {
     done();
     return;

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/check.h"
 #include "common/clock.h"
 #include "gangrun/v1/daemon.pb.h"
 #include "rpc/server.h"
@@ -132,6 +133,7 @@ class Daemon {
   bool placing_ = false;
   bool place_again_ = false;
   std::function<void()> on_idle_;  // Shutdown's `done`
+  common::ThreadAffinity strand_;  // the io_context's thread: every entry point checks it
 };
 
 // The daemon's gRPC face: the Daemon service and the health service on one port.

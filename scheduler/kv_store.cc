@@ -36,6 +36,7 @@ absl::Status KvStore::CheckWaitBound() const {
 }
 
 absl::Status KvStore::Put(const std::string& key, std::string value) {
+  GANGRUN_ON_STRAND(strand_);
   if (absl::Status s = CheckKey(key); !s.ok()) return s;
   if (value.size() > kMaxValueBytes) {
     return absl::InvalidArgumentError("value larger than " + std::to_string(kMaxValueBytes) +
@@ -119,10 +120,12 @@ void KvStore::OnWaitTimeout(WaitId id) {
 }
 
 void KvStore::CancelWait(WaitId id) {
+  GANGRUN_ON_STRAND(strand_);
   if (waits_.count(id) > 0) TakeWait(id);  // destroyed here, with its timer
 }
 
 KvStore::WaitId KvStore::Get(const std::string& key, common::Duration wait, GetCallback done) {
+  GANGRUN_ON_STRAND(strand_);
   if (absl::Status s = CheckKey(key); !s.ok()) {
     done(s);
     return 0;
@@ -147,6 +150,7 @@ KvStore::WaitId KvStore::Get(const std::string& key, common::Duration wait, GetC
 }
 
 absl::StatusOr<int64_t> KvStore::Add(const std::string& key, int64_t delta) {
+  GANGRUN_ON_STRAND(strand_);
   if (absl::Status s = CheckKey(key); !s.ok()) return s;
   int64_t value = 0;
   auto it = values_.find(key);
@@ -164,6 +168,7 @@ absl::StatusOr<int64_t> KvStore::Add(const std::string& key, int64_t delta) {
 }
 
 bool KvStore::Delete(const std::string& key) {
+  GANGRUN_ON_STRAND(strand_);
   auto it = values_.find(key);
   if (it == values_.end()) return false;
   const uint64_t freed = EntryBytes(key, it->second);
@@ -184,6 +189,7 @@ void KvStore::MaybeReturnMemory(size_t freed) {
 
 KvStore::WaitId KvStore::Barrier(const std::string& name, int count, common::Duration wait,
                                  BarrierCallback done) {
+  GANGRUN_ON_STRAND(strand_);
   if (absl::Status s = CheckKey(name); !s.ok()) {
     done(s);
     return 0;
@@ -226,6 +232,7 @@ KvStore::WaitId KvStore::Barrier(const std::string& name, int count, common::Dur
 }
 
 void KvStore::CancelAll() {
+  GANGRUN_ON_STRAND(strand_);
   auto waits = std::move(waits_);
   waits_.clear();
   gets_by_key_.clear();

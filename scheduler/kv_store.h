@@ -1,6 +1,6 @@
 #pragma once
-// The key-value store and barriers of a job (PRODUCT.md 5): put, get (optionally waiting for
-// the key), atomic add, delete, barrier. Lives on the scheduler's strand (the io_context's
+// The key-value store and barriers of a job (README "Several hosts"): put, get (optionally waiting
+// for the key), atomic add, delete, barrier. Lives on the scheduler's strand (the io_context's
 // single thread); waits run on the injected clock.
 //
 // Bounded, because any worker (and, without a token, any peer) can call it: keys and values
@@ -17,6 +17,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/check.h"
 #include "common/clock.h"
 
 namespace gangrun::scheduler {
@@ -85,6 +86,7 @@ class KvStore {
   std::map<std::string, std::set<WaitId>> gets_by_key_;
   std::map<std::string, BarrierState> barriers_;
   size_t freed_since_trim_ = 0;
+  common::ThreadAffinity strand_;  // the io_context's thread: every entry point checks it
 };
 
 }  // namespace gangrun::scheduler

@@ -1,5 +1,5 @@
 #pragma once
-// Rank assignment (PRODUCT.md 4.2): nodes with an explicit node rank come first, in that
+// Rank assignment: nodes with an explicit node rank come first, in that
 // order; the others follow, ordered by host address and node name. Global ranks are prefix
 // sums of each node's worker count, so nodes may differ in size. With equal sizes and
 // explicit node ranks this is msrun's node_rank * local_worker_num + i.

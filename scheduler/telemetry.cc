@@ -7,6 +7,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/logging.h"
 #include "common/status.h"
 
@@ -15,15 +17,7 @@ namespace {
 
 // UTC, millisecond precision: 2026-11-29T10:00:00.123Z
 std::string NowIso8601() {
-  auto now = std::chrono::system_clock::now();
-  std::time_t seconds = std::chrono::system_clock::to_time_t(now);
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) % 1000;
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
-  char buf[32];
-  size_t n = std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof(buf) - n, ".%03dZ", static_cast<int>(ms.count()));
-  return buf;
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
 }
 
 }  // namespace
