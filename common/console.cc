@@ -24,7 +24,7 @@ size_t CountLines(std::string_view text) {
 
 ConsoleStream::ConsoleStream(int fd, std::string name, size_t max_buffered)
     : original_fd_(fd), name_(std::move(name)), max_buffered_(max_buffered) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   struct stat st;
   if (fstat(fd, &st) != 0) {
     mode_ = Mode::kGone;  // nothing to write to: drop quietly
@@ -55,7 +55,7 @@ ConsoleStream::ConsoleStream(int fd, std::string name, size_t max_buffered)
 }
 
 ConsoleStream::~ConsoleStream() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   waiter_.reset();
   if (own_fd_) close(fd_);
 }
@@ -63,7 +63,7 @@ ConsoleStream::~ConsoleStream() {
 void ConsoleStream::Write(std::string_view text) {
   std::string notice;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (text.empty()) return;
     if (mode_ == Mode::kGone || buffer_.size() + text.size() > max_buffered_) {
       DropLocked(text);
@@ -129,7 +129,7 @@ void ConsoleStream::ArmLocked() {
   armed_ = true;
   // async_wait must run on the loop's thread; Write may be called from any thread.
   boost::asio::post(*io_, [this] {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!waiter_) {
       armed_ = false;
       return;
@@ -144,7 +144,7 @@ void ConsoleStream::ArmLocked() {
 void ConsoleStream::OnWritable() {
   std::string notice;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     armed_ = false;
     PumpLocked();
     notice = std::exchange(gone_notice_, std::string());
@@ -153,7 +153,7 @@ void ConsoleStream::OnWritable() {
 }
 
 void ConsoleStream::Attach(boost::asio::io_context& io) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (mode_ == Mode::kDirect || mode_ == Mode::kGone) return;  // nothing ever waits
   int waitable = dup(fd_);  // asio owns (and closes) what it watches
   if (waitable < 0) return;
@@ -165,7 +165,7 @@ void ConsoleStream::Attach(boost::asio::io_context& io) {
 }
 
 void ConsoleStream::Detach() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (waiter_) {
     boost::system::error_code ignored;
     waiter_->cancel(ignored);
@@ -179,7 +179,7 @@ bool ConsoleStream::Flush(std::chrono::steady_clock::time_point deadline) {
   std::string notice;
   bool flushed;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     PumpLocked();
     while (mode_ != Mode::kGone && !buffer_.empty()) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -201,12 +201,12 @@ bool ConsoleStream::Flush(std::chrono::steady_clock::time_point deadline) {
 }
 
 uint64_t ConsoleStream::dropped_lines() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return dropped_lines_;
 }
 
 bool ConsoleStream::gone() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return mode_ == Mode::kGone;
 }
 

@@ -27,7 +27,7 @@
 #include <string_view>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 
 namespace gangrun::common {
 
@@ -72,7 +72,7 @@ class ConsoleStream {
   const std::string name_;
   const size_t max_buffered_;
   ConsoleStream* other_ = nullptr;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   Mode mode_ ABSL_GUARDED_BY(mu_) = Mode::kDirect;
   int fd_ ABSL_GUARDED_BY(mu_) = -1;  // what we write to (our own reopened fd, or original_fd_)
   bool own_fd_ ABSL_GUARDED_BY(mu_) = false;

@@ -15,7 +15,7 @@
 #include <functional>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "rpc/channel.h"
 
 namespace gangrun::rpc {
@@ -42,12 +42,12 @@ class ClientStream : public grpc::ClientBidiReactor<Out, In> {
   }
 
   void Queue(const Out& message) {
-    absl::MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     QueueLocked(message);
   }
   // Queues `message` unless more than `max_queued_bytes` already wait; false when dropped.
   bool TryQueue(const Out& message, size_t max_queued_bytes) {
-    absl::MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     if (done_ || queued_bytes_ > max_queued_bytes) return false;
     QueueLocked(message);
     return true;
@@ -60,7 +60,7 @@ class ClientStream : public grpc::ClientBidiReactor<Out, In> {
   }
 
   void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     queued_bytes_ -= outgoing_.front().ByteSizeLong();
     outgoing_.pop_front();
     if (ok && !outgoing_.empty()) this->StartWrite(&outgoing_.front());
@@ -72,21 +72,22 @@ class ClientStream : public grpc::ClientBidiReactor<Out, In> {
 
   void OnDone(const grpc::Status& status) override {
     {
-      absl::MutexLock lock(&mu_);
+      common::MutexLock lock(&mu_);
       done_ = true;
       outgoing_.clear();
       queued_bytes_ = 0;
     }
     if (!cancelled_) boost::asio::post(io_, [handler = on_done_, status] { handler(status); });
-    absl::MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     finished_ = true;
+    mu_.SignalAll();
   }
 
   void CancelAndWait() {
     cancelled_ = true;
     context_.TryCancel();
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(&finished_));
+    common::MutexLock lock(&mu_);
+    mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return finished_; });
   }
 
  private:
@@ -102,7 +103,7 @@ class ClientStream : public grpc::ClientBidiReactor<Out, In> {
   DoneHandler on_done_;
   grpc::ClientContext context_;
   In incoming_;
-  absl::Mutex mu_;
+  common::Mutex mu_;
   std::deque<Out> outgoing_ ABSL_GUARDED_BY(mu_);
   size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // the messages in outgoing_
   bool done_ ABSL_GUARDED_BY(mu_) = false;        // no more writes

@@ -7,7 +7,7 @@
 #include <map>
 
 #include "absl/strings/numbers.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "common/numbers.h"
 #include "common/secret.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -35,14 +35,14 @@ class Server::Health : public grpc::health::v1::Health::CallbackService {
  public:
   Health() { Set("", true); }
   void Set(const std::string& service, bool serving) {
-    absl::MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     serving_[service] = serving;
   }
   grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
                                   const grpc::health::v1::HealthCheckRequest* request,
                                   grpc::health::v1::HealthCheckResponse* response) override {
     auto* reactor = context->DefaultReactor();
-    absl::MutexLock lock(&mu_);
+    common::MutexLock lock(&mu_);
     auto it = serving_.find(request->service());
     if (it == serving_.end()) {
       reactor->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service"));
@@ -55,7 +55,7 @@ class Server::Health : public grpc::health::v1::Health::CallbackService {
   }
 
  private:
-  absl::Mutex mu_;
+  common::Mutex mu_;
   std::map<std::string, bool> serving_ ABSL_GUARDED_BY(mu_);
 };
 

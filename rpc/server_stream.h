@@ -17,7 +17,7 @@
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 
 namespace gangrun::rpc {
 
@@ -45,26 +45,26 @@ class ServerStream : public grpc::ServerBidiReactor<In, Out> {
   class Handle {
    public:
     void Send(const Out& message) {
-      absl::MutexLock lock(&mu_);
+      common::MutexLock lock(&mu_);
       if (stream_ != nullptr) stream_->QueueLocked(message);
     }
     // Sends `message` unless more than `max_queued_bytes` already wait for a slow peer;
     // false when it was dropped (or the stream is done).
     bool TrySend(const Out& message, size_t max_queued_bytes) {
-      absl::MutexLock lock(&mu_);
+      common::MutexLock lock(&mu_);
       if (stream_ == nullptr || stream_->queued_bytes_ > max_queued_bytes) return false;
       stream_->QueueLocked(message);
       return true;
     }
     // Ends the stream once everything sent so far is delivered.
     void Close() {
-      absl::MutexLock lock(&mu_);
+      common::MutexLock lock(&mu_);
       if (stream_ != nullptr) stream_->CloseLocked();
     }
 
    private:
     friend class ServerStream;
-    absl::Mutex mu_;
+    common::Mutex mu_;
     ServerStream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;  // null once the stream is done
   };
 
@@ -81,7 +81,7 @@ class ServerStream : public grpc::ServerBidiReactor<In, Out> {
       return;
     }
     {
-      absl::MutexLock lock(&handle_->mu_);
+      common::MutexLock lock(&handle_->mu_);
       handle_->stream_ = this;
     }
     this->StartRead(&incoming_);
@@ -90,7 +90,7 @@ class ServerStream : public grpc::ServerBidiReactor<In, Out> {
   void OnReadDone(bool ok) override {
     if (!ok) {
       handlers_.on_end();
-      absl::MutexLock lock(&handle_->mu_);
+      common::MutexLock lock(&handle_->mu_);
       if (outgoing_.empty()) FinishOnce(grpc::Status::OK);
       closing_ = true;
       return;
@@ -100,7 +100,7 @@ class ServerStream : public grpc::ServerBidiReactor<In, Out> {
   }
 
   void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&handle_->mu_);
+    common::MutexLock lock(&handle_->mu_);
     queued_bytes_ -= outgoing_.front().ByteSizeLong();
     outgoing_.pop_front();
     if (!ok) {
@@ -118,7 +118,7 @@ class ServerStream : public grpc::ServerBidiReactor<In, Out> {
 
   void OnDone() override {
     {
-      absl::MutexLock lock(&handle_->mu_);
+      common::MutexLock lock(&handle_->mu_);
       handle_->stream_ = nullptr;
     }
     delete this;

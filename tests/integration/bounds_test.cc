@@ -83,7 +83,7 @@ TEST_F(BoundsTest, ConsoleClosedMidJobDoesNotStopTheJob) {
 }
 
 TEST_F(BoundsTest, ConsoleNobodyReadsDoesNotLoseANode) {
-  const std::string port = std::to_string(common::PickFreePort("127.0.0.1", {}).value_or(0));
+  const std::string port = FreePort();
   int a_pipe[2], b_pipe[2];
   ASSERT_EQ(pipe2(a_pipe, O_CLOEXEC), 0);
   ASSERT_EQ(pipe2(b_pipe, O_CLOEXEC), 0);

@@ -14,7 +14,7 @@ using std::chrono::seconds;
 
 class ClusterTest : public LauncherTest {
  protected:
-  ClusterTest() : port_(std::to_string(common::PickFreePort("127.0.0.1", {}).value_or(0))) {}
+  ClusterTest() : port_(FreePort()) {}
 
   // A launcher that is one node of a `world`-worker job with `local` workers here.
   Launched Node(int world, int local, std::vector<std::string> extra,

@@ -18,8 +18,6 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-std::string FreePort() { return std::to_string(common::PickFreePort("127.0.0.1", {}).value_or(0)); }
-
 // A unix datagram socket standing in for systemd's NOTIFY_SOCKET.
 class NotifySocket {
  public:

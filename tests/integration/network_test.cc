@@ -21,7 +21,7 @@ bool Shell(const std::string& command) {
 
 class NetworkTest : public LauncherTest {
  protected:
-  NetworkTest() : port_(std::to_string(common::PickFreePort("127.0.0.1", {}).value_or(0))) {}
+  NetworkTest() : port_(FreePort()) {}
   std::vector<std::string> Job(int world, int local, const std::string& node_rank) {
     return {"--worker_num",       std::to_string(world),
             "--local_worker_num", std::to_string(local),

@@ -22,8 +22,6 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-std::string FreePort() { return std::to_string(common::PickFreePort("127.0.0.1", {}).value_or(0)); }
-
 // GET http://127.0.0.1:port/target -> (status code, body); (0, error) when unreachable.
 std::pair<int, std::string> HttpGet(const std::string& port, const std::string& target) {
   namespace http = boost::beast::http;

@@ -14,7 +14,7 @@ using std::chrono::seconds;
 
 class RefusedNodesTest : public LauncherTest {
  protected:
-  RefusedNodesTest() : port_(std::to_string(common::PickFreePort("127.0.0.1", {}).value_or(0))) {}
+  RefusedNodesTest() : port_(FreePort()) {}
 
   Launched Node(const std::vector<std::string>& extra,
                 const std::vector<std::string>& worker = {"--env", "ENV"}) {

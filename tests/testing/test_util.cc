@@ -208,6 +208,8 @@ std::vector<pid_t> ReapChildren(milliseconds timeout) {
   return alive;
 }
 
+std::string FreePort() { return std::to_string(common::PickFreePort("127.0.0.1", {}).value_or(0)); }
+
 int FreePortPair() {
   for (int attempt = 0; attempt < 100; ++attempt) {
     int port = common::PickFreePort("127.0.0.1", {}).value_or(0);

@@ -78,6 +78,9 @@ bool IsAlive(pid_t pid);
 // pids that were still alive (a test failure: something outlived the launcher).
 std::vector<pid_t> ReapChildren(milliseconds timeout);
 
+// A TCP port on 127.0.0.1 that is free right now, as text (for command lines).
+std::string FreePort();
+
 // A port P on 127.0.0.1 such that P and P+1 are both free right now (msrun's layout:
 // MindSpore on P, gangrun's scheduler on P+1).
 int FreePortPair();

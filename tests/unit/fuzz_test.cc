@@ -17,6 +17,7 @@
 #include "scheduler/peer_checks.h"
 #include "scheduler/scheduler.h"
 #include "tests/testing/fake_clock.h"
+#include "tests/testing/scheduler_fakes.h"
 
 namespace gangrun {
 namespace {
@@ -130,13 +131,7 @@ TEST(FuzzTest, OptionParserNeverCrashesAndKeepsItsRanges) {
   }
 }
 
-class NullLink : public scheduler::NodeLink {
- public:
-  void Send(const v1::NodeCommand&) override { ++sent; }
-  void Close() override { closed = true; }
-  int sent = 0;
-  bool closed = false;
-};
+using NullLink = testing::FakeNodeLink;
 
 v1::NodeEvent RandomEvent(Random& random, uint64_t generation) {
   v1::NodeEvent event;

@@ -9,22 +9,14 @@
 
 #include "scheduler/scheduler.h"
 #include "tests/testing/fake_clock.h"
+#include "tests/testing/scheduler_fakes.h"
 
 namespace gangrun::scheduler {
 namespace {
 
 using std::chrono::seconds;
 
-class Link : public NodeLink {
- public:
-  void Send(const v1::NodeCommand& command) override { commands.push_back(command); }
-  void Close() override { closed = true; }
-  bool rejected() const { return !commands.empty() && commands.back().has_rejected(); }
-  bool started() const { return !commands.empty() && commands.back().has_start(); }
-  std::string reason() const { return rejected() ? commands.back().rejected().reason() : ""; }
-  std::vector<v1::NodeCommand> commands;
-  bool closed = false;
-};
+using Link = testing::FakeNodeLink;
 
 v1::JoinRequest GoodJoin(const std::string& name, int node_rank, int workers) {
   v1::JoinRequest join;

@@ -5,17 +5,14 @@
 #include <csignal>
 
 #include "tests/testing/fake_clock.h"
+#include "tests/testing/scheduler_fakes.h"
 
 namespace gangrun::scheduler {
 namespace {
 
 using std::chrono::seconds;
 
-class RecordingLink : public NodeLink {
- public:
-  void Send(const v1::NodeCommand& command) override { commands.push_back(command); }
-  std::vector<v1::NodeCommand> commands;
-};
+using RecordingLink = testing::FakeNodeLink;
 
 class SchedulerTest : public ::testing::Test {
  protected:
@@ -29,33 +26,16 @@ class SchedulerTest : public ::testing::Test {
   int Join(RecordingLink& link, const std::string& name, const std::string& address, int node_rank,
            int workers, int free_port = 1000) {
     int id = scheduler->AddNode(&link);
-    v1::NodeEvent event;
-    auto* join = event.mutable_join();
-    join->set_node_name(name);
-    join->set_host_address(address);
-    join->set_node_rank(node_rank);
-    join->set_local_worker_num(workers);
-    join->set_free_port(free_port);
-    scheduler->OnNodeEvent(id, event);
+    scheduler->OnNodeEvent(id, testing::JoinEvent(name, address, node_rank, workers, free_port));
     return id;
   }
   void Exited(int id, int rank, int code, bool stopped = false, int signal = 0) {
-    v1::NodeEvent event;
-    event.set_generation(scheduler->generation());
-    event.mutable_worker_exited()->set_rank(rank);
-    event.mutable_worker_exited()->set_pid(500 + rank);
-    event.mutable_worker_exited()->mutable_exit()->set_exit_code(code);
-    event.mutable_worker_exited()->mutable_exit()->set_signal(signal);
-    event.mutable_worker_exited()->set_stopped_by_us(stopped);
+    v1::NodeEvent event =
+        testing::ExitedEvent(scheduler->generation(), rank, code, stopped, signal);
     event.mutable_worker_exited()->add_log_tail("boom");
     scheduler->OnNodeEvent(id, event);
   }
-  void Ended(int id) {
-    v1::NodeEvent event;
-    event.set_generation(scheduler->generation());
-    event.mutable_generation_ended();
-    scheduler->OnNodeEvent(id, event);
-  }
+  void Ended(int id) { scheduler->OnNodeEvent(id, testing::EndedEvent(scheduler->generation())); }
 
   testing::FakeClock clock;
   std::unique_ptr<Scheduler> scheduler;

@@ -5,22 +5,14 @@
 
 #include "scheduler/scheduler.h"
 #include "tests/testing/fake_clock.h"
+#include "tests/testing/scheduler_fakes.h"
 
 namespace gangrun::scheduler {
 namespace {
 
 using std::chrono::seconds;
 
-class Link : public NodeLink {
- public:
-  explicit Link(bool in_process = false) : in_process_(in_process) {}
-  void Send(const v1::NodeCommand& command) override { commands.push_back(command); }
-  bool InProcess() const override { return in_process_; }
-  std::vector<v1::NodeCommand> commands;
-
- private:
-  bool in_process_;
-};
+using Link = testing::FakeNodeLink;
 
 class StallTest : public ::testing::Test {
  protected:
@@ -36,23 +28,11 @@ class StallTest : public ::testing::Test {
   }
   int Join(Link& link, const std::string& name, const std::string& address) {
     int id = scheduler->AddNode(&link);
-    v1::NodeEvent event;
-    event.mutable_join()->set_node_name(name);
-    event.mutable_join()->set_host_address(address);
-    event.mutable_join()->set_node_rank(-1);
-    event.mutable_join()->set_local_worker_num(1);
-    event.mutable_join()->set_free_port(30000);
-    scheduler->OnNodeEvent(id, event);
+    scheduler->OnNodeEvent(id, testing::JoinEvent(name, address, -1, 1));
     return id;
   }
-  void Heartbeat(int id) {
-    v1::NodeEvent event;
-    event.mutable_heartbeat();
-    scheduler->OnNodeEvent(id, event);
-  }
-  static bool Aborted(const Link& link) {
-    return !link.commands.empty() && link.commands.back().has_abort();
-  }
+  void Heartbeat(int id) { scheduler->OnNodeEvent(id, testing::HeartbeatEvent()); }
+  static bool Aborted(const Link& link) { return link.aborted(); }
 
   testing::FakeClock clock;
   std::unique_ptr<Scheduler> scheduler;

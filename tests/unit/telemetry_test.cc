@@ -9,6 +9,7 @@
 #include "scheduler/metrics.h"
 #include "scheduler/scheduler.h"
 #include "tests/testing/fake_clock.h"
+#include "tests/testing/scheduler_fakes.h"
 #include "tests/testing/test_util.h"
 
 namespace gangrun::scheduler {
@@ -17,10 +18,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-class NullLink : public NodeLink {
- public:
-  void Send(const v1::NodeCommand&) override {}
-};
+using NullLink = testing::FakeNodeLink;
 
 class TelemetryTest : public ::testing::Test {
  protected:

@@ -1,0 +1,79 @@
+#pragma once
+// Test-only fakes and builders for the scheduler: a node link that records what it is sent,
+// and the NodeEvents nodes send.
+
+#include <string>
+#include <vector>
+
+#include "gangrun/v1/session.pb.h"
+#include "scheduler/scheduler.h"
+
+namespace gangrun::testing {
+
+class FakeNodeLink : public scheduler::NodeLink {
+ public:
+  explicit FakeNodeLink(bool in_process = false) : in_process_(in_process) {}
+  void Send(const v1::NodeCommand& command) override { commands.push_back(command); }
+  void Close() override { closed = true; }
+  bool InProcess() const override { return in_process_; }
+
+  bool rejected() const { return !commands.empty() && commands.back().has_rejected(); }
+  bool started() const { return !commands.empty() && commands.back().has_start(); }
+  bool aborted() const { return !commands.empty() && commands.back().has_abort(); }
+  std::string reason() const { return rejected() ? commands.back().rejected().reason() : ""; }
+
+  std::vector<v1::NodeCommand> commands;
+  bool closed = false;
+
+ private:
+  bool in_process_;
+};
+
+// A join as a launcher sends it (a valid one unless the test changes it).
+inline v1::NodeEvent JoinEvent(const std::string& name, const std::string& address, int node_rank,
+                               int workers, int free_port = 30000) {
+  v1::NodeEvent event;
+  auto* join = event.mutable_join();
+  join->set_node_name(name);
+  join->set_host_address(address);
+  join->set_node_rank(node_rank);
+  join->set_local_worker_num(workers);
+  join->set_free_port(free_port);
+  return event;
+}
+
+inline v1::NodeEvent StartedEvent(uint64_t generation, int rank, int pid) {
+  v1::NodeEvent event;
+  event.set_generation(generation);
+  event.mutable_worker_started()->set_rank(rank);
+  event.mutable_worker_started()->set_pid(pid);
+  return event;
+}
+
+inline v1::NodeEvent ExitedEvent(uint64_t generation, int rank, int code, bool stopped = false,
+                                 int signal = 0) {
+  v1::NodeEvent event;
+  event.set_generation(generation);
+  auto* exited = event.mutable_worker_exited();
+  exited->set_rank(rank);
+  exited->set_pid(500 + rank);
+  exited->mutable_exit()->set_exit_code(code);
+  exited->mutable_exit()->set_signal(signal);
+  exited->set_stopped_by_us(stopped);
+  return event;
+}
+
+inline v1::NodeEvent EndedEvent(uint64_t generation) {
+  v1::NodeEvent event;
+  event.set_generation(generation);
+  event.mutable_generation_ended();
+  return event;
+}
+
+inline v1::NodeEvent HeartbeatEvent() {
+  v1::NodeEvent event;
+  event.mutable_heartbeat();
+  return event;
+}
+
+}  // namespace gangrun::testing
