@@ -43,12 +43,42 @@ struct ChildContext {
   bool set_file_limit;
   const char* failed_step = nullptr;
   int error = 0;
+  int report_fd = -1;  // only when the child does not share our memory (see kShareMemory)
+};
+
+#if defined(__SANITIZE_THREAD__)
+// ThreadSanitizer keeps per-thread state and its own tables of signal handlers and descriptors,
+// updated by its interceptors; a child sharing our memory would run sigaction, dup2 and close
+// against the parent's copies and corrupt them. Under it the child is forked instead and
+// reports a failed step through a pipe that exec closes.
+constexpr bool kShareMemory = false;
+#else
+constexpr bool kShareMemory = true;
+#endif
+
+struct FailureReport {
+  const char* step;  // a string literal: the same address in parent and child
+  int error;
 };
 
 int Fail(ChildContext* c, const char* step) {
   c->failed_step = step;
   c->error = errno;
+  if (c->report_fd >= 0) {
+    FailureReport report{step, c->error};
+    ssize_t ignored = write(c->report_fd, &report, sizeof(report));
+    (void)ignored;
+  }
   _exit(127);
+}
+
+void CloseAbove(const ChildContext* c) {
+  unsigned first = c->max_child_fd + 1;
+  if (c->report_fd >= 0) {
+    syscall(SYS_close_range, first, c->report_fd - 1, 0);
+    first = c->report_fd + 1;
+  }
+  syscall(SYS_close_range, first, ~0U, 0);
 }
 
 // Runs in the child, on its own stack, sharing the parent's memory until exec.
@@ -88,7 +118,7 @@ int ChildMain(void* arg) {
     if (dup2(parent_fd, child_fd) < 0) return Fail(c, "dup2");
   }
   // Everything above the mapped descriptors goes (they were all close-on-exec anyway).
-  syscall(SYS_close_range, c->max_child_fd + 1, ~0U, 0);
+  CloseAbove(c);
   if (c->cwd != nullptr && chdir(c->cwd) < 0) return Fail(c, "chdir");
   sigset_t empty;
   sigemptyset(&empty);
@@ -103,6 +133,67 @@ std::vector<char*> ToCharPointers(const std::vector<std::string>& strings) {
   for (const auto& s : strings) out.push_back(const_cast<char*>(s.c_str()));
   out.push_back(nullptr);
   return out;
+}
+
+// The child shares our memory and we are suspended until it has exec'd or failed, as in
+// posix_spawn: nothing is copied, whatever the parent's size.
+absl::StatusOr<pid_t> CloneSharingMemory(ChildContext& context) {
+  void* stack = mmap(nullptr, kChildStackSize, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) return ErrnoToStatus(errno, "spawn: mmap");
+  // No signal handler may run in the child while it shares our memory.
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &context.original_mask);
+  pid_t pid = clone(ChildMain, static_cast<char*>(stack) + kChildStackSize,
+                    CLONE_VM | CLONE_VFORK | SIGCHLD, &context);
+  int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &context.original_mask, nullptr);
+  munmap(stack, kChildStackSize);
+  if (pid < 0) return ErrnoToStatus(clone_errno, "spawn: clone");
+  return pid;
+}
+
+// A forked child, for sanitizer builds: we wait for exec (the report pipe closing) or for
+// the child's report of the step that failed.
+absl::StatusOr<pid_t> Fork(ChildContext& context) {
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) < 0) return ErrnoToStatus(errno, "spawn: pipe");
+  // Above every descriptor the child maps, so no dup2 lands on it.
+  context.report_fd = fcntl(pipe_fds[1], F_DUPFD_CLOEXEC, context.max_child_fd + 1);
+  close(pipe_fds[1]);
+  if (context.report_fd < 0) {
+    int error = errno;
+    close(pipe_fds[0]);
+    return ErrnoToStatus(error, "spawn: fcntl");
+  }
+  // No handler of ours may run in the child before it resets them (asio's would write to
+  // the self-pipe it shares with us).
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &context.original_mask);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(pipe_fds[0]);
+    ChildMain(&context);
+  }
+  int fork_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &context.original_mask, nullptr);
+  close(context.report_fd);
+  if (pid < 0) {
+    close(pipe_fds[0]);
+    return ErrnoToStatus(fork_errno, "spawn: fork");
+  }
+  FailureReport report{};
+  ssize_t n;
+  while ((n = read(pipe_fds[0], &report, sizeof(report))) < 0 && errno == EINTR) {
+  }
+  close(pipe_fds[0]);
+  if (n == static_cast<ssize_t>(sizeof(report))) {
+    context.failed_step = report.step;
+    context.error = report.error;
+  }
+  return pid;
 }
 
 }  // namespace
@@ -142,21 +233,9 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& options) {
     context.set_file_limit = true;
   }
 
-  void* stack = mmap(nullptr, kChildStackSize, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (stack == MAP_FAILED) return ErrnoToStatus(errno, "spawn: mmap");
-
-  // No signal handler may run in the child while it shares our memory.
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &context.original_mask);
-  pid_t pid = clone(ChildMain, static_cast<char*>(stack) + kChildStackSize,
-                    CLONE_VM | CLONE_VFORK | SIGCHLD, &context);
-  int clone_errno = errno;
-  pthread_sigmask(SIG_SETMASK, &context.original_mask, nullptr);
-  munmap(stack, kChildStackSize);
-
-  if (pid < 0) return ErrnoToStatus(clone_errno, "spawn: clone");
+  absl::StatusOr<pid_t> started = kShareMemory ? CloneSharingMemory(context) : Fork(context);
+  if (!started.ok()) return started.status();
+  pid_t pid = *started;
   if (context.failed_step != nullptr) {
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
