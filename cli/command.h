@@ -32,5 +32,11 @@ CommandResult RunKv(const CommandArgs& command);         // gangrun kv
 CommandResult RunScheduler(const CommandArgs& command);  // gangrun scheduler (the daemon)
 CommandResult RunAgent(const CommandArgs& command);      // gangrun agent
 CommandResult RunSubmit(const CommandArgs& command);     // gangrun submit
+CommandResult RunProgress(const CommandArgs& command);   // gangrun progress
+
+// A usage error: the problem, then the usage line (InvalidArgument: exit code 2).
+inline absl::Status UsageError(const char* usage, const std::string& problem) {
+  return absl::InvalidArgumentError(problem + "\n" + usage);
+}
 
 }  // namespace gangrun::cli

@@ -17,6 +17,8 @@ int ExitCode(const v1::JobOutcome& outcome) {
       return kExitUnreachable;
     case v1::JobOutcome::KIND_NODE_LOST:
       return kExitNodeLost;
+    case v1::JobOutcome::KIND_HUNG:
+      return kExitHung;
     default:
       return 1;
   }

@@ -9,6 +9,8 @@
 //   3                 the cluster did not form; a scheduler or daemon is unreachable or
 //                     refused us (wrong token, TLS)
 //   4                 a node was lost
+//   5                 the job hung: ranks stopped making progress (--hang_timeout and
+//                     friends) or a torch FileTimer expired
 //   128+signal        the launcher was stopped by SIGINT, SIGTERM or SIGHUP
 
 #include "absl/status/status.h"
@@ -21,6 +23,7 @@ inline constexpr int kExitNotThere = 1;
 inline constexpr int kExitInvalid = 2;
 inline constexpr int kExitUnreachable = 3;
 inline constexpr int kExitNodeLost = 4;
+inline constexpr int kExitHung = 5;
 
 int ExitCode(const v1::JobOutcome& outcome);
 int ExitCode(const absl::Status& status);

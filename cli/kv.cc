@@ -19,9 +19,7 @@ constexpr char kUsage[] =
     "usage: gangrun kv put KEY VALUE | get KEY | wait KEY [--timeout SECONDS] | add KEY N | "
     "del KEY";
 
-absl::Status Usage(const std::string& problem) {
-  return absl::InvalidArgumentError(problem + "\n" + kUsage);
-}
+absl::Status Usage(const std::string& problem) { return UsageError(kUsage, problem); }
 
 // A call's status as the command's result (see the exit codes above).
 absl::Status Result(const grpc::Status& status) {

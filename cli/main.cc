@@ -51,9 +51,9 @@ int Main(int argc, char** argv) {
   gangrun::common::SetLogLevel(level != nullptr ? level : "info");
   RouteGrpcLogs();
   static const std::map<std::string, cli::CommandResult (*)(const cli::CommandArgs&)> kCommands = {
-      {"status", cli::RunStatus}, {"stop", cli::RunStop},    {"health", cli::RunHealth},
-      {"scale", cli::RunScale},   {"kv", cli::RunKv},        {"scheduler", cli::RunScheduler},
-      {"agent", cli::RunAgent},   {"submit", cli::RunSubmit}};
+      {"status", cli::RunStatus},       {"stop", cli::RunStop},         {"health", cli::RunHealth},
+      {"scale", cli::RunScale},         {"progress", cli::RunProgress}, {"kv", cli::RunKv},
+      {"scheduler", cli::RunScheduler}, {"agent", cli::RunAgent},       {"submit", cli::RunSubmit}};
   cli::CommandArgs command{
       argv[0], {argv + 1, argv + argc}, gangrun::launcher::ProcessEnv(), SelfExe()};
   std::string prefix = "gangrun: error: ";

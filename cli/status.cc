@@ -51,15 +51,28 @@ std::string NodeTable(const v1::GetStatusResponse& s) {
   return out;
 }
 
+// STEP, AGE (since its last progress report), S/STEP (recent seconds per step) and SECTION
+// come from GANGRUN_PROGRESS; "-" until the rank reports. A straggler is marked "*".
 std::string WorkerTable(const v1::GetStatusResponse& s) {
-  std::string out =
-      absl::StrFormat("%6s %-20s %8s %-10s %s\n", "RANK", "NODE", "PID", "STATE", "EXIT");
+  std::string out = absl::StrFormat("%6s %-20s %8s %-10s %-6s %8s %8s %8s  %s\n", "RANK", "NODE",
+                                    "PID", "STATE", "EXIT", "STEP", "AGE", "S/STEP", "SECTION");
   for (const auto& n : s.nodes()) {
     for (const auto& w : n.workers()) {
-      out += absl::StrFormat("%6d %-20s %8s %-10s %s\n", w.rank(), n.node_name(),
-                             w.pid() > 0 ? std::to_string(w.pid()) : std::string("-"),
-                             proto::Name(w.state()), ExitText(w));
+      const bool reported = w.reports() > 0;
+      out += absl::StrFormat(
+          "%6d %-20s %8s %-10s %-6s %8s %8s %8s%s %s\n", w.rank(), n.node_name(),
+          w.pid() > 0 ? std::to_string(w.pid()) : std::string("-"), proto::Name(w.state()),
+          ExitText(w), reported && w.step() >= 0 ? std::to_string(w.step()) : std::string("-"),
+          reported ? absl::StrFormat("%.1fs", w.progress_age_seconds()) : std::string("-"),
+          w.step_seconds() > 0 ? absl::StrFormat("%.3f", w.step_seconds()) : std::string("-"),
+          w.straggler() ? "*" : " ", w.section().empty() ? "-" : w.section());
     }
+  }
+  if (s.stragglers() > 0) {
+    out += absl::StrFormat(
+        "* %d straggler(s): slower per step than %.3f s (the median) by more than "
+        "the straggler factor\n",
+        s.stragglers(), s.median_step_seconds());
   }
   return out;
 }

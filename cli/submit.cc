@@ -28,9 +28,7 @@ constexpr char kUsage[] =
     "usage: gangrun submit --master HOST:PORT --worker_num N [--local_worker_num K] "
     "[launcher options] <task_script> [args...]";
 
-absl::Status Usage(const std::string& problem) {
-  return absl::InvalidArgumentError(problem + "\n" + kUsage);
-}
+absl::Status Usage(const std::string& problem) { return UsageError(kUsage, problem); }
 
 // The command line split: --master (ours) out, the rest a launcher's command line.
 struct SubmitArgs {

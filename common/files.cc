@@ -1,6 +1,8 @@
 #include "common/files.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -20,6 +22,30 @@ absl::Status MakeDirs(const std::string& dir, mode_t mode) {
   struct stat st;
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return absl::InvalidArgumentError(dir + " is not a directory");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode) {
+  const std::string temporary = path + ".tmp" + std::to_string(getpid());
+  int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return ErrnoToStatus(errno, "cannot create " + temporary);
+  size_t written = 0;
+  while (written < content.size()) {
+    ssize_t n = write(fd, content.data() + written, content.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = errno;
+      close(fd);
+      unlink(temporary.c_str());
+      return ErrnoToStatus(error, "cannot write " + temporary);
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (close(fd) != 0 || rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    unlink(temporary.c_str());
+    return ErrnoToStatus(error, "cannot write " + path);
   }
   return absl::OkStatus();
 }

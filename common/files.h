@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 
@@ -13,5 +14,10 @@ namespace gangrun::common {
 // are). Fails, naming the part that could not be made, when a part exists and is not a
 // directory or cannot be created.
 absl::Status MakeDirs(const std::string& dir, mode_t mode = 0700);
+
+// Writes `content` to a new file at `path` (replacing one there) with `mode`, whole: it is
+// written to a temporary name beside it and renamed.
+absl::Status WriteFileAtomically(const std::string& path, std::string_view content,
+                                 mode_t mode = 0600);
 
 }  // namespace gangrun::common

@@ -99,6 +99,7 @@ absl::Status JobRunner::Build() {
     SetNodeHealth(false);
   }
   ASSIGN_OR_RETURN(node::Node::Options node_options, NodeOptions());
+  ASSIGN_OR_RETURN(node::Supervision supervision, Supervision());
   node::SchedulerLink& link =
       role_.link ? static_cast<node::SchedulerLink&>(*role_.link) : *remote_;
   node_ = std::make_unique<node::Node>(
@@ -106,7 +107,7 @@ absl::Status JobRunner::Build() {
       [this](const v1::RankAssignment& assignment, uint64_t generation, int restart_count) {
         return PlanProcesses(options_, facts_, assignment, generation, restart_count);
       },
-      NodeCallbacks());
+      NodeCallbacks(), std::move(supervision));
   if (role_.link) role_.link->Connect(node_.get());
   keeper_->SetLostHandler([this] { OnKeeperLost(); });
   return absl::OkStatus();
@@ -132,6 +133,46 @@ absl::StatusOr<node::Node::Options> JobRunner::NodeOptions() const {
   ASSIGN_OR_RETURN(o.free_port, common::PickFreePort(facts_.local_ip, {options_.master_port,
                                                                        facts_.scheduler_port}));
   return o;
+}
+
+absl::StatusOr<node::Supervision> JobRunner::Supervision() {
+  node::Supervision supervision;
+  auto made = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(runtime_dir_, node::RuntimeDir::Create());
+    const std::string dir = runtime_dir_->path();
+    progress_ = std::make_unique<node::ProgressChannel>(
+        io_, dir, [this](int slot, absl::string_view datagram) {
+          if (node_) node_->OnProgressDatagram(slot, datagram);
+        });
+    RETURN_IF_ERROR(progress_->Open(options_.local_worker_num));
+    ASSIGN_OR_RETURN(timer_pipe_, node::FifoLineReader::Open(io_, dir + "/timer",
+                                                             [this](absl::string_view line) {
+                                                               if (node_) node_->OnTimerLine(line);
+                                                             }));
+    ASSIGN_OR_RETURN(stacks_, node::SystemStackSampler::Create(io_, dir));
+    supervision.progress_path = [progress = progress_.get()](int local_rank) {
+      return progress->PathFor(local_rank);
+    };
+    supervision.timer_file = dir + "/timer";
+    supervision.stacks = stacks_.get();
+    supervision.wall_now = [] {
+      return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+    };
+    return absl::OkStatus();
+  }();
+  if (made.ok()) return supervision;
+  if (options_.hang_rules()) {
+    return absl::FailedPreconditionError("cannot supervise progress: " +
+                                         std::string(made.message()));
+  }
+  common::Logger("launcher")
+      ->warn("workers get no GANGRUN_PROGRESS or TORCHELASTIC_TIMER_FILE: {}",
+             std::string(made.message()));
+  stacks_.reset();
+  timer_pipe_.reset();
+  progress_.reset();
+  return node::Supervision{};
 }
 
 node::Node::Callbacks JobRunner::NodeCallbacks() {

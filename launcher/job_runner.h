@@ -27,6 +27,8 @@
 #include "node/keeper_client.h"
 #include "node/log_files.h"
 #include "node/node.h"
+#include "node/progress_channel.h"
+#include "node/runtime_dir.h"
 #include "rpc/server.h"
 
 namespace gangrun::launcher {
@@ -62,6 +64,9 @@ class JobRunner {
   absl::Status Build();
   absl::StatusOr<node::Node::Options> NodeOptions() const;
   node::Node::Callbacks NodeCallbacks();
+  // The runtime directory and what is in it; without it the job runs unsupervised (an
+  // error only when hang rules were asked for).
+  absl::StatusOr<node::Supervision> Supervision();
   void OnProcessStarted(const node::ProcessSpec& spec, pid_t pid);
   void OnGenerationRunning(uint64_t generation);
   void OnFinished(const v1::JobOutcome& outcome);
@@ -84,6 +89,12 @@ class JobRunner {
   std::unique_ptr<rpc::Server> health_;  // with --health_port
   std::unique_ptr<common::ConsoleScope> console_;
   std::unique_ptr<node::LogFollower> follower_;
+  // What workers report to (GANGRUN_PROGRESS, TORCHELASTIC_TIMER_FILE) and the stack
+  // sampler: made before the node and gone after it.
+  std::unique_ptr<node::RuntimeDir> runtime_dir_;
+  std::unique_ptr<node::ProgressChannel> progress_;
+  std::unique_ptr<node::FifoLineReader> timer_pipe_;
+  std::unique_ptr<node::SystemStackSampler> stacks_;
   std::unique_ptr<node::Node> node_;
   boost::asio::signal_set signals_;
   std::optional<v1::JobOutcome> outcome_;

@@ -1,6 +1,7 @@
 #include "launcher/launch_spec.h"
 
 #include <cstdio>
+#include <map>
 
 #include "absl/strings/str_join.h"
 #include "common/status.h"
@@ -70,6 +71,14 @@ v1::LaunchSpec ToLaunchSpec(const Options& o) {
   spec.set_tls_cert(o.access.tls_cert);
   spec.set_tls_key(o.access.tls_key);
   spec.set_tls_ca(o.access.tls_ca);
+  spec.set_hang_timeout(o.hang_timeout);
+  spec.set_hang_timeout_auto(o.hang_timeout_auto);
+  spec.set_hang_timeout_initial(o.hang_timeout_initial);
+  for (const auto& [name, seconds] : o.section_timeouts) {
+    (*spec.mutable_section_timeouts())[name] = seconds;
+  }
+  spec.set_stack_timeout(o.stack_timeout);
+  spec.set_straggler_factor(o.straggler_factor);
   spec.set_task_script(o.task_script);
   for (const auto& arg : o.task_args) spec.add_task_args(arg);
   return spec;
@@ -151,8 +160,25 @@ std::vector<std::string> LaunchArgv(const v1::LaunchSpec& spec) {
       spec.tls_key(),
       "--tls_ca",
       spec.tls_ca(),
-      "--",
-      spec.task_script()};
+      "--hang_timeout",
+      spec.hang_timeout_auto() ? "auto" : Number(spec.hang_timeout()),
+      "--hang_timeout_initial",
+      Number(spec.hang_timeout_initial())};
+  if (!spec.section_timeouts().empty()) {
+    // Sorted, so that the same spec always gives the same command line.
+    std::map<std::string, double> sections(spec.section_timeouts().begin(),
+                                           spec.section_timeouts().end());
+    std::vector<std::string> items;
+    for (const auto& [name, seconds] : sections) items.push_back(name + "=" + Number(seconds));
+    argv.insert(argv.end(), {"--section_timeout", absl::StrJoin(items, ",")});
+  }
+  // 0: a spec from a submitter that did not know the option; the launcher's default holds.
+  if (spec.stack_timeout() > 0)
+    argv.insert(argv.end(), {"--stack_timeout", Number(spec.stack_timeout())});
+  if (spec.straggler_factor() > 0) {
+    argv.insert(argv.end(), {"--straggler_factor", Number(spec.straggler_factor())});
+  }
+  argv.insert(argv.end(), {"--", spec.task_script()});
   argv.insert(argv.end(), spec.task_args().begin(), spec.task_args().end());
   return argv;
 }

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "common/numbers.h"
 #include "common/status.h"
+#include "node/progress.h"
 
 namespace gangrun::launcher {
 namespace {
@@ -46,11 +47,12 @@ Setter Int(int Options::*field, int min, int max, bool negative_means_forever = 
   };
 }
 
-Setter Seconds(double Options::*field, double min, double max) {
+Setter Seconds(double Options::*field, double min, double max,
+               const char* what = "a number of seconds") {
   return [=](Options& o, const std::string& v) -> absl::Status {
     double parsed;
     if (!absl::SimpleAtod(v, &parsed) || !std::isfinite(parsed) || parsed < min || parsed > max) {
-      return absl::InvalidArgumentError("a number of seconds in [" + FormatNumber(min) + ", " +
+      return absl::InvalidArgumentError(std::string(what) + " in [" + FormatNumber(min) + ", " +
                                         FormatNumber(max) + "]");
     }
     o.*field = parsed;
@@ -179,6 +181,7 @@ absl::Status SetTail(Options& o, const std::string& v) {
 }
 
 constexpr double kMaxBackoff = 86400;
+constexpr double kMaxHangSeconds = 7 * 86400;
 
 absl::Status SetBackoff(Options& o, const std::string& v) {
   std::vector<std::string> parts = absl::StrSplit(v, ',');
@@ -234,6 +237,46 @@ std::string Range(int min, int max) {
 }
 std::string Range(double min, double max) {
   return " [" + FormatNumber(min) + ".." + FormatNumber(max) + " s]";
+}
+
+// --hang_timeout: seconds, or "auto" (learned per rank).
+absl::Status SetHangTimeout(Options& o, const std::string& v) {
+  if (v == "auto") {
+    o.hang_timeout = 0;
+    o.hang_timeout_auto = true;
+    return absl::OkStatus();
+  }
+  double seconds;
+  if (!absl::SimpleAtod(v, &seconds) || !std::isfinite(seconds) || seconds < 0 ||
+      seconds > kMaxHangSeconds) {
+    return absl::InvalidArgumentError("a number of seconds in [0, " +
+                                      FormatNumber(kMaxHangSeconds) + "], or auto");
+  }
+  o.hang_timeout = seconds;
+  o.hang_timeout_auto = false;
+  return absl::OkStatus();
+}
+
+// --section_timeout NAME=S[,NAME=S...]
+absl::Status SetSectionTimeouts(Options& o, const std::string& v) {
+  const std::string expected =
+      "NAME=SECONDS[,NAME=SECONDS...] with names of 1 to 64 letters, digits or _ - . : / and "
+      "seconds in (0, " +
+      FormatNumber(kMaxHangSeconds) + "]";
+  std::map<std::string, double> sections;
+  for (absl::string_view item : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+    std::vector<absl::string_view> parts = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    double seconds;
+    if (parts.size() != 2 || !node::ParseProgress("begin " + std::string(parts[0])).ok() ||
+        !absl::SimpleAtod(parts[1], &seconds) || !std::isfinite(seconds) || seconds <= 0 ||
+        seconds > kMaxHangSeconds) {
+      return absl::InvalidArgumentError(expected);
+    }
+    sections[std::string(parts[0])] = seconds;
+  }
+  if (sections.empty()) return absl::InvalidArgumentError(expected);
+  o.section_timeouts = std::move(sections);
+  return absl::OkStatus();
 }
 
 // msrun's options, with msrun's names and defaults.
@@ -303,6 +346,24 @@ std::vector<OptionDef> GangrunOptions() {
        "gets and barrier arrivals that may wait in the key-value store at once (default 65536)" +
            Range(16, 1 << 20),
        Int(&Options::kv_max_waits, 16, 1 << 20)},
+      {"hang_timeout",
+       "a rank that has reported progress (GANGRUN_PROGRESS) and then reports nothing for this "
+       "many seconds is hung; 'auto' learns the bound per rank (default 0: off)" +
+           Range(0.0, kMaxHangSeconds),
+       SetHangTimeout},
+      {"hang_timeout_initial",
+       "seconds from a rank's start to its first progress report (default 0: off)" +
+           Range(0.0, kMaxHangSeconds),
+       Seconds(&Options::hang_timeout_initial, 0, kMaxHangSeconds)},
+      {"section_timeout", "NAME=S[,NAME=S...]: inside the named section only its bound applies",
+       SetSectionTimeouts},
+      {"stack_timeout",
+       "seconds to capture every rank's stack when the job hangs (default 10)" + Range(0.1, 600.0),
+       Seconds(&Options::stack_timeout, 0.1, 600)},
+      {"straggler_factor",
+       "a rank slower per step than this multiple of the job's median is a straggler "
+       "(default 1.5) [1..1000]",
+       Seconds(&Options::straggler_factor, 1.0, 1000, "a factor")},
       {"token", "shared secret of the job (visible in ps: prefer --token_file or GANGRUN_TOKEN)",
        AccessString(&rpc::Access::token)},
       {"token_file", "file holding the shared secret", AccessString(&rpc::Access::token_file)},
@@ -390,7 +451,7 @@ absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
   app.footer(std::string("Usage: ") + program +
              " [options] <task_script> [task_script_args...]\n"
              "Every option can also be set as GANGRUN_<OPTION> (e.g. GANGRUN_WORKER_NUM=4).\n"
-             "Other commands (each with --help): gangrun status|stop|scale|health|kv "
+             "Other commands (each with --help): gangrun status|stop|scale|health|kv|progress "
              "(a running job), gangrun scheduler|agent|submit (daemon mode).");
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());

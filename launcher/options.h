@@ -65,6 +65,17 @@ struct Options {
   int health_port = -1;   // this launcher's gRPC health service (probes); -1 = none
   int64_t kv_max_bytes = int64_t{256} << 20;  // the key-value store's total size bound
   int kv_max_waits = 65536;                   // its pending gets and barrier arrivals
+  // Progress supervision (README "Progress, hangs and stragglers"); 0 = off.
+  double hang_timeout = 0;
+  bool hang_timeout_auto = false;  // --hang_timeout auto: learned per rank
+  double hang_timeout_initial = 0;
+  std::map<std::string, double> section_timeouts;  // --section_timeout NAME=S,...
+  double stack_timeout = 10;                       // the time to capture every rank's stack
+  double straggler_factor = 1.5;
+  bool hang_rules() const {
+    return hang_timeout > 0 || hang_timeout_auto || hang_timeout_initial > 0 ||
+           !section_timeouts.empty();
+  }
   // The task.
   std::string task_script;
   std::vector<std::string> task_args;

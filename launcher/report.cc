@@ -57,6 +57,25 @@ std::string FormatKind(const v1::JobOutcome& outcome) {
     case v1::JobOutcome::KIND_NODE_LOST:
       out << "gangrun: a node was lost: " << outcome.message() << "\n";
       return out.str();
+    case v1::JobOutcome::KIND_HUNG: {
+      out << "gangrun: job hung. " << outcome.message() << "\n";
+      if (outcome.stack_groups_size() > 0) {
+        out << "  where every rank was (each rank's stack is at the end of its log):\n";
+        for (const auto& group : outcome.stack_groups()) {
+          out << "    " << (group.ranks_size() == 1 ? "rank " : "ranks ");
+          for (int i = 0; i < group.ranks_size(); ++i) out << (i ? "," : "") << group.ranks(i);
+          out << ": " << (group.where().empty() ? "not sampled" : group.where())
+              << (group.odd_one_out() ? "   <- look here first" : "") << "\n";
+        }
+      }
+      const auto& cause = outcome.root_cause();
+      if (!cause.host().empty()) {
+        out << "  root cause: rank " << cause.rank() << " on host " << cause.host();
+        if (cause.pid() > 0) out << " (pid " << cause.pid() << ")";
+        out << "\n";
+      }
+      break;
+    }
     default:
       out << "gangrun: the job ended without an outcome\n";
       return out.str();

@@ -97,6 +97,16 @@ scheduler::Scheduler::Options SchedulerOptionsFor(const Options& options) {
   scheduler_options.restart_backoff_initial = Seconds(options.restart_backoff_initial);
   scheduler_options.restart_backoff_cap = Seconds(options.restart_backoff_cap);
   scheduler_options.personality = PersonalityName(options.personality);
+  v1::ProgressRules& rules = scheduler_options.progress_rules;
+  rules.set_hang_timeout_seconds(options.hang_timeout);
+  rules.set_learn(options.hang_timeout_auto);
+  rules.set_initial_timeout_seconds(options.hang_timeout_initial);
+  for (const auto& [name, seconds] : options.section_timeouts) {
+    (*rules.mutable_section_timeout_seconds())[name] = seconds;
+  }
+  rules.set_stack_timeout_seconds(options.stack_timeout);
+  rules.set_python_stacks(options.hang_rules());
+  scheduler_options.straggler_factor = options.straggler_factor;
   return scheduler_options;
 }
 

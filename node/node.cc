@@ -11,13 +11,14 @@
 namespace gangrun::node {
 
 Node::Node(ProcessBackend& backend, common::Clock& clock, SchedulerLink& link, Options options,
-           Planner planner, Callbacks callbacks)
+           Planner planner, Callbacks callbacks, Supervision supervision)
     : backend_(backend),
       clock_(clock),
       link_(link),
       options_(std::move(options)),
       planner_(std::move(planner)),
-      callbacks_(std::move(callbacks)) {}
+      callbacks_(std::move(callbacks)),
+      supervision_(std::move(supervision)) {}
 
 Node::~Node() = default;
 
@@ -59,6 +60,7 @@ void Node::CheckLogSpace() {
 void Node::SendHeartbeat() {
   if (finished_) return;
   CheckLogSpace();
+  SendProgress();
   v1::NodeEvent event;
   event.mutable_heartbeat();
   Send(std::move(event));
@@ -92,6 +94,8 @@ void Node::FinishLocally(v1::JobOutcome outcome) {
   finished_ = true;
   heartbeat_timer_.reset();
   formation_timer_.reset();
+  hang_timer_.reset();
+  timer_check_.reset();
   if (callbacks_.on_finished) callbacks_.on_finished(outcome);
 }
 
@@ -127,6 +131,10 @@ void Node::OnCommand(const v1::NodeCommand& command) {
     case v1::NodeCommand::kFinished:
       FinishLocally(command.finished().outcome());
       return;
+    case v1::NodeCommand::kCaptureStacks:
+      if (command.generation() != generation_) return;
+      OnCaptureStacks(command.capture_stacks());
+      return;
     default:
       common::Logger("node")->warn("ignoring an empty command");
   }
@@ -147,6 +155,7 @@ void Node::OnStart(uint64_t generation, const v1::StartGeneration& start) {
   }
   ProcessManager::Callbacks callbacks;
   callbacks.on_started = [this](const ProcessSpec& spec, pid_t pid) {
+    OnWorkerRunning(spec);
     v1::NodeEvent event;
     event.mutable_worker_started()->set_rank(spec.rank);
     event.mutable_worker_started()->set_pid(pid);
@@ -174,6 +183,7 @@ void Node::OnStart(uint64_t generation, const v1::StartGeneration& start) {
   };
   processes_.reset();  // the previous generation's (all ended): it lets go of the backend
   processes_ = std::make_unique<ProcessManager>(backend_, clock_, std::move(callbacks));
+  StartSupervision(start, *plan);
   expected_ = plan->size();
   started_ = 0;
   for (auto& spec : *plan) processes_->Spawn(std::move(spec));
@@ -182,6 +192,7 @@ void Node::OnStart(uint64_t generation, const v1::StartGeneration& start) {
 void Node::OnProcessExited(const ProcessSpec& spec, pid_t pid, common::ExitStatus status,
                            bool stopped_by_us) {
   auto log = common::Logger("node");
+  OnWorkerGone(spec);
   if (spec.rank >= 0) {
     log->info("rank {} (pid {}) {}", spec.rank, pid, status.ToString());
   } else {

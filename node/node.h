@@ -4,19 +4,28 @@
 // their starts and exits, stops them when told to, and ends when the scheduler says the
 // job is finished. Every command carries a generation; stale ones are refused.
 //
+// It also supervises progress (node/supervision.cc): its workers' GANGRUN_PROGRESS reports,
+// the hang rules the scheduler gives with each generation, torch FileTimers, and stack
+// capture when the scheduler asks.
+//
 // Runs on the io_context's single thread (its strand). It owns its ProcessManager; the
-// backend, clock and link must outlive it.
+// backend, clock, link and the Supervision's parts must outlive it.
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "common/check.h"
 #include "common/clock.h"
 #include "gangrun/v1/session.pb.h"
+#include "node/file_timer.h"
 #include "node/process_manager.h"
+#include "node/progress.h"
+#include "node/stacks.h"
 
 namespace gangrun::node {
 
@@ -25,6 +34,19 @@ class SchedulerLink {
  public:
   virtual ~SchedulerLink() = default;
   virtual void Send(const v1::NodeEvent& event) = 0;
+};
+
+// What a node's workers report to and how their stacks are taken; every part may be missing
+// (tests).
+struct Supervision {
+  // GANGRUN_PROGRESS of the worker with this local rank.
+  std::function<std::string(int local_rank)> progress_path;
+  std::string timer_file;  // TORCHELASTIC_TIMER_FILE ("" = none)
+  StackSampler* stacks = nullptr;
+  // Wall-clock seconds (torch timers are absolute wall-clock times).
+  std::function<double()> wall_now;
+  // Sends a signal to a process (unset: kill(2)).
+  std::function<void(pid_t, int)> signal_process;
 };
 
 class Node {
@@ -62,7 +84,7 @@ class Node {
   };
 
   Node(ProcessBackend& backend, common::Clock& clock, SchedulerLink& link, Options options,
-       Planner planner, Callbacks callbacks);
+       Planner planner, Callbacks callbacks, Supervision supervision = {});
   ~Node();
 
   void Start();  // sends the join request
@@ -75,6 +97,10 @@ class Node {
   // unreachable scheduler, a rejected token); afterwards this node stops its processes and
   // ends with "node lost".
   void OnLinkLost(const std::string& reason, bool unauthenticated);
+  // A GANGRUN_PROGRESS datagram from the worker of `local_rank`.
+  void OnProgressDatagram(int local_rank, absl::string_view datagram);
+  // A line from the TORCHELASTIC_TIMER_FILE pipe.
+  void OnTimerLine(absl::string_view line);
 
  private:
   void OnStart(uint64_t generation, const v1::StartGeneration& start);
@@ -86,6 +112,19 @@ class Node {
   // Looks at the free space of the log directory's file system; remembers that it was full.
   void CheckLogSpace();
   void FinishLocally(v1::JobOutcome outcome);
+  // supervision.cc
+  void StartSupervision(const v1::StartGeneration& start, std::vector<ProcessSpec>& plan);
+  void OnWorkerRunning(const ProcessSpec& spec);
+  void OnWorkerGone(const ProcessSpec& spec);
+  void SendProgress();
+  void ArmHangCheck();
+  void CheckHangs();
+  void ArmTimerCheck();
+  void CheckTimers();
+  void OnCaptureStacks(const v1::CaptureStacks& capture);
+  void OnStacksCaptured(uint64_t generation, std::vector<v1::RankStack> stacks);
+  // The rank whose worker is `pid` or one of its descendants; nullopt if none of ours.
+  std::optional<int> RankOfPid(pid_t pid) const;
 
   ProcessBackend& backend_;
   common::Clock& clock_;
@@ -103,8 +142,17 @@ class Node {
   std::unique_ptr<common::Timer> formation_timer_;
   // Set when the node ends on its own (scheduler lost): reported once processes are gone.
   std::optional<v1::JobOutcome> local_outcome_;
-  std::string log_space_lost_;     // why log output may be lost ("" while there is space)
-  common::ThreadAffinity strand_;  // the io_context's thread: every entry point checks it
+  std::string log_space_lost_;  // why log output may be lost ("" while there is space)
+  Supervision supervision_;
+  std::unique_ptr<ProgressTracker> progress_;  // this generation's
+  std::unique_ptr<common::Timer> hang_timer_;
+  std::optional<common::TimePoint> hang_check_at_;
+  bool hang_reported_ = false;  // this generation's first hang went to the scheduler
+  FileTimers timers_;
+  std::unique_ptr<common::Timer> timer_check_;
+  uint64_t malformed_timer_lines_ = 0;
+  std::map<int, int> rank_of_local_;  // this generation's local rank -> rank
+  common::ThreadAffinity strand_;     // the io_context's thread: every entry point checks it
 };
 
 }  // namespace gangrun::node

@@ -44,6 +44,8 @@ class ProcessManager {
   void SignalAll(int sig);
 
   bool stopping() const { return stopping_; }
+  // The processes spawned and not yet reaped, by pid.
+  const std::map<pid_t, ProcessSpec>& running() const { return running_; }
   size_t live() const { return pending_ + running_.size(); }
 
  private:

@@ -62,6 +62,7 @@ void Scheduler::StartGeneration() {
     if (!node.joined) continue;
     node.ended = false;
     node.workers.clear();
+    node.reported_at.clear();
     for (int i = 0; i < node.join.local_worker_num; ++i) {
       auto& worker = node.workers[node.slot.first_rank + i];
       worker.set_rank(node.slot.first_rank + i);
@@ -73,6 +74,7 @@ void Scheduler::StartGeneration() {
   GANGRUN_CHECK(rank0 != nullptr, "a formed job has a node of rank 0");
   state_ = State::kRunning;
   stopping_.reset();
+  capture_.reset();
   stopped_ranks_.clear();
   started_ranks_ = 0;
   succeeded_ranks_ = 0;
@@ -100,6 +102,7 @@ void Scheduler::StartGeneration() {
     assignment->set_master_port(rank0->free_port);
     assignment->set_run_id(options_.run_id);
     command.mutable_start()->set_restart_count(restarts_used_);
+    *command.mutable_start()->mutable_progress_rules() = options_.progress_rules;
     SendTo(*node, std::move(command));
   }
 }
@@ -137,8 +140,8 @@ void Scheduler::OnWorkerExited(NodeState& node, const v1::WorkerExited& exited) 
     *worker.mutable_exit() = exited.exit();
   }
   if (!failed && !exited.stopped_by_us() && exited.rank() >= 0) ++succeeded_ranks_;
-  if (state_ == State::kRunning && failed && !exited.stopped_by_us()) {
-    StopReason reason{StopReason::Kind::kWorkerFailed, "", {}};
+  if (Live() && failed && !exited.stopped_by_us()) {
+    StopReason reason{StopReason::Kind::kWorkerFailed, "", {}, {}};
     reason.root_cause.set_host(node.join.node_name);
     reason.root_cause.set_rank(exited.rank());
     reason.root_cause.set_pid(exited.pid());
@@ -159,7 +162,12 @@ void Scheduler::OnWorkerExited(NodeState& node, const v1::WorkerExited& exited) 
                                   {"log", exited.log_path()}});
     return BeginStopping(std::move(reason));
   }
-  if (state_ == State::kStopping && exited.rank() >= 0) stopped_ranks_.push_back(exited.rank());
+  // Stopped because of the failure: not the rank whose watchdog timer killed it.
+  const bool root_cause = stopping_ && stopping_->root_cause.rank() == exited.rank() &&
+                          !exited.stopped_by_us() && !stopping_->root_cause.host().empty();
+  if (state_ == State::kStopping && exited.rank() >= 0 && !root_cause) {
+    stopped_ranks_.push_back(exited.rank());
+  }
 }
 
 void Scheduler::OnLogOutputLost(const NodeState& node, const v1::WorkerExited& exited) {
@@ -179,15 +187,16 @@ void Scheduler::OnGenerationEnded(NodeState& node) {
 }
 
 void Scheduler::BeginStopping(StopReason reason) {
-  if (state_ != State::kRunning) return;  // already stopping: the first reason stands
+  if (!Live()) return;  // already stopping: the first reason stands
   state_ = State::kStopping;
+  capture_.reset();
   const std::string message = reason.message;
   stopping_ = std::move(reason);
   AbortAll(message);
 }
 
 void Scheduler::MaybeGenerationOver() {
-  if (state_ != State::kRunning && state_ != State::kStopping) return;
+  if (!Live() && state_ != State::kStopping) return;
   for (const auto& [id, other] : nodes_) {
     if (other.joined && !other.ended) return;
   }
@@ -200,7 +209,8 @@ void Scheduler::MaybeGenerationOver() {
   }
   Record(Event::kGenerationEnded, std::move(ended));
   generation_requested_at_ = clock_.Now();
-  const bool worker_failed = stopping_ && stopping_->kind == StopReason::Kind::kWorkerFailed;
+  const bool worker_failed = stopping_ && (stopping_->kind == StopReason::Kind::kWorkerFailed ||
+                                           stopping_->kind == StopReason::Kind::kHung);
   if (stop_requested_) return Finish(CurrentOutcome());
   if (!lost_node_.empty()) return WaitForReplacement();
   if (!worker_failed && succeeded_ranks_ == current_world_) {

@@ -15,7 +15,7 @@ absl::Status Scheduler::CheckJoinAllowed(const NodeState& node, const v1::JoinRe
                                          "already joined");
   }
   const bool forming = state_ == State::kForming || state_ == State::kAwaitingReplacement;
-  const bool growing = Elastic() && (state_ == State::kRunning || state_ == State::kStopping);
+  const bool growing = Elastic() && (Live() || state_ == State::kStopping);
   if (!forming && !growing) {
     return absl::FailedPreconditionError(DescribeJoin(join) +
                                          " cannot join: the job has already formed");
@@ -71,7 +71,7 @@ void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join
   common::Logger("scheduler")
       ->debug("node {} '{}' joined with {} worker(s); {} of {} workers present", node_id,
               join.node_name(), join.local_worker_num(), membership_.workers, options_.world_size);
-  if (state_ == State::kRunning || state_ == State::kStopping) {
+  if (Live() || state_ == State::kStopping) {
     // An elastic job grows: the newcomer waits for the next generation.
     node.ended = true;
     Reform(Describe(node) + " joined");
@@ -134,6 +134,27 @@ bool Scheduler::CheckEvent(const NodeState& node, const v1::NodeEvent& event) co
   } else if (event.has_worker_exited()) {
     if (!in_range(event.worker_exited().rank())) problem = "an exit of a rank it does not run";
     if (event.worker_exited().log_tail_size() > kMaxLogTailLines) problem = "an oversized log tail";
+  } else if (event.has_progress()) {
+    if (event.progress().ranks_size() > node.join.local_worker_num) problem = "oversized progress";
+    for (const auto& rank : event.progress().ranks()) {
+      if (rank.rank() < 0 || !in_range(rank.rank())) problem = "progress of a rank it does not run";
+    }
+  } else if (event.has_rank_hung()) {
+    if (event.rank_hung().rank() < 0 || !in_range(event.rank_hung().rank())) {
+      problem = "a hang of a rank it does not run";
+    }
+  } else if (event.has_timer_expired()) {
+    if (event.timer_expired().rank() < 0 || !in_range(event.timer_expired().rank())) {
+      problem = "a timer of a rank it does not run";
+    }
+  } else if (event.has_stacks_captured()) {
+    if (event.stacks_captured().stacks_size() > node.join.local_worker_num) {
+      problem = "oversized stacks";
+    }
+    for (const auto& stack : event.stacks_captured().stacks()) {
+      if (stack.rank() < 0 || !in_range(stack.rank()))
+        problem = "a stack of a rank it does not run";
+    }
   }
   if (problem.empty()) return true;
   common::Logger("scheduler")->warn("ignoring {} from {}", problem, Describe(node));

@@ -6,6 +6,7 @@
 #include <boost/beast/http.hpp>
 #include <deque>
 #include <sstream>
+#include <tuple>
 
 #include "common/logging.h"
 #include "proto/conversions.h"
@@ -61,6 +62,7 @@ class Renderer {
     States();
     Counters();
     Latencies();
+    Progress();
     return w_.str();
   }
 
@@ -72,9 +74,9 @@ class Renderer {
   };
 
   void Phases() {
-    static const v1::JobPhase kPhases[] = {v1::JOB_PHASE_FORMING, v1::JOB_PHASE_RUNNING,
+    static const v1::JobPhase kPhases[] = {v1::JOB_PHASE_FORMING,  v1::JOB_PHASE_RUNNING,
                                            v1::JOB_PHASE_STOPPING, v1::JOB_PHASE_RESTARTING,
-                                           v1::JOB_PHASE_FINISHED};
+                                           v1::JOB_PHASE_FINISHED, v1::JOB_PHASE_HUNG};
     w_.Family("gangrun_job_phase", "gauge", "1 for the phase the job is in.");
     for (const auto& j : jobs_) {
       for (v1::JobPhase phase : kPhases) {
@@ -158,6 +160,34 @@ class Renderer {
       for (const auto& node : j.status.nodes()) lag = std::max(lag, node.heartbeat_age_seconds());
       w_.Sample("gangrun_heartbeat_lag_seconds", j.label, lag);
     }
+  }
+
+  // Per rank, for the ranks that report through GANGRUN_PROGRESS (one series per rank).
+  void Progress() {
+    using Value = double (*)(const v1::WorkerStatus&);
+    const std::tuple<const char*, const char*, Value> families[] = {
+        {"gangrun_rank_step", "The last step each rank reported.",
+         [](const v1::WorkerStatus& w) { return static_cast<double>(w.step()); }},
+        {"gangrun_rank_progress_age_seconds", "Seconds since each rank last reported progress.",
+         [](const v1::WorkerStatus& w) { return w.progress_age_seconds(); }},
+        {"gangrun_rank_step_seconds", "Each rank's recent seconds per step (its last steps' mean).",
+         [](const v1::WorkerStatus& w) { return w.step_seconds(); }},
+    };
+    for (const auto& [name, help, value] : families) {
+      w_.Family(name, "gauge", help);
+      for (const auto& j : jobs_) {
+        for (const auto& node : j.status.nodes()) {
+          for (const auto& worker : node.workers()) {
+            if (worker.reports() == 0) continue;
+            w_.Sample(name, j.label + ",rank=\"" + std::to_string(worker.rank()) + "\"",
+                      value(worker));
+          }
+        }
+      }
+    }
+    w_.Family("gangrun_stragglers", "gauge",
+              "Ranks slower per step than the straggler factor times the job's median.");
+    for (const auto& j : jobs_) w_.Sample("gangrun_stragglers", j.label, j.status.stragglers());
   }
 
   std::vector<Job> jobs_;

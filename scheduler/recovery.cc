@@ -52,6 +52,7 @@ void Scheduler::Reform(const std::string& why) {
   BeginStopping(
       {StopReason::Kind::kReform,
        why + ": the job re-forms with " + std::to_string(membership_.workers) + " workers",
+       {},
        {}});
   MaybeGenerationOver();
 }
@@ -114,15 +115,17 @@ void Scheduler::ScheduleRestart() {
   for (int i = 1; i < restarts_used_ && delay < options_.restart_backoff_cap; ++i) delay *= 2;
   delay = std::min(delay, options_.restart_backoff_cap);
   const v1::RootCause& cause = stopping_->root_cause;
+  const std::string what =
+      stopping_->kind == StopReason::Kind::kHung
+          ? "the job hung"
+          : (cause.rank() >= 0 ? "rank " + std::to_string(cause.rank())
+                               : std::string("the MindSpore scheduler process")) +
+                " on " + cause.host() + " failed";
   common::Logger("scheduler")
-      ->warn(
-          "{} on {} failed in generation {}; restarting in {} ms ({} of {} restarts left "
-          "after this one)",
-          cause.rank() >= 0 ? "rank " + std::to_string(cause.rank())
-                            : std::string("the MindSpore scheduler process"),
-          cause.host(), generation_,
-          std::chrono::duration_cast<std::chrono::milliseconds>(delay).count(),
-          options_.max_restarts - restarts_used_, options_.max_restarts);
+      ->warn("{} in generation {}; restarting in {} ms ({} of {} restarts left after this one)",
+             what, generation_,
+             std::chrono::duration_cast<std::chrono::milliseconds>(delay).count(),
+             options_.max_restarts - restarts_used_, options_.max_restarts);
   Record(Event::kRestartScheduled,
          {{"generation", generation_},
           {"delay_ms", std::chrono::duration_cast<std::chrono::milliseconds>(delay).count()},

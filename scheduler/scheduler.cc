@@ -67,6 +67,14 @@ void Scheduler::OnNodeEvent(int node_id, const v1::NodeEvent& event) {
     OnWorkerExited(node, event.worker_exited());
   } else if (event.has_generation_ended()) {
     OnGenerationEnded(node);
+  } else if (event.has_progress()) {
+    OnProgress(node, event.progress());
+  } else if (event.has_rank_hung()) {
+    OnRankHung(node, event.rank_hung());
+  } else if (event.has_timer_expired()) {
+    OnTimerExpired(node, event.timer_expired());
+  } else if (event.has_stacks_captured()) {
+    OnStacksCaptured(node_id, event.stacks_captured());
   }
 }
 
@@ -90,7 +98,7 @@ void Scheduler::OnNodeDisconnected(int node_id) {
     return Finish(std::move(outcome));
   }
   // A node whose part is done may go, unless a later generation could need it.
-  const bool done = node.ended && (state_ == State::kRunning || state_ == State::kStopping);
+  const bool done = node.ended && (Live() || state_ == State::kStopping);
   if (done && !Elastic() && !BudgetLeft()) return;
   OnNodeLost(node_id, node, FailureCause::kConnectionLost, "its connection broke");
 }
@@ -196,10 +204,10 @@ void Scheduler::OnNodeLost(int node_id, NodeState& node, FailureCause cause,
     lost_node_ = what;
     membership_.Remove(node.join);
     nodes_.erase(node_id);
-    BeginStopping({StopReason::Kind::kNodeLost, what, {}});
+    BeginStopping({StopReason::Kind::kNodeLost, what, {}, {}});
     return MaybeGenerationOver();
   }
-  BeginStopping({StopReason::Kind::kNodeLost, what, {}});
+  BeginStopping({StopReason::Kind::kNodeLost, what, {}, {}});
   OnGenerationEnded(node);  // a lost node has no workers left to wait for
 }
 

@@ -20,15 +20,20 @@
 //                          formation timeout                            kFinished(formation)
 //                          stop requested                               kFinished(stopped)
 //   kRunning               a worker failed                              kStopping(worker)
+//                          a node judged a rank hung                    kCapturing
+//                          a torch timer expired                        kStopping(hung)
 //                          a node lost, the restart budget allows       kStopping(node, replace)
 //                          a node lost, no budget                       kStopping(node)
 //                          elastic membership changed (join, loss)      kStopping(reform)
 //                          stop requested                               kStopping(stop)
 //                          every worker exited 0, every node ended      kFinished(succeeded)
+//   kCapturing             every node sent its stacks, or the capture   kStopping(hung)
+//                            timeout passed
+//                          (otherwise as kRunning: a failure, a loss or a stop wins)
 //   kStopping(reason)      every node ended (all workers reaped):
 //                            a stop was requested since                 kFinished(by reason)
 //                            a node must be replaced                    kAwaitingReplacement
-//                            worker: budget left / none                 kBackingOff / kFinished
+//                            worker, hung: budget left / none           kBackingOff / kFinished
 //                            node (no replacement)                      kFinished(node lost)
 //                            reform                                     kForming -> kRunning
 //                            stop                                       kFinished(stopped)
@@ -55,6 +60,7 @@
 
 #include "common/check.h"
 #include "common/clock.h"
+#include "gangrun/v1/progress.pb.h"
 #include "gangrun/v1/session.pb.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/peer_checks.h"
@@ -99,6 +105,11 @@ class Scheduler {
     // A session that has not joined within this long is closed (a silent or stray peer holds
     // no connection for ever).
     common::Duration join_timeout = std::chrono::seconds(30);
+    // Hang rules, given to every node with each generation (node/progress.h).
+    v1::ProgressRules progress_rules;
+    // A rank whose recent seconds per step exceed this multiple of the job's median is a
+    // straggler (README "Progress, hangs and stragglers").
+    double straggler_factor = 1.5;
   };
 
   Scheduler(common::Clock& clock, Options options);
@@ -123,13 +134,30 @@ class Scheduler {
   absl::Status Scale(int target);
 
  private:
-  enum class State { kForming, kRunning, kStopping, kBackingOff, kAwaitingReplacement, kFinished };
+  enum class State {
+    kForming,
+    kRunning,
+    kCapturing,
+    kStopping,
+    kBackingOff,
+    kAwaitingReplacement,
+    kFinished
+  };
   // Why a running generation is being stopped (kStopping).
   struct StopReason {
-    enum class Kind { kWorkerFailed, kNodeLost, kStopRequested, kReform };
+    enum class Kind { kWorkerFailed, kHung, kNodeLost, kStopRequested, kReform };
     Kind kind;
     std::string message;       // what happened, for the log and the nodes
-    v1::RootCause root_cause;  // kWorkerFailed: the first failure
+    v1::RootCause root_cause;  // kWorkerFailed: the first failure; kHung: where to look first
+    std::vector<v1::StackGroup> groups;  // kHung: where every rank was
+  };
+  // kCapturing: the hang being reported, and the stacks gathered so far.
+  struct Capture {
+    std::string message;
+    v1::RootCause root_cause;
+    std::set<int> waiting;  // node ids that have not answered
+    std::vector<v1::RankStack> stacks;
+    std::unique_ptr<common::Timer> timer;
   };
   struct NodeState {
     NodeLink* link = nullptr;
@@ -142,7 +170,8 @@ class Scheduler {
     int pid = 0;
     common::TimePoint last_seen;
     common::TimePoint connected_at;
-    std::map<int, v1::WorkerStatus> workers;  // this generation's, by rank
+    std::map<int, v1::WorkerStatus> workers;       // this generation's, by rank
+    std::map<int, common::TimePoint> reported_at;  // when each rank last reported progress
   };
 
   // joins.cc
@@ -170,6 +199,17 @@ class Scheduler {
   void SendTo(NodeState& node, v1::NodeCommand command);
   // The last command a node gets on this connection (finished, rejected).
   void SendAndClose(NodeState& node, v1::NodeCommand command);
+  // progress.cc
+  void OnProgress(NodeState& node, const v1::ProgressReport& report);
+  void OnRankHung(NodeState& node, const v1::RankHung& hung);
+  void OnTimerExpired(NodeState& node, const v1::TimerExpired& expired);
+  void OnStacksCaptured(int node_id, const v1::StacksCaptured& captured);
+  // kCapturing -> kStopping(hung), with whatever stacks arrived.
+  void FinishCapture();
+  // Progress ages, straggler flags and the median step time, as of now.
+  void AddProgress(v1::GetStatusResponse& status) const;
+  // A generation's workers run, or are being captured before the stop.
+  bool Live() const { return state_ == State::kRunning || state_ == State::kCapturing; }
   // recovery.cc
   void ScheduleRestart();
   void WaitForReplacement();
@@ -208,6 +248,7 @@ class Scheduler {
   common::ThreadAffinity strand_;
   State state_ = State::kForming;
   std::optional<StopReason> stopping_;             // kStopping: why
+  std::optional<Capture> capture_;                 // kCapturing
   std::optional<v1::StopRequest> stop_requested_;  // nothing restarts or re-forms after one
   std::string lost_node_;            // kAwaitingReplacement (and on the way there): what was lost
   bool membership_changed_ = false;  // elastic: re-form when the generation is over

@@ -50,6 +50,9 @@ v1::GetStatusResponse Scheduler::Status() const {
     case State::kRunning:
       status.set_phase(v1::JOB_PHASE_RUNNING);
       break;
+    case State::kCapturing:
+      status.set_phase(v1::JOB_PHASE_HUNG);
+      break;
     case State::kStopping:
       status.set_phase(v1::JOB_PHASE_STOPPING);
       break;
@@ -83,8 +86,16 @@ v1::GetStatusResponse Scheduler::Status() const {
     common::TimePoint heard = node.last_seen;
     if (node.link != nullptr) heard = std::max(heard, node.link->LastHeartbeat());
     n->set_heartbeat_age_seconds(std::chrono::duration<double>(now - heard).count());
-    for (const auto& [rank, worker] : node.workers) *n->add_workers() = worker;
+    for (const auto& [rank, worker] : node.workers) {
+      auto* w = n->add_workers();
+      *w = worker;
+      auto reported = node.reported_at.find(rank);
+      if (reported != node.reported_at.end()) {
+        w->set_progress_age_seconds(std::chrono::duration<double>(now - reported->second).count());
+      }
+    }
   }
+  AddProgress(status);
   return status;
 }
 
@@ -107,7 +118,8 @@ void Scheduler::OnStopRequest(const v1::StopRequest& request) {
     case State::kAwaitingReplacement:
       return Finish(CurrentOutcome());
     case State::kRunning:
-      return BeginStopping({StopReason::Kind::kStopRequested, request.reason(), {}});
+    case State::kCapturing:
+      return BeginStopping({StopReason::Kind::kStopRequested, request.reason(), {}, {}});
     case State::kStopping:  // the generation's end finishes the job
     case State::kFinished:
       return;
@@ -123,6 +135,11 @@ v1::JobOutcome Scheduler::CurrentOutcome() const {
   if (stopping_ && stopping_->kind == StopReason::Kind::kWorkerFailed) {
     outcome.set_kind(v1::JobOutcome::KIND_WORKER_FAILED);
     *outcome.mutable_root_cause() = stopping_->root_cause;
+  } else if (stopping_ && stopping_->kind == StopReason::Kind::kHung) {
+    outcome.set_kind(v1::JobOutcome::KIND_HUNG);
+    outcome.set_message(stopping_->message);
+    *outcome.mutable_root_cause() = stopping_->root_cause;
+    for (const auto& group : stopping_->groups) *outcome.add_stack_groups() = group;
   } else if (fatal_loss) {
     outcome.set_kind(v1::JobOutcome::KIND_NODE_LOST);
     outcome.set_message(stopping_->message);

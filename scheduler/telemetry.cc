@@ -87,6 +87,12 @@ const char* EventName(Event event) {
       return "generation_running";
     case Event::kWorkerFailed:
       return "worker_failed";
+    case Event::kRankHung:
+      return "rank_hung";
+    case Event::kTimerExpired:
+      return "timer_expired";
+    case Event::kHang:
+      return "hang";
     case Event::kGenerationAborted:
       return "generation_aborted";
     case Event::kGenerationEnded:
@@ -125,6 +131,8 @@ const char* FailureCauseName(FailureCause cause) {
       return "connection_lost";
     case FailureCause::kFormationTimeout:
       return "formation_timeout";
+    case FailureCause::kHang:
+      return "hang";
     case FailureCause::kCount:
       break;
   }

@@ -31,6 +31,9 @@ enum class Event {
   kGenerationStarted,
   kGenerationRunning,
   kWorkerFailed,
+  kRankHung,      // a node judged a rank hung
+  kTimerExpired,  // a torch FileTimer expired
+  kHang,          // the hang's report: where every rank was
   kGenerationAborted,
   kGenerationEnded,
   kRestartScheduled,
@@ -53,6 +56,7 @@ enum class FailureCause {
   kHeartbeatTimeout,
   kConnectionLost,
   kFormationTimeout,
+  kHang,
   kCount,  // not a cause: the number of causes
 };
 const char* FailureCauseName(FailureCause cause);

@@ -172,5 +172,50 @@ TEST_F(TelemetryTest, StatusListsWorkersWithPidsAndStates) {
   EXPECT_EQ(scheduler->Status().phase(), v1::JOB_PHASE_FINISHED);
 }
 
+TEST_F(TelemetryTest, ProgressHangsAndStragglersReachTheEventLogAndMetrics) {
+  Join();
+  Started(0);
+  Started(1);
+  v1::NodeEvent progress;
+  for (int rank = 0; rank < 2; ++rank) {
+    auto* p = progress.mutable_progress()->add_ranks();
+    p->set_rank(rank);
+    p->set_reports(6);
+    p->set_step(5);
+    p->set_step_seconds(rank == 0 ? 0.2 : 0.9);  // median 0.55: 0.9 > 1.5 x 0.55
+  }
+  Send(progress);
+  std::string text = "\n" + RenderMetrics({{scheduler.get(), telemetry.get()}});
+  EXPECT_NE(text.find("\ngangrun_rank_step{job=\"job-1\",rank=\"1\"} 5\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\ngangrun_rank_step_seconds{job=\"job-1\",rank=\"0\"} 0.2\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("\ngangrun_stragglers{job=\"job-1\"} 1\n"), std::string::npos);
+  v1::NodeEvent hung;
+  hung.mutable_rank_hung()->set_rank(1);
+  hung.mutable_rank_hung()->set_rule("steady");
+  Send(hung);
+  text = "\n" + RenderMetrics({{scheduler.get(), telemetry.get()}});
+  EXPECT_NE(text.find("\ngangrun_job_phase{job=\"job-1\",phase=\"hung\"} 1\n"), std::string::npos)
+      << text;
+  v1::NodeEvent stacks;
+  auto* stack = stacks.mutable_stacks_captured()->add_stacks();
+  stack->set_rank(1);
+  stack->set_where("f (a.py:1)");
+  stacks.mutable_stacks_captured()->add_stacks()->set_rank(0);
+  stacks.mutable_stacks_captured()->mutable_stacks(1)->set_where("f (a.py:1)");
+  Send(stacks);
+  text = "\n" + RenderMetrics({{scheduler.get(), telemetry.get()}});
+  EXPECT_NE(text.find("\ngangrun_failures_total{job=\"job-1\",cause=\"hang\"} 1\n"),
+            std::string::npos);
+  std::vector<std::string> names;
+  for (const auto& e : Events()) names.push_back(e["event"]);
+  ASSERT_GE(names.size(), 6u);
+  EXPECT_EQ(names[3], "rank_hung");
+  EXPECT_EQ(names[4], "hang");
+  EXPECT_EQ(Events()[4]["groups"][0]["ranks"], nlohmann::json::array({0, 1}));
+  EXPECT_EQ(names[5], "generation_aborted");
+}
+
 }  // namespace
 }  // namespace gangrun::scheduler

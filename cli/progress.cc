@@ -1,0 +1,66 @@
+// gangrun progress: a worker's progress report from a shell (README "Progress, hangs and
+// stragglers"): `gangrun progress step 12`, `gangrun progress begin checkpoint`. One datagram
+// to $GANGRUN_PROGRESS, the socket the worker's node serves.
+
+#include "node/progress.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_join.h"
+#include "cli/command.h"
+#include "common/status.h"
+
+namespace gangrun::cli {
+namespace {
+
+constexpr char kUsage[] = "usage: gangrun progress step [N] | begin NAME | end NAME";
+
+}  // namespace
+
+CommandResult RunProgress(const CommandArgs& command) {
+  if (command.args.size() == 1 && (command.args[0] == "-h" || command.args[0] == "--help")) {
+    std::printf(
+        "%s\nReports this worker's progress to its gangrun node ($GANGRUN_PROGRESS): a step "
+        "(optionally numbered), or the start or end of a named section.\n",
+        kUsage);
+    return absl::OkStatus();
+  }
+  const std::string datagram = absl::StrJoin(command.args, " ");
+  auto parsed = node::ParseProgress(datagram);
+  if (command.args.empty() || !parsed.ok()) {
+    return UsageError(kUsage, "gangrun progress: " +
+                                  (command.args.empty() ? std::string("nothing to report")
+                                                        : std::string(parsed.status().message())));
+  }
+  const std::optional<std::string> path = command.env("GANGRUN_PROGRESS");
+  if (!path || path->empty()) {
+    return absl::FailedPreconditionError(
+        "GANGRUN_PROGRESS is not set: run this inside a worker that gangrun started");
+  }
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path->size() >= sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError("GANGRUN_PROGRESS is too long for a socket path");
+  }
+  std::memcpy(address.sun_path, path->c_str(), path->size());
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return common::ErrnoToStatus(errno, "socket");
+  timeval timeout{5, 0};  // a node that stopped reading must not hold a script for ever
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  ssize_t sent = sendto(fd, datagram.data(), datagram.size(), 0,
+                        reinterpret_cast<const sockaddr*>(&address), sizeof(address));
+  const int error = errno;
+  close(fd);
+  if (sent < 0) {
+    return absl::UnavailableError("cannot report to " + *path + ": " + std::strerror(error) +
+                                  " (is the worker's gangrun node still running?)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gangrun::cli

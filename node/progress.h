@@ -1,0 +1,112 @@
+#pragma once
+// What a node knows of its ranks' progress, and when it judges one hung.
+//
+// Workers report through GANGRUN_PROGRESS (a datagram socket per local rank, see
+// node/progress_channel.h), one datagram per report:
+//
+//   step [N]      progress; N is the step number (without N: the step after the last one)
+//   begin NAME    a named section opens (sections nest, at most kMaxSectionDepth deep)
+//   end NAME      it closes (the innermost section of that name, and any opened inside it)
+//
+// Every accepted datagram is a report: it proves the rank alive. A rank is hung when it has
+// been silent for longer than the bound that applies to it, which is, in this order:
+//   1. inside sections: the bound of the innermost open section that has one
+//      (--section_timeout NAME=S);
+//   2. before its first report: --hang_timeout_initial, counted from the rank's start;
+//   3. after it: --hang_timeout, or with --hang_timeout auto the learned bound
+//      max(kLearnFloor, kLearnFactor x the longest interval seen between two of its reports
+//      outside sections), once kLearnIntervals such intervals were seen (until then the
+//      initial bound, counted from the last report);
+//   4. none of these set: never hung.
+// A rank is judged hung once per generation.
+//
+// Worked example: --hang_timeout 60 --section_timeout checkpoint=600. Rank 3 reports
+// "step 7" at t=0 and "begin checkpoint" at t=5: until it reports again it is hung at t=605,
+// not at t=65. At t=300 it reports "end checkpoint": the steady bound applies again, hung at
+// t=360 unless it reports.
+//
+// Runs on the node's strand (it has no locks); time comes from the caller.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/clock.h"
+#include "gangrun/v1/progress.pb.h"
+
+namespace gangrun::node {
+
+inline constexpr size_t kMaxProgressDatagram = 256;
+inline constexpr size_t kMaxSectionName = 64;
+inline constexpr size_t kMaxSectionDepth = 16;
+inline constexpr double kLearnFactor = 5.0;
+inline constexpr common::Duration kLearnFloor = std::chrono::seconds(10);
+inline constexpr int kLearnIntervals = 3;
+// Steps over which "recent seconds per step" is measured.
+inline constexpr size_t kStepWindow = 10;
+
+struct ProgressDatagram {
+  enum class Kind { kStep, kBegin, kEnd } kind = Kind::kStep;
+  int64_t step = -1;  // kStep with a number
+  std::string name;   // kBegin, kEnd
+};
+
+// One datagram, e.g. "step 12", "begin checkpoint\n". InvalidArgument says what is wrong.
+absl::StatusOr<ProgressDatagram> ParseProgress(absl::string_view datagram);
+
+class ProgressTracker {
+ public:
+  explicit ProgressTracker(v1::ProgressRules rules) : rules_(std::move(rules)) {}
+
+  // A rank of this generation started at `at`.
+  void AddRank(int rank, common::TimePoint at);
+  // A datagram from `rank`; false (counted as rejected) when malformed or unknown rank.
+  bool OnDatagram(int rank, absl::string_view datagram, common::TimePoint now);
+  // Datagrams of `rank` dropped before parsing (over the rate budget).
+  void CountRejected(int rank, uint64_t count);
+  // Ranks whose bound has passed at `now` and were not judged hung before.
+  std::vector<v1::RankHung> CheckHangs(common::TimePoint now);
+  // When the next rank would become hung if nobody reports (nullopt: none can).
+  std::optional<common::TimePoint> NextDeadline() const;
+  // The ranks whose progress changed since the last call, as of `now`.
+  std::vector<v1::RankProgress> TakeChanges(common::TimePoint now);
+  // Forgets a rank (it exited): it can no longer hang.
+  void RemoveRank(int rank);
+
+  const v1::ProgressRules& rules() const { return rules_; }
+  bool Enabled() const;  // any bound is set
+
+ private:
+  struct Rank {
+    common::TimePoint started;
+    common::TimePoint last_report;
+    uint64_t reports = 0;
+    uint64_t rejected = 0;
+    int64_t step = -1;
+    std::vector<std::string> sections;  // open, outermost first
+    std::deque<std::pair<int64_t, common::TimePoint>> recent_steps;
+    common::Duration longest_interval{0};
+    int intervals = 0;  // seen outside sections
+    bool hung = false;
+    bool changed = false;
+  };
+  struct Bound {
+    common::Duration bound;
+    common::TimePoint since;
+    const char* rule;
+    std::string section;
+  };
+  std::optional<Bound> BoundOf(const Rank& rank) const;
+  double StepSeconds(const Rank& rank) const;
+
+  v1::ProgressRules rules_;
+  std::map<int, Rank> ranks_;
+};
+
+}  // namespace gangrun::node

@@ -1,0 +1,101 @@
+#include "node/progress_channel.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/logging.h"
+#include "node/progress.h"
+
+namespace gangrun::node {
+
+using boost::asio::local::datagram_protocol;
+
+ProgressChannel::ProgressChannel(boost::asio::io_context& io, std::string dir, Handler on_datagram)
+    : io_(io), dir_(std::move(dir)), on_datagram_(std::move(on_datagram)), window_(io) {}
+
+ProgressChannel::~ProgressChannel() {
+  *alive_ = false;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    boost::system::error_code ignored;
+    if (slots_[i].socket) slots_[i].socket->close(ignored);
+    unlink(PathFor(static_cast<int>(i)).c_str());
+  }
+}
+
+std::string ProgressChannel::PathFor(int slot) const { return dir_ + "/p" + std::to_string(slot); }
+
+absl::Status ProgressChannel::Open(int slots) {
+  for (int i = static_cast<int>(slots_.size()); i < slots; ++i) {
+    const std::string path = PathFor(i);
+    unlink(path.c_str());
+    auto socket = std::make_unique<datagram_protocol::socket>(io_);
+    boost::system::error_code ec;
+    socket->open(datagram_protocol(), ec);
+    if (!ec) socket->bind(datagram_protocol::endpoint(path), ec);
+    if (!ec) socket->non_blocking(true, ec);
+    if (ec) {
+      return absl::InternalError("cannot bind the progress socket " + path + ": " + ec.message());
+    }
+    Slot slot;
+    slot.socket = std::move(socket);
+    slots_.push_back(std::move(slot));
+    Wait(i);
+  }
+  return absl::OkStatus();
+}
+
+void ProgressChannel::Wait(int slot) {
+  slots_[slot].socket->async_wait(datagram_protocol::socket::wait_read,
+                                  [this, slot, alive = alive_](boost::system::error_code ec) {
+                                    if (!*alive || ec) return;
+                                    Drain(slot);
+                                  });
+}
+
+void ProgressChannel::Drain(int slot) {
+  Slot& s = slots_[slot];
+  char buffer[kMaxProgressDatagram + 1];
+  const int fd = s.socket->native_handle();
+  const auto now = std::chrono::steady_clock::now();
+  if (now - s.second_started >= std::chrono::seconds(1)) {
+    s.second_started = now;
+    s.read_this_second = 0;
+  }
+  while (s.read_this_second < kBudgetPerSecond) {
+    ssize_t n = recv(fd, buffer, sizeof(buffer), MSG_TRUNC);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;  // EAGAIN: drained
+    }
+    ++s.read_this_second;
+    ++received_;
+    // A cut datagram keeps one byte too many, so that it is rejected as too long.
+    const size_t length = std::min(static_cast<size_t>(n), sizeof(buffer));
+    on_datagram_(slot, absl::string_view(buffer, length));
+    if (!*alive_) return;
+  }
+  if (s.read_this_second >= kBudgetPerSecond) {
+    s.paused = true;
+    ResumeAfter();
+    return;
+  }
+  Wait(slot);
+}
+
+void ProgressChannel::ResumeAfter() {
+  if (window_armed_) return;
+  window_armed_ = true;
+  window_.expires_after(std::chrono::seconds(1));
+  window_.async_wait([this, alive = alive_](boost::system::error_code ec) {
+    if (!*alive || ec) return;
+    window_armed_ = false;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (!slots_[i].paused) continue;
+      slots_[i].paused = false;
+      Drain(static_cast<int>(i));
+      if (!*alive) return;
+    }
+  });
+}
+
+}  // namespace gangrun::node

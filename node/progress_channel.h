@@ -1,0 +1,63 @@
+#pragma once
+// GANGRUN_PROGRESS: one Unix datagram socket per local rank, bound in the node's runtime
+// directory (mode 0700: only this user can send). A datagram's socket says whose it is, so a
+// worker's subprocesses report as that rank and nobody can report as another.
+//
+// Bounded: a datagram is read into a fixed buffer (longer ones arrive cut and are rejected),
+// and each socket is read at most kBudgetPerSecond times a second. Past that the node stops
+// reading it until the second is over; the kernel queue fills and the flooding worker's own
+// sends wait (or fail with EAGAIN if non-blocking). Memory is the kernel's queue; the node's
+// CPU is bounded by the budget, whatever the workers send.
+//
+// Runs on the io_context's thread (the node's strand).
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/datagram_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace gangrun::node {
+
+class ProgressChannel {
+ public:
+  static constexpr int kBudgetPerSecond = 10000;
+  // `on_datagram(slot, text)` for every datagram read.
+  using Handler = std::function<void(int slot, absl::string_view datagram)>;
+
+  ProgressChannel(boost::asio::io_context& io, std::string dir, Handler on_datagram);
+  ~ProgressChannel();
+
+  // Binds one socket per slot (local rank) in [0, slots); more slots keep the ones bound.
+  absl::Status Open(int slots);
+  std::string PathFor(int slot) const;
+  // Datagrams read so far, all slots (for tests and benchmarks).
+  uint64_t received() const { return received_; }
+
+ private:
+  struct Slot {
+    std::unique_ptr<boost::asio::local::datagram_protocol::socket> socket;
+    int read_this_second = 0;
+    std::chrono::steady_clock::time_point second_started;
+    bool paused = false;
+  };
+  void Wait(int slot);
+  void Drain(int slot);
+  void ResumeAfter();
+
+  boost::asio::io_context& io_;
+  std::string dir_;
+  Handler on_datagram_;
+  std::vector<Slot> slots_;
+  boost::asio::steady_timer window_;
+  bool window_armed_ = false;
+  uint64_t received_ = 0;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace gangrun::node

@@ -1,0 +1,270 @@
+// The node's progress supervision: GANGRUN_PROGRESS reports, hang rules, torch FileTimers and
+// stack capture. Part of the Node actor (node.h): the same strand, the same state.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "common/logging.h"
+#include "node/node.h"
+
+namespace gangrun::node {
+namespace {
+
+void SetEnv(std::vector<std::string>& env, const std::string& key, const std::string& value) {
+  const std::string prefix = key + "=";
+  env.erase(std::remove_if(env.begin(), env.end(),
+                           [&](const std::string& e) { return absl::StartsWith(e, prefix); }),
+            env.end());
+  env.push_back(prefix + value);
+}
+
+pid_t ParentOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return 0;
+  char state;
+  int parent = 0;
+  if (sscanf(stat.c_str() + paren + 1, " %c %d", &state, &parent) != 2) return 0;
+  return parent;
+}
+
+// Appends a rank's captured stack to its log (the log is the worker's stdout and stderr,
+// opened O_APPEND, so the lines land whole after what it wrote).
+void AppendToLog(const std::string& path, const std::string& text) {
+  int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) return;
+  size_t written = 0;
+  while (written < text.size()) {
+    ssize_t n = write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    written += static_cast<size_t>(n);
+  }
+  close(fd);
+}
+
+}  // namespace
+
+void Node::StartSupervision(const v1::StartGeneration& start, std::vector<ProcessSpec>& plan) {
+  progress_ = std::make_unique<ProgressTracker>(start.progress_rules());
+  hang_reported_ = false;
+  hang_timer_.reset();
+  hang_check_at_.reset();
+  rank_of_local_.clear();
+  for (ProcessSpec& spec : plan) {
+    if (spec.rank < 0) continue;  // the MindSpore scheduler process reports nothing
+    rank_of_local_[spec.local_rank] = spec.rank;
+    if (supervision_.progress_path) {
+      SetEnv(spec.env, "GANGRUN_PROGRESS", supervision_.progress_path(spec.local_rank));
+    }
+    if (!supervision_.timer_file.empty()) {
+      SetEnv(spec.env, "TORCHELASTIC_TIMER_FILE", supervision_.timer_file);
+    }
+    if (supervision_.stacks != nullptr && start.progress_rules().python_stacks()) {
+      supervision_.stacks->AddWorkerEnv(spec.env);
+    }
+  }
+}
+
+void Node::OnWorkerRunning(const ProcessSpec& spec) {
+  if (!progress_ || spec.rank < 0) return;
+  progress_->AddRank(spec.rank, clock_.Now());
+  ArmHangCheck();
+}
+
+void Node::OnWorkerGone(const ProcessSpec& spec) {
+  if (progress_ && spec.rank >= 0) progress_->RemoveRank(spec.rank);
+}
+
+void Node::OnProgressDatagram(int local_rank, absl::string_view datagram) {
+  GANGRUN_ON_STRAND(strand_);
+  auto rank = rank_of_local_.find(local_rank);
+  if (finished_ || !progress_ || rank == rank_of_local_.end()) return;
+  progress_->OnDatagram(rank->second, datagram, clock_.Now());
+  ArmHangCheck();
+}
+
+void Node::SendProgress() {
+  if (!progress_) return;
+  std::vector<v1::RankProgress> changes = progress_->TakeChanges(clock_.Now());
+  if (changes.empty()) return;
+  v1::NodeEvent event;
+  for (auto& change : changes) *event.mutable_progress()->add_ranks() = std::move(change);
+  Send(std::move(event));
+}
+
+// The check runs when the earliest bound can pass; reports only move bounds later, except a
+// section with a shorter bound, which brings the check forward.
+void Node::ArmHangCheck() {
+  if (!progress_ || finished_) return;
+  const std::optional<common::TimePoint> due = progress_->NextDeadline();
+  if (!due) {
+    hang_timer_.reset();
+    hang_check_at_.reset();
+    return;
+  }
+  if (hang_check_at_ && *hang_check_at_ <= *due) return;
+  hang_check_at_ = *due;
+  hang_timer_ = clock_.After(std::max(common::Duration::zero(), *due - clock_.Now()), [this] {
+    hang_check_at_.reset();
+    CheckHangs();
+  });
+}
+
+// Every hung rank is logged here; the scheduler hears of the first of each generation only
+// (it captures every rank's stack anyway), so a hang of many ranks is one message per node.
+void Node::CheckHangs() {
+  if (!progress_ || finished_) return;
+  for (auto& hung : progress_->CheckHangs(clock_.Now())) {
+    common::Logger("node")->error(
+        "rank {} reported no progress for {:.1f} s (bound {:.1f} s, {}{}{})", hung.rank(),
+        hung.silent_seconds(), hung.bound_seconds(), hung.rule(), hung.section().empty() ? "" : " ",
+        hung.section());
+    if (hang_reported_) continue;
+    hang_reported_ = true;
+    v1::NodeEvent event;
+    *event.mutable_rank_hung() = std::move(hung);
+    Send(std::move(event));
+  }
+  ArmHangCheck();
+}
+
+void Node::OnTimerLine(absl::string_view line) {
+  GANGRUN_ON_STRAND(strand_);
+  if (finished_) return;
+  auto request = ParseTimerRequest(line);
+  if (!request.ok()) {
+    // Said once, then counted: a broken client must not flood the log.
+    if (malformed_timer_lines_++ == 0) {
+      common::Logger("node")->warn("ignoring a malformed torch timer request: {}",
+                                   std::string(request.status().message()));
+    }
+    return;
+  }
+  if (!timers_.Apply(*request)) {
+    common::Logger("node")->warn("too many torch timers ({}): refusing scope '{}' of pid {}",
+                                 FileTimers::kMaxTimers, request->scope, request->pid);
+  }
+  ArmTimerCheck();
+}
+
+void Node::ArmTimerCheck() {
+  const std::optional<double> next = timers_.NextExpiration();
+  if (!next || !supervision_.wall_now) {
+    timer_check_.reset();
+    return;
+  }
+  const double delay = std::max(0.0, *next - supervision_.wall_now());
+  timer_check_ = clock_.After(
+      std::chrono::duration_cast<common::Duration>(std::chrono::duration<double>(delay)),
+      [this] { CheckTimers(); });
+}
+
+void Node::CheckTimers() {
+  if (finished_) return;
+  for (const TimerRequest& expired : timers_.TakeExpired(supervision_.wall_now())) {
+    const std::optional<int> rank = RankOfPid(expired.pid);
+    auto log = common::Logger("node");
+    if (!rank) {
+      log->warn("torch timer '{}' of pid {} expired, but pid {} is not one of this node's workers",
+                expired.scope, expired.pid, expired.pid);
+      continue;
+    }
+    if (expired.signal <= 0) {
+      log->warn("torch timer '{}' of rank {} (pid {}) expired; it asked for no signal",
+                expired.scope, *rank, expired.pid);
+      continue;
+    }
+    log->error("torch timer '{}' of rank {} (pid {}) expired: sending {}", expired.scope, *rank,
+               expired.pid, common::SignalName(expired.signal));
+    v1::NodeEvent event;
+    auto* report = event.mutable_timer_expired();
+    report->set_rank(*rank);
+    report->set_pid(expired.pid);
+    report->set_scope(expired.scope);
+    report->set_signal(expired.signal);
+    Send(std::move(event));  // before the signal: the exit it causes comes after
+    if (supervision_.signal_process) {
+      supervision_.signal_process(expired.pid, expired.signal);
+    } else {
+      kill(expired.pid, expired.signal);
+    }
+  }
+  ArmTimerCheck();
+}
+
+std::optional<int> Node::RankOfPid(pid_t pid) const {
+  if (!processes_) return std::nullopt;
+  const auto& running = processes_->running();
+  for (int depth = 0; depth < 64 && pid > 1; ++depth) {
+    auto it = running.find(pid);
+    if (it != running.end()) {
+      if (it->second.rank < 0) return std::nullopt;
+      return it->second.rank;
+    }
+    pid = ParentOf(pid);
+  }
+  return std::nullopt;
+}
+
+void Node::OnCaptureStacks(const v1::CaptureStacks& capture) {
+  std::vector<StackTarget> targets;
+  if (processes_) {
+    for (const auto& [pid, spec] : processes_->running()) {
+      if (spec.rank >= 0) targets.push_back({spec.rank, pid});
+    }
+  }
+  common::Logger("node")->warn("capturing the stacks of {} rank(s): {}", targets.size(),
+                               capture.reason());
+  const uint64_t generation = generation_;
+  if (supervision_.stacks == nullptr || targets.empty()) {
+    std::vector<v1::RankStack> stacks;
+    for (const auto& target : targets) {
+      v1::RankStack stack;
+      stack.set_rank(target.rank);
+      stack.set_pid(target.pid);
+      stack.set_error("stack capture is not available on this node");
+      stacks.push_back(std::move(stack));
+    }
+    return OnStacksCaptured(generation, std::move(stacks));
+  }
+  const auto timeout = std::chrono::duration_cast<common::Duration>(
+      std::chrono::duration<double>(std::max(0.1, capture.timeout_seconds())));
+  supervision_.stacks->Capture(std::move(targets), timeout,
+                               [this, generation](std::vector<v1::RankStack> stacks) {
+                                 OnStacksCaptured(generation, std::move(stacks));
+                               });
+}
+
+void Node::OnStacksCaptured(uint64_t generation, std::vector<v1::RankStack> stacks) {
+  if (finished_ || generation != generation_) return;
+  auto log = common::Logger("node");
+  std::map<pid_t, std::string> log_paths;
+  if (processes_) {
+    for (const auto& [pid, spec] : processes_->running()) log_paths[pid] = spec.log_path;
+  }
+  v1::NodeEvent event;
+  for (auto& stack : stacks) {
+    const std::string header = "[gangrun] rank " + std::to_string(stack.rank()) + " (pid " +
+                               std::to_string(stack.pid()) + ") when the job hung";
+    const std::string& path = log_paths[stack.pid()];
+    if (!stack.error().empty()) {
+      log->warn("rank {}: no stack: {}", stack.rank(), stack.error());
+    } else if (!path.empty()) {
+      AppendToLog(path, "\n" + header + ", " + stack.kind() + " stack:\n" + stack.text() + "\n");
+    } else {
+      log->warn("{}, {} stack:\n{}", header, stack.kind(), stack.text());
+    }
+    stack.clear_text();  // the whole stack is in the rank's log; the scheduler needs `where`
+    *event.mutable_stacks_captured()->add_stacks() = std::move(stack);
+  }
+  if (stacks.empty()) event.mutable_stacks_captured();
+  Send(std::move(event));
+}
+
+}  // namespace gangrun::node
