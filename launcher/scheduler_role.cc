@@ -74,12 +74,13 @@ absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io, co
     if (!role.server) return SchedulerRole{};  // another launcher hosts it: join that one
   }
   if (options.metrics_port >= 0 && !simulating) {
-    ASSIGN_OR_RETURN(role.metrics,
-                     scheduler::MetricsServer::Start(
-                         io, "0.0.0.0", options.metrics_port,
-                         [&scheduler = *role.scheduler, &telemetry = *role.telemetry] {
-                           return scheduler::RenderMetrics({{&scheduler, &telemetry}});
-                         }));
+    ASSIGN_OR_RETURN(
+        role.metrics,
+        scheduler::MetricsServer::Start(
+            io, "0.0.0.0", options.metrics_port,
+            [&scheduler = *role.scheduler, &telemetry = *role.telemetry, &store = *role.store] {
+              return scheduler::RenderMetrics({{&scheduler, &telemetry, &store}});
+            }));
   }
   role.link = std::make_unique<LocalLink>(io, *role.scheduler);
   return role;

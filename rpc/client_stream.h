@@ -4,7 +4,8 @@
 //
 // gRPC runs the callbacks on its own threads; they only post to the io_context. Queue() may
 // be called from any thread. CancelAndWait() ends the stream and waits until gRPC has let go
-// of it; call it (or let the stream finish) before destroying the object.
+// of it. The destructor does the same: a done handler may run (and its owner destroy the
+// stream) while gRPC's thread is still inside OnDone.
 
 #include <grpcpp/grpcpp.h>
 
@@ -29,6 +30,9 @@ class ClientStream : public grpc::ClientBidiReactor<Out, In> {
 
   ClientStream(boost::asio::io_context& io, ReadHandler on_read, DoneHandler on_done)
       : io_(io), on_read_(std::move(on_read)), on_done_(std::move(on_done)) {}
+  ~ClientStream() override {
+    if (begun_) CancelAndWait();  // a no-op for gRPC once the stream has ended
+  }
 
   // `start(context, reactor)` calls the stub's async method, e.g.
   // [&](auto* c, auto* r) { stub->async()->Session(c, r); }.
@@ -37,6 +41,7 @@ class ClientStream : public grpc::ClientBidiReactor<Out, In> {
     AddToken(context_, token);
     context_.set_wait_for_ready(wait_for_ready);
     start(&context_, this);
+    begun_ = true;
     this->StartRead(&incoming_);
     this->StartCall();
   }
@@ -86,11 +91,15 @@ class ClientStream : public grpc::ClientBidiReactor<Out, In> {
   void CancelAndWait() {
     cancelled_ = true;
     context_.TryCancel();
+    WaitFinished();
+  }
+
+ private:
+  void WaitFinished() {
     common::MutexLock lock(&mu_);
     mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return finished_; });
   }
 
- private:
   void QueueLocked(const Out& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (done_) return;
     outgoing_.push_back(message);
@@ -109,6 +118,7 @@ class ClientStream : public grpc::ClientBidiReactor<Out, In> {
   bool done_ ABSL_GUARDED_BY(mu_) = false;        // no more writes
   bool finished_ ABSL_GUARDED_BY(mu_) = false;    // gRPC has let go of the stream
   std::atomic<bool> cancelled_{false};
+  bool begun_ = false;  // the owner's thread only
 };
 
 }  // namespace gangrun::rpc

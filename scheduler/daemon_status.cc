@@ -40,7 +40,7 @@ std::string Daemon::Metrics() const {
   int running = 0, waiting = 0, used = 0, slots = 0, agents = 0;
   for (const auto& [id, job] : jobs_) {
     if (job->scheduler) {
-      views.push_back({job->scheduler.get(), job->telemetry.get()});
+      views.push_back({job->scheduler.get(), job->telemetry.get(), job->store.get()});
       ++running;
     } else {
       ++waiting;

@@ -53,7 +53,7 @@ class Renderer {
   explicit Renderer(const std::vector<JobView>& jobs) {
     for (const auto& view : jobs) {
       jobs_.push_back({"job=\"" + Escape(view.telemetry->job_id()) + "\"", view.scheduler->Status(),
-                       view.telemetry});
+                       view.telemetry, view.store});
     }
   }
 
@@ -63,6 +63,7 @@ class Renderer {
     Counters();
     Latencies();
     Progress();
+    Store();
     return w_.str();
   }
 
@@ -71,6 +72,7 @@ class Renderer {
     std::string label;  // job="..."
     v1::GetStatusResponse status;
     const Telemetry* telemetry;
+    const KvStore* store;
   };
 
   void Phases() {
@@ -188,6 +190,22 @@ class Renderer {
     w_.Family("gangrun_stragglers", "gauge",
               "Ranks slower per step than the straggler factor times the job's median.");
     for (const auto& j : jobs_) w_.Sample("gangrun_stragglers", j.label, j.status.stragglers());
+  }
+
+  void Store() {
+    w_.Family("gangrun_kv_bytes", "gauge",
+              "Bytes held by the job's key-value store (bounded by --kv_max_bytes).");
+    for (const auto& j : jobs_) {
+      if (j.store != nullptr) w_.Sample("gangrun_kv_bytes", j.label, j.store->bytes());
+    }
+    w_.Family("gangrun_kv_pending_waits", "gauge",
+              "Gets and barrier arrivals waiting in the key-value store (bounded by "
+              "--kv_max_waits).");
+    for (const auto& j : jobs_) {
+      if (j.store != nullptr) {
+        w_.Sample("gangrun_kv_pending_waits", j.label, j.store->pending_waits());
+      }
+    }
   }
 
   std::vector<Job> jobs_;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "scheduler/kv_store.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/telemetry.h"
 
@@ -20,6 +21,7 @@ namespace gangrun::scheduler {
 struct JobView {
   const Scheduler* scheduler;
   const Telemetry* telemetry;
+  const KvStore* store = nullptr;  // its key-value store, when there is one
 };
 
 // The exposition text for these jobs, plus `extra` gauges given as full sample lines keyed

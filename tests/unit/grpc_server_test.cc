@@ -45,8 +45,13 @@ class GrpcServerTest : public ::testing::Test {
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_ =
       boost::asio::make_work_guard(io_);
   common::AsioClock clock_{io_.get_executor()};
-  Scheduler scheduler_{clock_,
-                       Scheduler::Options{2, std::chrono::seconds(60), std::chrono::seconds(60)}};
+  Scheduler scheduler_{clock_, [] {
+                         Scheduler::Options options;
+                         options.world_size = 2;
+                         options.cluster_timeout = std::chrono::seconds(60);
+                         options.node_timeout = std::chrono::seconds(60);
+                         return options;
+                       }()};
   KvStore store_{clock_};
   std::unique_ptr<SchedulerServer> server_;
   std::thread thread_;
