@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -156,6 +157,11 @@ void Agent::Run(const v1::RunLauncher& run) {
   };
   if (stopping_) return fail("the agent is stopping");
   if (launchers_.count(run.job_id()) > 0) return fail("job already running here");
+  if (struct stat st; !run.spec().cwd().empty() &&
+                      (stat(run.spec().cwd().c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) {
+    return fail("the working directory " + run.spec().cwd() + " does not exist on " +
+                common::Hostname() + " (gangrun submit runs the job where it was submitted from)");
+  }
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0) return fail(std::strerror(errno));
   if (pipe2(err, O_CLOEXEC) != 0) {
@@ -174,12 +180,11 @@ void Agent::Run(const v1::RunLauncher& run) {
   }
   spawn.argv = {options_.self_exe};
   for (auto& arg : launcher::LaunchArgv(spec)) spawn.argv.push_back(std::move(arg));
-  // systemd's notify socket and watchdog belong to the agent, not to its jobs.
-  for (auto& entry : common::CurrentEnvironment()) {
-    if (entry.rfind("NOTIFY_SOCKET=", 0) == 0 || entry.rfind("WATCHDOG_", 0) == 0) continue;
-    spawn.env.push_back(entry);
-  }
+  // The submitter's environment and directory (systemd's notify socket and watchdog belong
+  // to the agent, not to its jobs).
+  spawn.env = launcher::LauncherEnvironment(spec, common::CurrentEnvironment());
   spawn.env.push_back("GANGRUN_INTERNAL_NODE_ONLY=1");
+  spawn.cwd = spec.cwd();
   int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   spawn.fds = {{0, devnull}, {1, out[1]}, {2, err[1]}};
   spawn.parent_death_signal = SIGKILL;  // its keeper then kills the workers

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "cli/command.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "common/numbers.h"
 #include "common/status.h"
@@ -31,7 +32,14 @@ absl::StatusOr<std::optional<launcher::Options>> Configure(const CommandArgs& co
   for (const auto& warning : launcher::ApplyMsrunRules(options, command.env)) {
     common::Logger("launcher")->warn("{}", warning);
   }
+  for (const auto& warning : parsed.warnings) common::Logger("launcher")->warn("{}", warning);
   RETURN_IF_ERROR(launcher::Validate(options));
+  if (personality == launcher::Personality::kTorchrun && options.log_dir.empty() &&
+      !options.dry_run) {
+    // torchrun's default: a new directory of the job's own, not the working directory.
+    ASSIGN_OR_RETURN(options.log_dir, common::MakeTempDir("torchelastic_"));
+    common::Logger("launcher")->info("worker logs in {}", options.log_dir);
+  }
   return std::optional<launcher::Options>(std::move(options));
 }
 

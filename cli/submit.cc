@@ -9,6 +9,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
@@ -16,6 +17,7 @@
 #include "cli/command.h"
 #include "common/console.h"
 #include "common/exit_status.h"
+#include "common/spawn.h"
 #include "gangrun/v1/daemon.grpc.pb.h"
 #include "launcher/launch_spec.h"
 #include "launcher/launcher.h"
@@ -25,14 +27,15 @@ namespace gangrun::cli {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: gangrun submit --master HOST:PORT --worker_num N [--local_worker_num K] "
-    "[launcher options] <task_script> [args...]";
+    "usage: gangrun submit --master HOST:PORT [--export ALL|NONE|VAR[,VAR...]] --worker_num N "
+    "[--local_worker_num K] [launcher options] <task_script> [args...]";
 
 absl::Status Usage(const std::string& problem) { return UsageError(kUsage, problem); }
 
 // The command line split: --master (ours) out, the rest a launcher's command line.
 struct SubmitArgs {
   std::string master;
+  std::string export_mode = "ALL";
   std::vector<std::string> launch;
   bool help = false;
 };
@@ -53,6 +56,14 @@ SubmitArgs Split(const std::vector<std::string>& args) {
       out.master = arg.substr(9);
       continue;
     }
+    if (!in_task && arg == "--export" && i + 1 < args.size()) {
+      out.export_mode = args[++i];
+      continue;
+    }
+    if (!in_task && absl::StartsWith(arg, "--export=")) {
+      out.export_mode = arg.substr(9);
+      continue;
+    }
     out.launch.push_back(arg);
     if (in_task) continue;
     if (arg == "--" || !absl::StartsWith(arg, "-")) {
@@ -66,6 +77,7 @@ SubmitArgs Split(const std::vector<std::string>& args) {
 
 // The job to submit, from a launcher's command line.
 absl::StatusOr<v1::SubmitJob> MakeJob(const std::vector<std::string>& launch,
+                                      const std::string& export_mode,
                                       const launcher::EnvLookup& env, std::string* token) {
   auto parsed = launcher::ParseCommandLine(launcher::Personality::kGangrun, launch, env);
   if (!parsed.ok()) return Usage(std::string(parsed.status().message()));
@@ -89,6 +101,13 @@ absl::StatusOr<v1::SubmitJob> MakeJob(const std::vector<std::string>& launch,
   v1::SubmitJob job;
   *job.mutable_spec() = launcher::ToLaunchSpec(options);
   job.set_local_worker_num_given(local_given);
+  // The job runs in the submitter's directory, with the environment --export chooses.
+  std::error_code error;
+  const std::string cwd = std::filesystem::current_path(error).string();
+  if (error) return Usage("cannot read the working directory: " + error.message());
+  absl::Status exported = launcher::ExportEnvironment(export_mode, common::CurrentEnvironment(),
+                                                      cwd, *job.mutable_spec());
+  if (!exported.ok()) return Usage(std::string(exported.message()));
   return job;
 }
 
@@ -194,7 +213,10 @@ CommandResult RunSubmit(const CommandArgs& command) {
     std::printf(
         "%s\nRuns the job on the agents registered with the daemon at --master and exits with "
         "its outcome.\nLauncher options (see gangrun --help) apply to the job; the daemon "
-        "chooses --master_addr, --master_port, --node_rank and --join.\n",
+        "chooses --master_addr, --master_port, --node_rank and --join.\nThe job runs in this "
+        "working directory (it must exist on every agent's host) with this environment: "
+        "--export ALL (the default), NONE (the agent's) or VAR[,VAR...] (those over the "
+        "agent's); GANGRUN_*, SLURM_* and the service manager's variables are never carried.\n",
         kUsage);
     return absl::OkStatus();
   }
@@ -202,7 +224,7 @@ CommandResult RunSubmit(const CommandArgs& command) {
   target.master = args.master.empty() ? command.env("GANGRUN_MASTER").value_or("") : args.master;
   target.access = ClientAccessFromEnv(command.env);
   std::string token;
-  auto job = MakeJob(args.launch, command.env, &token);
+  auto job = MakeJob(args.launch, args.export_mode, command.env, &token);
   if (!job.ok()) return job.status();
   if (target.access.token.empty()) target.access.token = token;
   auto channel = OpenClientChannel(target);

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <vector>
 
 #include "common/status.h"
 
@@ -48,6 +50,18 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view conte
     return ErrnoToStatus(error, "cannot write " + path);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> MakeTempDir(const std::string& prefix) {
+  std::string base = "/tmp";
+  if (const char* tmp = std::getenv("TMPDIR"); tmp != nullptr && tmp[0] == '/') base = tmp;
+  std::string pattern = base + "/" + prefix + "XXXXXX";
+  std::vector<char> buffer(pattern.begin(), pattern.end());
+  buffer.push_back('\0');
+  if (mkdtemp(buffer.data()) == nullptr) {
+    return ErrnoToStatus(errno, "cannot create a directory in " + base);
+  }
+  return std::string(buffer.data());
 }
 
 }  // namespace gangrun::common

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace gangrun::common {
 
@@ -19,5 +20,9 @@ absl::Status MakeDirs(const std::string& dir, mode_t mode = 0700);
 // written to a temporary name beside it and renamed.
 absl::Status WriteFileAtomically(const std::string& path, std::string_view content,
                                  mode_t mode = 0600);
+
+// mkdtemp: a new directory (mode 0700) named `prefix` and six random characters in $TMPDIR
+// (an absolute path) or /tmp; its path.
+absl::StatusOr<std::string> MakeTempDir(const std::string& prefix);
 
 }  // namespace gangrun::common

@@ -53,6 +53,7 @@ absl::StatusOr<HostFacts> GatherHostFacts(const Options& options) {
       break;
     }
   }
+  if (!options.may_host_scheduler) facts.is_master = false;  // torchrun's is_host=false
   facts.single_host = options.local_worker_num == options.worker_num && !options.elastic();
   // A single-host job's scheduler listens on loopback only.
   if (facts.single_host && facts.is_master) {
@@ -62,6 +63,7 @@ absl::StatusOr<HostFacts> GatherHostFacts(const Options& options) {
   }
   auto local_ip = common::LocalAddressToward(facts.master_ip);
   facts.local_ip = local_ip.ok() ? *local_ip : facts.master_ip;
+  if (!options.local_addr.empty()) facts.local_ip = options.local_addr;  // torchrun's --local_addr
   facts.scheduler_port =
       options.personality == Personality::kMsrun ? options.master_port + 1 : options.master_port;
   facts.run_id = options.run_id.empty() ? RandomRunId() : options.run_id;
@@ -76,7 +78,8 @@ absl::StatusOr<HostFacts> GatherHostFacts(const Options& options) {
     }
     facts.base_env.push_back(std::move(entry));
   }
-  auto task = ResolveTaskCommand(options.task_script, options.task_args, path_env);
+  auto task = ResolveTaskCommand(options.task_script, options.task_args, path_env,
+                                 options.task_mode, options.python_exec);
   if (!task.ok()) return task.status();
   facts.task = std::move(*task);
   facts.cpu_count = CpuCount();

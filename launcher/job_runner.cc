@@ -17,7 +17,10 @@
 namespace gangrun::launcher {
 namespace {
 
-bool Tailed(const Options& options, int rank) {
+bool Tailed(const Options& options, int rank, int local_rank) {
+  if (!options.console_local_ranks.empty() && options.console_local_ranks.count(local_rank) == 0) {
+    return false;
+  }
   for (int selected : options.tail_worker_log) {
     if (selected == -1 || selected == rank) return true;
   }
@@ -154,6 +157,9 @@ absl::StatusOr<node::Supervision> JobRunner::Supervision() {
       return progress->PathFor(local_rank);
     };
     supervision.timer_file = dir + "/timer";
+    supervision.error_file = [dir](int local_rank) {
+      return dir + "/error_" + std::to_string(local_rank) + ".json";
+    };
     supervision.stacks = stacks_.get();
     supervision.wall_now = [] {
       return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
@@ -230,7 +236,7 @@ void JobRunner::OnProcessStarted(const node::ProcessSpec& spec, pid_t pid) {
                            std::to_string(spec.rank) + "] is exported.\n");
   }
   log->info("rank {} started (pid {}), log {}", spec.rank, pid, spec.log_path);
-  if (options_.join && Tailed(options_, spec.rank)) {
+  if (options_.join && Tailed(options_, spec.rank, spec.local_rank)) {
     std::string prefix = absl::StrReplaceAll(options_.log_prefix,
                                              {{"{host}", facts_.hostname},
                                               {"{rank}", std::to_string(spec.rank)},

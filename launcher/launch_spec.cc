@@ -2,8 +2,12 @@
 
 #include <cstdio>
 #include <map>
+#include <set>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
 
@@ -181,6 +185,73 @@ std::vector<std::string> LaunchArgv(const v1::LaunchSpec& spec) {
   argv.insert(argv.end(), {"--", spec.task_script()});
   argv.insert(argv.end(), spec.task_args().begin(), spec.task_args().end());
   return argv;
+}
+
+namespace {
+
+std::string KeyOf(const std::string& entry) { return entry.substr(0, entry.find('=')); }
+
+// Variables that configure gangrun itself, or belong to the submitter's service manager or
+// batch system: a job must not inherit them from another host's shell.
+bool NeverExported(const std::string& key) {
+  for (const char* prefix : {"GANGRUN_", "SLURM_", "WATCHDOG_", "LISTEN_"}) {
+    if (absl::StartsWith(key, prefix)) return true;
+  }
+  return key == "NOTIFY_SOCKET" || key == "INVOCATION_ID" || key == "JOURNAL_STREAM" ||
+         key == "PWD" || key == "OLDPWD" || key == "SHLVL" || key == "_";
+}
+
+bool IsVariableName(absl::string_view name) {
+  if (name.empty() || absl::ascii_isdigit(name[0])) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(c) && c != '_') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::Status ExportEnvironment(const std::string& mode, const std::vector<std::string>& environ,
+                               const std::string& cwd, v1::LaunchSpec& spec) {
+  spec.clear_env();
+  spec.set_cwd(cwd);
+  spec.set_env_all(mode == "ALL");
+  if (mode == "NONE") return absl::OkStatus();
+  std::set<std::string> chosen;
+  if (mode != "ALL") {
+    for (absl::string_view name : absl::StrSplit(mode, ',')) {
+      if (!IsVariableName(name)) {
+        return absl::InvalidArgumentError("--export: expected ALL, NONE or VAR[,VAR...], got '" +
+                                          QuoteValue(mode) + "'");
+      }
+      chosen.insert(std::string(name));
+    }
+  }
+  for (const auto& entry : environ) {
+    const std::string key = KeyOf(entry);
+    if (NeverExported(key) || (!chosen.empty() && chosen.count(key) == 0)) continue;
+    spec.add_env(entry);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> LauncherEnvironment(const v1::LaunchSpec& spec,
+                                             const std::vector<std::string>& agent_env) {
+  std::set<std::string> exported;
+  for (const auto& entry : spec.env()) exported.insert(KeyOf(entry));
+  std::vector<std::string> env;
+  for (const auto& entry : agent_env) {
+    const std::string key = KeyOf(entry);
+    if (key == "NOTIFY_SOCKET" || absl::StartsWith(key, "WATCHDOG_")) continue;
+    if (key == "PWD" && !spec.cwd().empty()) continue;
+    const bool agents_own = absl::StartsWith(key, "GANGRUN_");
+    if (agents_own || (!spec.env_all() && exported.count(key) == 0)) env.push_back(entry);
+  }
+  for (const auto& entry : spec.env()) {
+    if (!NeverExported(KeyOf(entry))) env.push_back(entry);
+  }
+  if (!spec.cwd().empty()) env.push_back("PWD=" + spec.cwd());
+  return env;
 }
 
 }  // namespace gangrun::launcher

@@ -23,4 +23,18 @@ absl::StatusOr<Options> FromLaunchSpec(const v1::LaunchSpec& spec);
 // the launcher's environment holds.
 std::vector<std::string> LaunchArgv(const v1::LaunchSpec& spec);
 
+// gangrun submit --export: what of the submitter's environment (KEY=VALUE strings) and which
+// working directory a submitted job runs with, as srun's --export: "ALL" (the default) the
+// whole environment, "NONE" none of it (the agent's own), or "VAR[,VAR...]" those variables
+// over the agent's. Never carried: gangrun's own configuration (GANGRUN_*) and what belongs to
+// the submitter's service manager or batch system (NOTIFY_SOCKET, WATCHDOG_*, LISTEN_*,
+// SLURM_*, ...). InvalidArgument for a malformed --export.
+absl::Status ExportEnvironment(const std::string& mode, const std::vector<std::string>& environ,
+                               const std::string& cwd, v1::LaunchSpec& spec);
+
+// The environment an agent starts a submitted job's launcher with: the spec's exported
+// variables over (or, for ALL, instead of) the agent's own; the agent's GANGRUN_* always.
+std::vector<std::string> LauncherEnvironment(const v1::LaunchSpec& spec,
+                                             const std::vector<std::string>& agent_env);
+
 }  // namespace gangrun::launcher

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "common/numbers.h"
 #include "common/status.h"
+#include "launcher/torchrun.h"
 #include "node/progress.h"
 
 namespace gangrun::launcher {
@@ -20,11 +21,7 @@ namespace {
 
 using Setter = std::function<absl::Status(Options&, const std::string&)>;
 
-struct OptionDef {
-  const char* name;  // without the leading "--"
-  std::string help;  // with its range, for --help
-  Setter set;
-};
+using OptionDef = OwnOption;  // name without the leading "--"; help with its range
 
 std::string FormatNumber(double value) {
   std::ostringstream out;
@@ -401,14 +398,6 @@ const std::vector<OptionDef>& Definitions() {
   return defs;
 }
 
-// A value as an error message shows it: on one line (control characters escaped) and short.
-std::string Quote(const std::string& value) {
-  constexpr size_t kShown = 200;
-  std::string shown = absl::CHexEscape(value.substr(0, kShown));
-  if (value.size() > kShown) shown += "...";
-  return shown;
-}
-
 std::string EnvName(const std::string& option) {
   std::string name = "GANGRUN_";
   for (char c : option) name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -417,14 +406,36 @@ std::string EnvName(const std::string& option) {
 
 }  // namespace
 
+const std::vector<OwnOption>& GangrunOwnOptions() {
+  static const std::vector<OwnOption> defs = GangrunOptions();
+  return defs;
+}
+
+std::string QuoteValue(const std::string& value) {
+  constexpr size_t kShown = 200;
+  std::string shown = absl::CHexEscape(value.substr(0, kShown));
+  if (value.size() > kShown) shown += "...";
+  return shown;
+}
+
 Personality PersonalityFromArgv0(const std::string& argv0) {
   size_t slash = argv0.rfind('/');
   std::string base = slash == std::string::npos ? argv0 : argv0.substr(slash + 1);
-  return base == "msrun" ? Personality::kMsrun : Personality::kGangrun;
+  if (base == "msrun") return Personality::kMsrun;
+  if (base == "torchrun") return Personality::kTorchrun;
+  return Personality::kGangrun;
 }
 
 std::string PersonalityName(Personality personality) {
-  return personality == Personality::kMsrun ? "msrun" : "gangrun";
+  switch (personality) {
+    case Personality::kMsrun:
+      return "msrun";
+    case Personality::kTorchrun:
+      return "torchrun";
+    case Personality::kGangrun:
+      break;
+  }
+  return "gangrun";
 }
 
 EnvLookup ProcessEnv() {
@@ -438,6 +449,7 @@ EnvLookup ProcessEnv() {
 absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
                                              const std::vector<std::string>& args,
                                              const EnvLookup& env) {
+  if (personality == Personality::kTorchrun) return ParseTorchrunCommandLine(args, env);
   const char* program = personality == Personality::kMsrun ? "msrun" : "gangrun";
   CLI::App app{std::string(program) + ": launch ranked worker processes across hosts", program};
   app.prefix_command();  // everything from the task script on belongs to the task
@@ -458,7 +470,9 @@ absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
-    return ParseResult{Options{}, app.help(), {}};
+    ParseResult help;
+    help.help = app.help();
+    return help;
   } catch (const CLI::ParseError& e) {
     return absl::InvalidArgumentError(e.what());
   }
@@ -482,7 +496,7 @@ absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
     result.given.insert(def.name);
     absl::Status status = def.set(options, value);
     if (!status.ok()) {
-      return absl::InvalidArgumentError("invalid value '" + Quote(value) + "' for " + source +
+      return absl::InvalidArgumentError("invalid value '" + QuoteValue(value) + "' for " + source +
                                         ": expected " + std::string(status.message()));
     }
   }
@@ -491,7 +505,7 @@ absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
   if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
   if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
     std::string name = rest.front().substr(0, rest.front().find('='));
-    return absl::InvalidArgumentError("unknown option " + Quote(name) + " (see " + program +
+    return absl::InvalidArgumentError("unknown option " + QuoteValue(name) + " (see " + program +
                                       " --help)");
   }
   if (!rest.empty()) {

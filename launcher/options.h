@@ -16,7 +16,15 @@
 
 namespace gangrun::launcher {
 
-enum class Personality { kGangrun, kMsrun };
+enum class Personality { kGangrun, kMsrun, kTorchrun };
+
+// How the task script becomes the workers' command (launcher/task_command.h).
+enum class TaskMode {
+  kInfer,   // gangrun and msrun: a .py file runs under Python, anything else as is
+  kPython,  // torchrun: python -u SCRIPT ARGS...
+  kModule,  // torchrun -m: python -u -m MODULE ARGS...
+  kExec,    // torchrun --no_python: SCRIPT ARGS...
+};
 
 // --bind_core: off, msrun's equal split (True), or an explicit device -> CPU ranges dict.
 struct BindCore {
@@ -76,6 +84,14 @@ struct Options {
     return hang_timeout > 0 || hang_timeout_auto || hang_timeout_initial > 0 ||
            !section_timeouts.empty();
   }
+  // The torchrun personality's (launcher/torchrun.h); the other personalities keep the defaults.
+  std::string role = "default";  // ROLE_NAME
+  TaskMode task_mode = TaskMode::kInfer;
+  std::string python_exec;               // kPython/kModule: PYTHON_EXEC; "" = python3 on PATH
+  std::set<int> console_local_ranks;     // local ranks shown on the console; empty = all
+  std::string local_addr;                // the address this node gives its peers; "" = routed
+  bool may_host_scheduler = true;        // false: join the scheduler, never host it (is_host)
+  std::vector<std::pair<std::string, std::string>> worker_env;  // set for every worker
   // The task.
   std::string task_script;
   std::vector<std::string> task_args;
@@ -91,7 +107,20 @@ struct ParseResult {
   std::string help;             // non-empty when --help was asked for: print it and exit 0
   std::set<std::string> given;  // options set by a flag or a GANGRUN_* variable (no "--")
   std::set<std::string> flags;  // those set by a flag
+  std::vector<std::string> warnings;  // to log before the job starts
 };
+
+// gangrun's own options (--grace_period, --hang_timeout, --token, ...), which every personality
+// accepts: its name without "--", and its setter.
+struct OwnOption {
+  std::string name;
+  std::string help;
+  std::function<absl::Status(Options&, const std::string&)> set;
+};
+const std::vector<OwnOption>& GangrunOwnOptions();
+
+// A value as an error message shows it: on one line (control characters escaped) and short.
+std::string QuoteValue(const std::string& value);
 
 // Parses argv[1..] (argv[0] is not read). Errors are InvalidArgument with one line that
 // names the option, e.g. "invalid value 'x' for --worker_num: expected an integer".
@@ -105,9 +134,9 @@ absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
 absl::Status Validate(const Options& options);
 absl::Status ValidateValues(const Options& options);
 
-// The personality from argv[0]: "msrun" (any directory) or gangrun.
+// The personality from argv[0]: "msrun" or "torchrun" (any directory), else gangrun.
 Personality PersonalityFromArgv0(const std::string& argv0);
-// "gangrun" or "msrun".
+// "gangrun", "msrun" or "torchrun".
 std::string PersonalityName(Personality personality);
 
 // The environment of this process, as an EnvLookup.

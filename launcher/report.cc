@@ -37,6 +37,12 @@ std::string FormatKind(const v1::JobOutcome& outcome) {
           << " on host " << cause.host();
       if (cause.pid() > 0) out << " (pid " << cause.pid() << ")";
       out << " " << (cause.pid() > 0 ? exit.ToString() : std::string("could not start")) << ".\n";
+      if (!cause.error().message().empty() || cause.error().traceback_size() > 0) {
+        out << "  its exception (torch @record, TORCHELASTIC_ERROR_FILE): "
+            << cause.error().message() << "\n";
+        if (cause.error().traceback_size() > 0) out << "  last lines of its traceback:\n";
+        for (const auto& line : cause.error().traceback()) out << "    | " << line << "\n";
+      }
       if (cause.log_tail_size() > 0) {
         out << "  last lines of " << (cause.log_path().empty() ? "its log" : cause.log_path())
             << ":\n";

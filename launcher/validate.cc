@@ -190,8 +190,7 @@ absl::Status ValidateValues(const Options& o) {
     return Invalid("--worker_log_name must be a file name prefix, without '/'");
   }
   if (o.task_script.empty()) {
-    return Invalid("missing task script (usage: " +
-                   std::string(o.personality == Personality::kMsrun ? "msrun" : "gangrun") +
+    return Invalid("missing task script (usage: " + PersonalityName(o.personality) +
                    " [options] <task_script> [task_script_args...])");
   }
   return absl::OkStatus();

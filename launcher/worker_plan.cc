@@ -140,6 +140,14 @@ absl::StatusOr<std::vector<node::ProcessSpec>> PlanProcesses(const Options& opti
     env.emplace_back("TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count));
     env.emplace_back("TORCHELASTIC_MAX_RESTARTS", std::to_string(options.max_restarts));
     env.emplace_back("TORCHELASTIC_RUN_ID", job_facts.run_id);
+    // One role, as torchrun's workers have unless a custom agent makes more.
+    env.emplace_back("ROLE_NAME", options.role);
+    env.emplace_back("ROLE_RANK", std::to_string(rank_id));
+    env.emplace_back("ROLE_WORLD_SIZE", std::to_string(assignment.world_size()));
+    // There is no agent store: rank 0 hosts init_process_group's TCPStore at MASTER_PORT, as
+    // under torchrun's c10d rendezvous.
+    env.emplace_back("TORCHELASTIC_USE_AGENT_STORE", "False");
+    for (const auto& entry : options.worker_env) env.push_back(entry);
     spec.env = MergeEnv(facts.base_env, env);
     spec.log_path = WorkerLogPath(options, facts, rank_id);
     spec.log_append = generation > 1;

@@ -6,6 +6,7 @@
 #include <csignal>
 
 #include "common/logging.h"
+#include "node/error_file.h"
 #include "node/log_files.h"
 
 namespace gangrun::node {
@@ -210,6 +211,9 @@ void Node::OnProcessExited(const ProcessSpec& spec, pid_t pid, common::ExitStatu
   if (!status.success() && !stopped_by_us) {
     for (auto& line : ReadLastLines(spec.log_path, options_.log_tail_lines)) {
       exited->add_log_tail(std::move(line));
+    }
+    if (!spec.error_file.empty()) {
+      if (auto error = ReadWorkerError(spec.error_file)) *exited->mutable_error() = *error;
     }
   }
   CheckLogSpace();

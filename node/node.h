@@ -42,6 +42,8 @@ struct Supervision {
   // GANGRUN_PROGRESS of the worker with this local rank.
   std::function<std::string(int local_rank)> progress_path;
   std::string timer_file;  // TORCHELASTIC_TIMER_FILE ("" = none)
+  // TORCHELASTIC_ERROR_FILE of the worker with this local rank (unset: none).
+  std::function<std::string(int local_rank)> error_file;
   StackSampler* stacks = nullptr;
   // Wall-clock seconds (torch timers are absolute wall-clock times).
   std::function<double()> wall_now;

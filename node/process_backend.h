@@ -25,6 +25,7 @@ struct ProcessSpec {
   bool log_append = false;
   std::string log_header;  // a line written to the log before the process starts
   std::vector<int> cpus;
+  std::string error_file;  // its TORCHELASTIC_ERROR_FILE, read if it fails ("" = none)
 };
 
 class ProcessBackend {

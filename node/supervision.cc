@@ -65,6 +65,11 @@ void Node::StartSupervision(const v1::StartGeneration& start, std::vector<Proces
     if (!supervision_.timer_file.empty()) {
       SetEnv(spec.env, "TORCHELASTIC_TIMER_FILE", supervision_.timer_file);
     }
+    if (supervision_.error_file) {
+      spec.error_file = supervision_.error_file(spec.local_rank);
+      unlink(spec.error_file.c_str());  // a previous generation's is not this one's
+      SetEnv(spec.env, "TORCHELASTIC_ERROR_FILE", spec.error_file);
+    }
     if (supervision_.stacks != nullptr && start.progress_rules().python_stacks()) {
       supervision_.stacks->AddWorkerEnv(spec.env);
     }

@@ -133,7 +133,12 @@ bool Scheduler::CheckEvent(const NodeState& node, const v1::NodeEvent& event) co
     if (event.worker_started().pid() <= 0) problem = "a start without a pid";
   } else if (event.has_worker_exited()) {
     if (!in_range(event.worker_exited().rank())) problem = "an exit of a rank it does not run";
-    if (event.worker_exited().log_tail_size() > kMaxLogTailLines) problem = "an oversized log tail";
+    const auto& exited = event.worker_exited();
+    if (exited.log_tail_size() > kMaxLogTailLines) problem = "an oversized log tail";
+    if (exited.error().traceback_size() > kMaxLogTailLines ||
+        exited.error().message().size() > kMaxReasonBytes * 4) {
+      problem = "an oversized error";
+    }
   } else if (event.has_progress()) {
     if (event.progress().ranks_size() > node.join.local_worker_num) problem = "oversized progress";
     for (const auto& rank : event.progress().ranks()) {

@@ -1,0 +1,497 @@
+#include "launcher/torchrun.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <map>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "common/numbers.h"
+#include "common/status.h"
+
+namespace gangrun::launcher {
+namespace {
+
+// torchrun's options: the name of their PET_ variable (torchrun's `dest`), their spellings,
+// whether they take a value, and help.
+struct TorchOption {
+  std::string dest;
+  std::string names;  // CLI11's comma-separated spellings
+  bool flag;
+  std::string help;
+};
+
+const std::vector<TorchOption>& TorchOptions() {
+  static const std::vector<TorchOption> options = {
+      {"nnodes", "--nnodes", false, "number of nodes, or MIN:MAX for an elastic job (default 1:1)"},
+      {"nproc_per_node", "--nproc_per_node,--nproc-per-node", false,
+       "workers per node: N, auto, cpu or gpu (default 1)"},
+      {"rdzv_backend", "--rdzv_backend,--rdzv-backend", false, "static (default) or c10d"},
+      {"rdzv_endpoint", "--rdzv_endpoint,--rdzv-endpoint", false,
+       "HOST[:PORT] of the rendezvous; its host hosts gangrun's scheduler (c10d port 29400)"},
+      {"rdzv_id", "--rdzv_id,--rdzv-id", false, "job id, TORCHELASTIC_RUN_ID (default none)"},
+      {"rdzv_conf", "--rdzv_conf,--rdzv-conf", false,
+       "KEY=VALUE,...: join_timeout, last_call_timeout, is_host (others accepted)"},
+      {"standalone", "--standalone", true, "a single-node job with a rendezvous of its own"},
+      {"max_restarts", "--max_restarts,--max-restarts", false,
+       "restarts of the whole job after failures (default 0)"},
+      {"monitor_interval", "--monitor_interval,--monitor-interval", false,
+       "accepted; gangrun sees exits as they happen"},
+      {"start_method", "--start_method,--start-method", false,
+       "spawn, fork or forkserver: accepted; workers are always exec'd"},
+      {"role", "--role", false, "ROLE_NAME of the workers (default 'default')"},
+      {"module", "-m,--module", true, "run the script as a module: python -u -m MODULE"},
+      {"no_python", "--no_python,--no-python", true, "run the script itself, not under python"},
+      {"run_path", "--run_path,--run-path", true, "run the script under python (as torchrun)"},
+      {"log_dir", "--log_dir,--log-dir", false,
+       "directory of the workers' logs (default: a new torchelastic_* temporary directory)"},
+      {"redirects", "-r,--redirects", false,
+       "0-3 or LOCAL_RANK:0-3,...: ranks whose stdout and stderr (3) are redirected are not "
+       "shown on the console; every rank's output is always in its log"},
+      {"tee", "-t,--tee", false, "0-3 or LOCAL_RANK:0-3,...: shown on the console, prefixed"},
+      {"local_ranks_filter", "--local_ranks_filter,--local-ranks-filter", false,
+       "comma-separated local ranks shown on the console (default all)"},
+      {"node_rank", "--node_rank,--node-rank", false, "static rendezvous: this node's rank"},
+      {"master_addr", "--master_addr,--master-addr", false,
+       "static rendezvous: the scheduler's host (default 127.0.0.1)"},
+      {"master_port", "--master_port,--master-port", false,
+       "static rendezvous: the scheduler's port (default 29500)"},
+      {"local_addr", "--local_addr,--local-addr", false, "the address this node gives its peers"},
+  };
+  return options;
+}
+
+absl::Status Invalid(const std::string& source, const std::string& value,
+                     const std::string& expected) {
+  return absl::InvalidArgumentError("invalid value '" + QuoteValue(value) + "' for " + source +
+                                    ": expected " + expected);
+}
+
+// A value, from the command line or PET_<DEST>, with where it came from.
+struct Value {
+  std::string text;
+  std::string source;  // "--nnodes" or "PET_NNODES"
+};
+
+class Values {
+ public:
+  explicit Values(std::map<std::string, Value> values) : values_(std::move(values)) {}
+  bool Has(const std::string& dest) const { return values_.count(dest) > 0; }
+  std::string Get(const std::string& dest, const std::string& fallback) const {
+    auto it = values_.find(dest);
+    return it == values_.end() ? fallback : it->second.text;
+  }
+  std::string Source(const std::string& dest) const {
+    auto it = values_.find(dest);
+    return it == values_.end() ? "--" + dest : it->second.source;
+  }
+  absl::Status Bad(const std::string& dest, const std::string& expected) const {
+    return Invalid(Source(dest), Get(dest, ""), expected);
+  }
+
+ private:
+  std::map<std::string, Value> values_;
+};
+
+absl::StatusOr<std::pair<int, int>> ParseNnodes(const Values& v) {
+  const std::string text = v.Get("nnodes", "1:1");
+  std::vector<std::string> parts = absl::StrSplit(text, ':');
+  int min = 0, max = 0;
+  const bool ok = (parts.size() == 1 && absl::SimpleAtoi(parts[0], &min) && (max = min) > 0) ||
+                  (parts.size() == 2 && absl::SimpleAtoi(parts[0], &min) &&
+                   absl::SimpleAtoi(parts[1], &max) && min > 0 && min <= max);
+  if (!ok || max > kMaxWorkers) {
+    return v.Bad("nnodes", "N or MIN:MAX with 1 <= MIN <= MAX");
+  }
+  return std::make_pair(min, max);
+}
+
+absl::StatusOr<int> ParseNproc(const Values& v, const AcceleratorCounts& counts) {
+  const std::string text = v.Get("nproc_per_node", "1");
+  if (text == "cpu") return counts.cpus;
+  if (text == "gpu") {
+    if (counts.gpus == 0) {
+      return absl::InvalidArgumentError(v.Source("nproc_per_node") +
+                                        " gpu: no CUDA device on this host");
+    }
+    return counts.gpus;
+  }
+  if (text == "auto") return counts.gpus > 0 ? counts.gpus : counts.cpus;
+  auto n = common::ParseInt(text, 1, kMaxLocalWorkers);
+  if (!n) {
+    return v.Bad("nproc_per_node",
+                 "auto, cpu, gpu or an integer in [1, " + std::to_string(kMaxLocalWorkers) + "]");
+  }
+  return static_cast<int>(*n);
+}
+
+// Std.from_str: "0".."3", or "LOCAL_RANK:0-3,...". The local ranks whose stdout and stderr
+// are both set; `all` when a single value covers every rank.
+struct StdSpec {
+  bool all = false;
+  std::set<int> ranks;
+  bool Covers(int local_rank) const { return all || ranks.count(local_rank) > 0; }
+};
+
+absl::StatusOr<StdSpec> ParseStd(const Values& v, const std::string& dest) {
+  const std::string text = v.Get(dest, "0");
+  const std::string expected = "0, 1, 2 or 3, or LOCAL_RANK:0-3[,LOCAL_RANK:0-3...]";
+  StdSpec spec;
+  if (auto single = common::ParseInt(text, 0, 3)) {
+    spec.all = *single == 3;
+    return spec;
+  }
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    std::vector<absl::string_view> parts = absl::StrSplit(item, ':');
+    if (parts.size() != 2) return v.Bad(dest, expected);
+    auto rank = common::ParseInt(parts[0], 0, kMaxLocalWorkers - 1);
+    auto streams = common::ParseInt(parts[1], 0, 3);
+    if (!rank || !streams) return v.Bad(dest, expected);
+    if (*streams == 3) spec.ranks.insert(static_cast<int>(*rank));
+  }
+  return spec;
+}
+
+// torchrun's RendezvousParameters.get_as_bool.
+std::optional<bool> TorchBool(const std::string& text) {
+  const std::string lower = absl::AsciiStrToLower(text);
+  if (lower == "1" || lower == "true" || lower == "t" || lower == "yes" || lower == "y") {
+    return true;
+  }
+  if (lower == "0" || lower == "false" || lower == "f" || lower == "no" || lower == "n") {
+    return false;
+  }
+  return std::nullopt;
+}
+
+absl::Status ApplyRdzvConf(const Values& v, Options& o, std::vector<std::string>& warnings) {
+  const std::string text(absl::StripAsciiWhitespace(v.Get("rdzv_conf", "")));
+  if (text.empty()) return absl::OkStatus();
+  const std::string expected = "KEY=VALUE[,KEY=VALUE...]";
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    std::vector<std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    if (kv.size() != 2) return v.Bad("rdzv_conf", expected);
+    const std::string key(absl::StripAsciiWhitespace(kv[0]));
+    const std::string value(absl::StripAsciiWhitespace(kv[1]));
+    if (key.empty() || value.empty()) return v.Bad("rdzv_conf", expected);
+    if (key == "join_timeout") {
+      auto seconds = common::ParseInt(value, 1, 365 * 24 * 3600);
+      if (!seconds) return v.Bad("rdzv_conf", "join_timeout=SECONDS (an integer >= 1)");
+      o.cluster_time_out = static_cast<int>(*seconds);
+    } else if (key == "last_call_timeout") {
+      double seconds;
+      if (!absl::SimpleAtod(value, &seconds) || !std::isfinite(seconds) || seconds < 0 ||
+          seconds > 3600) {
+        return v.Bad("rdzv_conf", "last_call_timeout=SECONDS in [0, 3600]");
+      }
+      o.last_call = seconds;
+    } else if (key == "is_host") {
+      auto host = TorchBool(value);
+      if (!host) return v.Bad("rdzv_conf", "is_host=true or is_host=false");
+      o.may_host_scheduler = *host;
+    } else if (key == "close_timeout" || key == "read_timeout" || key == "timeout" ||
+               key == "keep_alive_interval" || key == "keep_alive_max_attempt" ||
+               key == "use_libuv") {
+      // torch's own store and keep-alive tuning: gangrun's scheduler has its own
+      // (--node_timeout, --heartbeat_interval).
+    } else {
+      warnings.push_back("--rdzv_conf " + key + " has no meaning for gangrun; ignored");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// HOST[:PORT], with IPv6 in brackets.
+absl::Status ApplyEndpoint(const Values& v, int default_port, Options& o) {
+  const std::string text = v.Get("rdzv_endpoint", "");
+  const std::string expected = "HOST[:PORT] (IPv6 in brackets)";
+  std::string host = text;
+  int port = default_port;
+  const size_t colon = text.rfind(':');
+  const bool bracketed = !text.empty() && text[0] == '[';
+  if (colon != std::string::npos && (!bracketed || text[colon - 1] == ']')) {
+    auto parsed = common::ParseInt(text.substr(colon + 1), 1, 65535);
+    if (!parsed) return v.Bad("rdzv_endpoint", expected);
+    port = static_cast<int>(*parsed);
+    host = text.substr(0, colon);
+  }
+  if (bracketed) {
+    if (host.size() < 3 || host.back() != ']') return v.Bad("rdzv_endpoint", expected);
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.empty()) return v.Bad("rdzv_endpoint", expected);
+  if (port < 0) return v.Bad("rdzv_endpoint", "HOST:PORT (the static backend needs the port)");
+  o.master_addr = host == "localhost" ? "127.0.0.1" : host;
+  o.master_port = port;
+  return absl::OkStatus();
+}
+
+absl::Status ApplyTask(const Values& v, const EnvLookup& env, Options& o) {
+  const bool module = v.Has("module"), no_python = v.Has("no_python");
+  if (v.Has("run_path")) {
+    o.task_mode = TaskMode::kPython;  // torchrun runs it with runpy.run_path: python SCRIPT
+  } else if (no_python && module) {
+    return absl::InvalidArgumentError(
+        "don't use both the '--no_python' flag and the '--module' flag at the same time");
+  } else if (no_python) {
+    o.task_mode = TaskMode::kExec;
+  } else {
+    o.task_mode = module ? TaskMode::kModule : TaskMode::kPython;
+  }
+  o.python_exec = env("PYTHON_EXEC").value_or("");
+  return absl::OkStatus();
+}
+
+absl::Status ApplyConsole(const Values& v, Options& o) {
+  ASSIGN_OR_RETURN(StdSpec redirects, ParseStd(v, "redirects"));
+  ASSIGN_OR_RETURN(StdSpec tee, ParseStd(v, "tee"));
+  std::set<int> filter;
+  if (v.Has("local_ranks_filter")) {
+    for (absl::string_view item : absl::StrSplit(v.Get("local_ranks_filter", ""), ',')) {
+      auto rank = common::ParseInt(item, 0, kMaxLocalWorkers - 1);
+      if (!rank) return v.Bad("local_ranks_filter", "a comma-separated list of local ranks");
+      filter.insert(static_cast<int>(*rank));
+    }
+  }
+  for (int local = 0; local < o.local_worker_num; ++local) {
+    const bool shown = !redirects.Covers(local) || tee.Covers(local);
+    if (shown && (filter.empty() || filter.count(local))) o.console_local_ranks.insert(local);
+  }
+  if (o.console_local_ranks.empty()) o.tail_worker_log.clear();  // nothing on the console
+  // torchrun writes a worker's output to the console as is, and prefixes teed lines.
+  o.log_prefix = tee.all || !tee.ranks.empty() ? "[" + o.role + "{local_rank}]:" : "";
+  return absl::OkStatus();
+}
+
+// The options that have a meaning with either backend.
+absl::Status ApplyCommon(const Values& v, Options& o, std::vector<std::string>& warnings) {
+  if (v.Has("max_restarts")) {
+    auto n = common::ParseInt(v.Get("max_restarts", ""), 0, 1000000);
+    if (!n) return v.Bad("max_restarts", "an integer in [0, 1000000]");
+    o.max_restarts = static_cast<int>(*n);
+  }
+  double interval;
+  if (v.Has("monitor_interval") && (!absl::SimpleAtod(v.Get("monitor_interval", ""), &interval) ||
+                                    !std::isfinite(interval) || interval < 0)) {
+    return v.Bad("monitor_interval", "a number of seconds >= 0");
+  }
+  const std::string method = v.Get("start_method", "spawn");
+  if (method != "spawn" && method != "fork" && method != "forkserver") {
+    return v.Bad("start_method", "spawn, fork or forkserver");
+  }
+  o.role = v.Get("role", "default");
+  if (o.role.empty()) return v.Bad("role", "a non-empty name");
+  o.log_dir = v.Get("log_dir", "");
+  o.local_addr = v.Get("local_addr", "");
+  o.last_call = 30;  // torchrun's last_call_timeout
+  return ApplyRdzvConf(v, o, warnings);
+}
+
+absl::Status ApplyRendezvous(const Values& v, int nnodes_max, Options& o) {
+  std::string backend = v.Get("rdzv_backend", "static");
+  if (v.Has("standalone")) {
+    backend = "c10d";
+    o.master_addr = "127.0.0.1";
+    o.master_port = kTorchC10dPort;
+    o.run_id.clear();  // torchrun makes up a uuid; gangrun its own id
+    o.node_rank = -1;
+    return absl::OkStatus();
+  }
+  if (backend == "static") {
+    if (v.Has("master_addr")) o.master_addr = v.Get("master_addr", "");
+    o.master_port = 29500;
+    if (v.Has("master_port")) {
+      auto port = common::ParseInt(v.Get("master_port", ""), 1, 65535);
+      if (!port) return v.Bad("master_port", "an integer in [1, 65535]");
+      o.master_port = static_cast<int>(*port);
+    }
+    if (v.Has("rdzv_endpoint")) RETURN_IF_ERROR(ApplyEndpoint(v, -1, o));
+    auto rank = common::ParseInt(v.Get("node_rank", "0"), 0, nnodes_max - 1);
+    if (!rank) {
+      return v.Bad("node_rank", "an integer in [0, " + std::to_string(nnodes_max - 1) +
+                                    "] (--nnodes is " + std::to_string(nnodes_max) + ")");
+    }
+    o.node_rank = static_cast<int>(*rank);
+    return absl::OkStatus();
+  }
+  if (backend == "c10d") {
+    if (!v.Has("rdzv_endpoint")) {
+      return absl::InvalidArgumentError(v.Source("rdzv_backend") +
+                                        " c10d needs --rdzv_endpoint HOST[:PORT]");
+    }
+    o.node_rank = -1;  // ranks come from the rendezvous, as torchrun's c10d gives them
+    return ApplyEndpoint(v, kTorchC10dPort, o);
+  }
+  return absl::InvalidArgumentError(
+      v.Source("rdzv_backend") + " " + QuoteValue(backend) +
+      " is not supported: gangrun's scheduler is the rendezvous; use static or c10d");
+}
+
+absl::Status ApplyTorchrunOptions(const Values& v, const EnvLookup& env,
+                                  const AcceleratorCounts& counts, ParseResult& result) {
+  Options& o = result.options;
+  ASSIGN_OR_RETURN(auto nnodes, ParseNnodes(v));
+  ASSIGN_OR_RETURN(int nproc, ParseNproc(v, counts));
+  if (int64_t{nnodes.second} * nproc > kMaxWorkers) {
+    return absl::InvalidArgumentError("--nnodes x --nproc_per_node is above " +
+                                      std::to_string(kMaxWorkers) + " workers");
+  }
+  o.local_worker_num = nproc;
+  o.worker_num = nnodes.second * nproc;
+  o.worker_num_min = nnodes.first < nnodes.second ? nnodes.first * nproc : 0;
+  o.cluster_time_out = 600;  // torchrun's join_timeout
+  RETURN_IF_ERROR(ApplyCommon(v, o, result.warnings));
+  o.run_id = v.Get("rdzv_id", "none");
+  RETURN_IF_ERROR(ApplyRendezvous(v, nnodes.second, o));
+  if (o.elastic()) o.node_rank = -1;  // an elastic job's node ranks follow who joined
+  RETURN_IF_ERROR(ApplyTask(v, env, o));
+  RETURN_IF_ERROR(ApplyConsole(v, o));
+  // What torchrun exports for its workers.
+  if (nproc > 1 && !env("OMP_NUM_THREADS")) {
+    o.worker_env.emplace_back("OMP_NUM_THREADS", "1");
+    result.warnings.push_back(
+        "setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to "
+        "avoid your system being overloaded, please further tune the variable for optimal "
+        "performance in your application as needed");
+  }
+  for (const char* name : {"NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING"}) {
+    if (!env(name)) o.worker_env.emplace_back(name, "1");
+  }
+  return absl::OkStatus();
+}
+
+std::string PetName(const std::string& dest) { return "PET_" + absl::AsciiStrToUpper(dest); }
+
+// gangrun's option names in both spellings, as CLI11 wants them.
+std::string Spellings(const std::string& name) {
+  std::string dashed = name;
+  for (char& c : dashed) c = c == '_' ? '-' : c;
+  return dashed == name ? "--" + name : "--" + name + ",--" + dashed;
+}
+
+}  // namespace
+
+AcceleratorCounts CountAccelerators(const EnvLookup& env) {
+  AcceleratorCounts counts;
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  counts.cpus = cpus > 0 ? static_cast<int>(std::min<long>(cpus, kMaxLocalWorkers)) : 1;
+  if (auto visible = env("CUDA_VISIBLE_DEVICES")) {
+    // torch counts the leading valid entries; a "-1" or an empty list hides every device.
+    for (absl::string_view item : absl::StrSplit(*visible, ',', absl::SkipEmpty())) {
+      if (absl::StripAsciiWhitespace(item).empty() || item[0] == '-') break;
+      ++counts.gpus;
+    }
+    return counts;
+  }
+  if (DIR* dir = opendir("/proc/driver/nvidia/gpus")) {
+    while (dirent* entry = readdir(dir)) {
+      if (entry->d_name[0] != '.') ++counts.gpus;
+    }
+    closedir(dir);
+  }
+  return counts;
+}
+
+absl::StatusOr<ParseResult> ParseTorchrunCommandLine(const std::vector<std::string>& args,
+                                                     const EnvLookup& env) {
+  return ParseTorchrunCommandLine(args, env, CountAccelerators(env));
+}
+
+absl::StatusOr<ParseResult> ParseTorchrunCommandLine(const std::vector<std::string>& args,
+                                                     const EnvLookup& env,
+                                                     const AcceleratorCounts& counts) {
+  CLI::App app{"torchrun (gangrun): launch ranked PyTorch workers across hosts", "torchrun"};
+  app.prefix_command();  // everything from the training script on belongs to the script
+  app.set_help_flag("-h,--help", "print this help and exit");
+  std::map<std::string, std::string> texts;
+  std::map<std::string, CLI::Option*> given;
+  for (const auto& option : TorchOptions()) {
+    given[option.dest] = option.flag ? app.add_flag(option.names, option.help)
+                                     : app.add_option(option.names, texts[option.dest], option.help)
+                                           ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+                                           ->type_name("VALUE");
+  }
+  std::map<std::string, CLI::Option*> own;
+  for (const auto& def : GangrunOwnOptions()) {
+    if (given.count(def.name)) continue;  // torchrun's --max_restarts
+    own[def.name] = app.add_option(Spellings(def.name), texts[def.name], def.help)
+                        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+                        ->type_name("VALUE");
+  }
+  app.footer(
+      "Usage: torchrun [options] <training_script> [training_script_args...]\n"
+      "torchrun's options also come from PET_<OPTION> (e.g. PET_NPROC_PER_NODE=4), gangrun's "
+      "own from GANGRUN_<OPTION>.");
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    ParseResult help;
+    help.help = app.help();
+    return help;
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+
+  ParseResult result;
+  result.options.personality = Personality::kTorchrun;
+  std::map<std::string, Value> values;
+  for (const auto& option : TorchOptions()) {
+    if (given[option.dest]->count() > 0) {
+      values[option.dest] = {option.flag ? "1" : texts[option.dest], "--" + option.dest};
+      result.flags.insert(option.dest);
+    } else if (auto from_env = env(PetName(option.dest))) {
+      if (option.flag) {
+        // torchrun's check_env: an integer, set when non-zero.
+        auto number = common::ParseInt(*from_env, INT64_MIN, INT64_MAX);
+        if (!number) return Invalid(PetName(option.dest), *from_env, "an integer (0 or 1)");
+        if (*number == 0) continue;
+      }
+      values[option.dest] = {*from_env, PetName(option.dest)};
+    } else {
+      continue;
+    }
+    result.given.insert(option.dest);
+  }
+  const Values torch(std::move(values));
+  RETURN_IF_ERROR(ApplyTorchrunOptions(torch, env, counts, result));
+  for (const auto& def : GangrunOwnOptions()) {
+    auto it = own.find(def.name);
+    if (it == own.end()) continue;
+    std::string value, source = "--" + def.name;
+    if (it->second->count() > 0) {
+      value = texts[def.name];
+      result.flags.insert(def.name);
+    } else if (auto from_env = env("GANGRUN_" + absl::AsciiStrToUpper(def.name))) {
+      value = *from_env;
+      source = "GANGRUN_" + absl::AsciiStrToUpper(def.name);
+    } else {
+      continue;
+    }
+    result.given.insert(def.name);
+    absl::Status status = def.set(result.options, value);
+    if (!status.ok()) return Invalid(source, value, std::string(status.message()));
+  }
+  // --rdzv_id wins over gangrun's --run_id (--standalone makes up its own id, as torchrun's).
+  if (torch.Has("rdzv_id") && !torch.Has("standalone")) {
+    result.options.run_id = torch.Get("rdzv_id", "");
+  }
+  std::vector<std::string> rest = app.remaining();
+  if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+  if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
+    return absl::InvalidArgumentError("unknown option " +
+                                      QuoteValue(rest.front().substr(0, rest.front().find('='))) +
+                                      " (see torchrun --help)");
+  }
+  if (!rest.empty()) {
+    result.options.task_script = rest.front();
+    result.options.task_args.assign(rest.begin() + 1, rest.end());
+  }
+  return result;
+}
+
+}  // namespace gangrun::launcher
