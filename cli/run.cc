@@ -34,12 +34,6 @@ absl::StatusOr<std::optional<launcher::Options>> Configure(const CommandArgs& co
   }
   for (const auto& warning : parsed.warnings) common::Logger("launcher")->warn("{}", warning);
   RETURN_IF_ERROR(launcher::Validate(options));
-  if (personality == launcher::Personality::kTorchrun && options.log_dir.empty() &&
-      !options.dry_run) {
-    // torchrun's default: a new directory of the job's own, not the working directory.
-    ASSIGN_OR_RETURN(options.log_dir, common::MakeTempDir("torchelastic_"));
-    common::Logger("launcher")->info("worker logs in {}", options.log_dir);
-  }
   return std::optional<launcher::Options>(std::move(options));
 }
 
@@ -55,6 +49,13 @@ CommandResult RunLaunch(const CommandArgs& command) {
   if (options.dry_run) {
     std::fputs(launcher::FormatPlan(options, *facts).c_str(), stdout);
     return absl::OkStatus();
+  }
+  if (options.personality == launcher::Personality::kTorchrun && facts->log_dir.empty()) {
+    // torchrun's default: a new directory of the job's own, not the working directory.
+    auto made = common::MakeTempDir("torchelastic_");
+    if (!made.ok()) return made.status();
+    facts->log_dir = *made;
+    common::Logger("launcher")->info("worker logs in {}", facts->log_dir);
   }
   launcher::RunContext context{command.self_exe, -1};
   if (const char* ready = std::getenv(launcher::kReadyFdEnv)) {

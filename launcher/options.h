@@ -87,10 +87,10 @@ struct Options {
   // The torchrun personality's (launcher/torchrun.h); the other personalities keep the defaults.
   std::string role = "default";  // ROLE_NAME
   TaskMode task_mode = TaskMode::kInfer;
-  std::string python_exec;               // kPython/kModule: PYTHON_EXEC; "" = python3 on PATH
-  std::set<int> console_local_ranks;     // local ranks shown on the console; empty = all
-  std::string local_addr;                // the address this node gives its peers; "" = routed
-  bool may_host_scheduler = true;        // false: join the scheduler, never host it (is_host)
+  std::string python_exec;            // kPython/kModule: PYTHON_EXEC; "" = python3 on PATH
+  std::set<int> console_local_ranks;  // local ranks shown on the console; empty = all
+  std::string local_addr;             // the address this node gives its peers; "" = routed
+  bool may_host_scheduler = true;     // false: join the scheduler, never host it (is_host)
   std::vector<std::pair<std::string, std::string>> worker_env;  // set for every worker
   // The task.
   std::string task_script;
@@ -104,9 +104,9 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 
 struct ParseResult {
   Options options;
-  std::string help;             // non-empty when --help was asked for: print it and exit 0
-  std::set<std::string> given;  // options set by a flag or a GANGRUN_* variable (no "--")
-  std::set<std::string> flags;  // those set by a flag
+  std::string help;                   // non-empty when --help was asked for: print it and exit 0
+  std::set<std::string> given;        // options set by a flag or a GANGRUN_* variable (no "--")
+  std::set<std::string> flags;        // those set by a flag
   std::vector<std::string> warnings;  // to log before the job starts
 };
 

@@ -214,6 +214,73 @@ TEST_F(DaemonTest, AJobLargerThanEverySlotDoesNotBlockSmallerOnes) {
   StopDaemon(scheduler);
 }
 
+TEST_F(DaemonTest, ASubmittedJobRunsInTheSubmittersDirectoryAndEnvironment) {
+  const std::string master = "127.0.0.1:" + FreePort();
+  auto scheduler = Scheduler({"--listen", master});
+  auto agent = Gangrun({"agent", "--master", master, "--slots", "2"}, {"AGENT_ONLY=agent"});
+  ASSERT_TRUE(WaitForStderr(agent, "registered with the daemon", seconds(10))) << agent.Stderr();
+  const std::string work = dir_.File("work");
+  ASSERT_EQ(mkdir(work.c_str(), 0700), 0);
+  auto submit = [&](const std::vector<std::string>& options, const std::string& env_file) {
+    std::vector<std::string> argv = {GangrunBinary(), "submit", "--master", master};
+    argv.insert(argv.end(), options.begin(), options.end());
+    for (const char* arg : {"--worker_num", "1"}) argv.push_back(arg);
+    argv.push_back(TestWorkerBinary());
+    argv.push_back("--env");
+    argv.push_back(env_file);  // relative: lands in the job's working directory
+    auto job = Launch(argv, {"MY_SETTING=42", "GANGRUN_SUBMITTER_ONLY=1"}, work, dir_.path());
+    EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr() << agent.Stderr();
+    return ReadFile(work + "/" + env_file + ".0");
+  };
+  // By default (--export ALL) the submitter's environment and directory, not the agent's.
+  std::string env = submit({}, "all");
+  EXPECT_NE(env.find("\nMY_SETTING=42\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("\nPWD=" + work + "\n"), std::string::npos) << env;
+  EXPECT_EQ(env.find("AGENT_ONLY="), std::string::npos) << env;
+  EXPECT_EQ(env.find("GANGRUN_SUBMITTER_ONLY"), std::string::npos) << env;  // never carried
+  // NONE: the agent's environment (still the submitter's directory).
+  env = submit({"--export", "NONE"}, "none");
+  EXPECT_EQ(env.find("MY_SETTING="), std::string::npos) << env;
+  EXPECT_NE(env.find("\nAGENT_ONLY=agent\n"), std::string::npos) << env;
+  // A list: those variables over the agent's.
+  env = submit({"--export=MY_SETTING"}, "list");
+  EXPECT_NE(env.find("\nMY_SETTING=42\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("\nAGENT_ONLY=agent\n"), std::string::npos) << env;
+  auto bad = Launch({GangrunBinary(), "submit", "--master", master, "--export", "A-B",
+                     "--worker_num", "1", TestWorkerBinary()},
+                    {}, work, dir_.path());
+  EXPECT_EQ(RunToEnd(bad).code, 2);
+  EXPECT_NE(bad.Stderr().find("--export: expected ALL, NONE or VAR[,VAR...], got 'A-B'"),
+            std::string::npos)
+      << bad.Stderr();
+  StopDaemon(agent);
+  StopDaemon(scheduler);
+}
+
+TEST_F(DaemonTest, AWorkingDirectoryMissingOnTheAgentsHostFailsTheJobClearly) {
+  // The agent runs in a mount namespace of its own where a tmpfs hides the directory.
+  if (system("unshare -m true 2>/dev/null") != 0) GTEST_SKIP() << "no mount namespaces here";
+  const std::string hidden = dir_.File("hidden"), work = dir_.File("hidden/work");
+  ASSERT_EQ(mkdir(hidden.c_str(), 0700), 0);
+  ASSERT_EQ(mkdir(work.c_str(), 0700), 0);
+  const std::string master = "127.0.0.1:" + FreePort();
+  auto scheduler = Scheduler({"--listen", master});
+  auto agent = Launch({"/usr/bin/unshare", "-m", "/bin/sh", "-c",
+                       "mount -t tmpfs none " + hidden + " && exec " + GangrunBinary() +
+                           " agent --master " + master + " --slots 1"},
+                      {}, dir_.path(), dir_.path());
+  ASSERT_TRUE(WaitForStderr(agent, "registered with the daemon", seconds(10))) << agent.Stderr();
+  auto job = Launch(
+      {GangrunBinary(), "submit", "--master", master, "--worker_num", "1", TestWorkerBinary()}, {},
+      work, dir_.path());
+  EXPECT_NE(RunToEnd(job).code, 0) << job.Stderr();
+  EXPECT_NE(job.Stderr().find("the working directory " + work + " does not exist on"),
+            std::string::npos)
+      << job.Stderr();
+  StopDaemon(agent);
+  StopDaemon(scheduler);
+}
+
 TEST_F(DaemonTest, ANonLoopbackDaemonNeedsAuthenticationOrInsecure) {
   const std::string port = FreePort();
   auto refused = Gangrun({"scheduler", "--listen", "0.0.0.0:" + port});

@@ -243,6 +243,7 @@ std::vector<std::string> Split(const std::string& text, char separator) {
 
 std::string GangrunBinary() { return GANGRUN_BIN_DIR "/gangrun"; }
 std::string MsrunBinary() { return GANGRUN_BIN_DIR "/msrun"; }
+std::string TorchrunBinary() { return GANGRUN_BIN_DIR "/torchrun"; }
 std::string TestWorkerBinary() { return GANGRUN_BIN_DIR "/test_worker"; }
 
 }  // namespace gangrun::testing

@@ -91,6 +91,7 @@ std::vector<std::string> Split(const std::string& text, char separator);
 // Paths of the binaries under test (set by CMake).
 std::string GangrunBinary();
 std::string MsrunBinary();
+std::string TorchrunBinary();
 std::string TestWorkerBinary();
 
 }  // namespace gangrun::testing

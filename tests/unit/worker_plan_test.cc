@@ -66,6 +66,11 @@ TEST_F(WorkerPlanTest, EveryWorkerGetsMsrunTorchrunAndGangrunVariables) {
   EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "0");
   EXPECT_EQ(env["TORCHELASTIC_MAX_RESTARTS"], "3");
   EXPECT_EQ(env["TORCHELASTIC_RUN_ID"], "run42");
+  EXPECT_EQ(env["TORCHELASTIC_USE_AGENT_STORE"], "False");
+  EXPECT_EQ(env["ROLE_NAME"], "default");
+  EXPECT_EQ(env["ROLE_RANK"], "3");
+  EXPECT_EQ(env["ROLE_WORLD_SIZE"], "4");
+  EXPECT_EQ(env.count("OMP_NUM_THREADS"), 0u);  // only torchrun's rule sets it
   EXPECT_EQ(env["GANGRUN_SCHEDULER"], "10.0.0.1:8118");
   EXPECT_EQ(env["GANGRUN_RUN_ID"], "run42");
   EXPECT_EQ(env["GANGRUN_GENERATION"], "1");
@@ -76,6 +81,19 @@ TEST_F(WorkerPlanTest, EveryWorkerGetsMsrunTorchrunAndGangrunVariables) {
   EXPECT_EQ(env.count("GANGRUN_TOKEN"), 0u);
   EXPECT_EQ((*plan)[1].argv, (std::vector<std::string>{"python", "train.py", "--lr", "1"}));
   EXPECT_EQ((*plan)[1].log_path, "logs/worker_3.log");
+}
+
+TEST_F(WorkerPlanTest, TorchrunsRoleAndVariablesReachEveryWorker) {
+  options.role = "trainer";
+  options.worker_env = {{"OMP_NUM_THREADS", "1"}, {"NCCL_ASYNC_ERROR_HANDLING", "1"}};
+  auto plan = PlanProcesses(options, facts, assignment, 1, 0);
+  ASSERT_TRUE(plan.ok());
+  for (const auto& spec : *plan) {
+    auto env = EnvMap(spec.env);
+    EXPECT_EQ(env["ROLE_NAME"], "trainer");
+    EXPECT_EQ(env["OMP_NUM_THREADS"], "1");
+    EXPECT_EQ(env["NCCL_ASYNC_ERROR_HANDLING"], "1");
+  }
 }
 
 TEST_F(WorkerPlanTest, InheritedVariablesAreReplacedNotDuplicated) {
