@@ -27,8 +27,11 @@ absl::StatusOr<std::optional<launcher::Options>> Configure(const CommandArgs& co
     return std::optional<launcher::Options>();
   }
   launcher::Options& options = parsed.options;
-  ASSIGN_OR_RETURN(std::string slurm, launcher::ApplySlurm(options, parsed.given, command.env));
-  if (!slurm.empty()) common::Logger("launcher")->info("{}", slurm);
+  if (personality != launcher::Personality::kTorchrun) {
+    // torchrun reads no Slurm variables: its recipes pass them on its command line.
+    ASSIGN_OR_RETURN(std::string slurm, launcher::ApplySlurm(options, parsed.given, command.env));
+    if (!slurm.empty()) common::Logger("launcher")->info("{}", slurm);
+  }
   for (const auto& warning : launcher::ApplyMsrunRules(options, command.env)) {
     common::Logger("launcher")->warn("{}", warning);
   }

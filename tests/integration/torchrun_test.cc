@@ -172,6 +172,17 @@ TEST_F(TorchrunTest, ConsoleFollowsRedirectsTeeAndTheLocalRanksFilter) {
   EXPECT_EQ(teed.Stdout().find("of rank 0"), std::string::npos) << teed.Stdout();
 }
 
+TEST_F(TorchrunTest, SlurmVariablesDoNotChangeTorchrunsCommandLine) {
+  // A one-node job on one node of a four-node allocation: torchrun reads no SLURM_* variable.
+  auto job = Torchrun({"--nproc_per_node", "2", "--master_port", FreePort(), "--no_python",
+                       TestWorkerBinary(), "--env", dir_.File("env")},
+                      {"SLURM_JOB_ID=77", "SLURM_NODEID=2", "SLURM_JOB_NUM_NODES=4",
+                       "SLURM_JOB_NODELIST=node[1-4]"});
+  EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr();
+  EXPECT_EQ(WorkerEnv(1)["WORLD_SIZE"], "2");
+  EXPECT_EQ(WorkerEnv(1)["GROUP_RANK"], "0");
+}
+
 TEST_F(TorchrunTest, BadCommandLinesAreOneClearLine) {
   for (const auto& [args, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--rdzv_backend", "etcd", "--rdzv_endpoint", "h:1", "t.py"},

@@ -10,6 +10,16 @@
 namespace gangrun::scheduler {
 namespace {
 
+// Options with the three sizes every test sets; the rest keep their defaults.
+Scheduler::Options Sized(int world_size, common::Duration cluster_timeout,
+                         common::Duration node_timeout) {
+  Scheduler::Options options;
+  options.world_size = world_size;
+  options.cluster_timeout = cluster_timeout;
+  options.node_timeout = node_timeout;
+  return options;
+}
+
 using std::chrono::seconds;
 
 using RecordingLink = testing::FakeNodeLink;
@@ -18,8 +28,7 @@ class SchedulerTest : public ::testing::Test {
  protected:
   void Make(int world_size, common::Duration timeout = seconds(60),
             common::Duration node_timeout = seconds(5)) {
-    scheduler =
-        std::make_unique<Scheduler>(clock, Scheduler::Options{world_size, timeout, node_timeout});
+    scheduler = std::make_unique<Scheduler>(clock, Sized(world_size, timeout, node_timeout));
     scheduler->SetOnFinished([this](const v1::JobOutcome& o) { outcome = o; });
     scheduler->Start();
   }
@@ -192,7 +201,7 @@ TEST_F(SchedulerTest, NodeLeavingDuringFormationFreesItsPlace) {
 class RestartTest : public SchedulerTest {
  protected:
   void MakeWithRestarts(int max_restarts) {
-    Scheduler::Options options{2, seconds(60), seconds(60)};
+    Scheduler::Options options = Sized(2, seconds(60), seconds(60));
     options.max_restarts = max_restarts;
     options.restart_backoff_initial = seconds(1);
     options.restart_backoff_cap = seconds(3);
@@ -288,7 +297,7 @@ TEST_F(RestartTest, LostNodeIsReplacedAndARejoinDoesNotResetTheBudget) {
 }
 
 TEST_F(RestartTest, NoReplacementWithinTheClusterTimeoutLosesTheJob) {
-  Scheduler::Options options{2, seconds(30), seconds(60)};
+  Scheduler::Options options = Sized(2, seconds(30), seconds(60));
   options.max_restarts = 3;
   scheduler = std::make_unique<Scheduler>(clock, options);
   scheduler->SetOnFinished([this](const v1::JobOutcome& o) { outcome = o; });
@@ -323,7 +332,7 @@ TEST_F(RestartTest, StopDuringTheBackoffEndsTheJob) {
 class ElasticTest : public RestartTest {
  protected:
   void MakeElastic(int min, int max) {
-    Scheduler::Options options{max, seconds(60), seconds(60)};
+    Scheduler::Options options = Sized(max, seconds(60), seconds(60));
     options.min_world_size = min;
     options.last_call = seconds(1);
     scheduler = std::make_unique<Scheduler>(clock, options);
