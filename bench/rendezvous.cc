@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -28,11 +29,11 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/spawn.h"
 #include "node/grpc_link.h"
+#include "rpc/channel.h"
 #include "scheduler/grpc_server.h"
 #include "scheduler/kv_store.h"
 #include "scheduler/scheduler.h"
@@ -53,9 +54,6 @@ void RaiseFileLimit() {
 // The scheduler process: listens on 127.0.0.1:0, prints the port, serves until killed.
 int Serve(int world) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (std::getenv("BENCH_NO_DEADLOCK_DETECTION")) {
-    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  }
   RaiseFileLimit();
   common::SetLogLevel("warn");
   boost::asio::io_context io;
@@ -94,7 +92,8 @@ double CpuSeconds(pid_t pid) {
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-int Rendezvous(int nodes, double heartbeat_interval, double duration, const std::string& self) {
+int Rendezvous(int nodes, double heartbeat_interval, double duration, int per_channel,
+               const std::string& self) {
   RaiseFileLimit();
   int out_pipe[2];
   if (pipe(out_pipe) != 0) return 1;
@@ -117,6 +116,14 @@ int Rendezvous(int nodes, double heartbeat_interval, double duration, const std:
   std::atomic<int> assigned{0}, lost{0};
   std::atomic<int64_t> last_assigned_ns{0};
   std::vector<std::unique_ptr<node::GrpcSchedulerLink>> links(nodes);
+  // --nodes_per_channel K: K simulated nodes share a channel (one TCP connection), each with
+  // its own session stream, so that 10,000 of them fit beside the scheduler on two cores.
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  if (per_channel > 1) {
+    for (int i = 0; i < nodes; i += per_channel) {
+      channels.push_back(rpc::MakeChannel(target, nullptr, "", std::chrono::seconds(60)));
+    }
+  }
   const double cpu_at_start = CpuSeconds(*server_pid);
   const auto start = Clock::now();
   // Nodes join concurrently, as real hosts would; several threads open the sessions.
@@ -128,6 +135,7 @@ int Rendezvous(int nodes, double heartbeat_interval, double duration, const std:
         node::GrpcSchedulerLink::Options options;
         options.target = target;
         options.keepalive = std::chrono::seconds(60);
+        if (!channels.empty()) options.channel = channels[i / per_channel];
         links[i] = std::make_unique<node::GrpcSchedulerLink>(io, options);
         links[i]->Connect(
             [&](const v1::NodeCommand& command) {
@@ -198,11 +206,12 @@ int Rendezvous(int nodes, double heartbeat_interval, double duration, const std:
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
   if (args.size() == 3 && args[1] == "serve") return Serve(std::stoi(args[2]));
-  int nodes = 1000;
+  int nodes = 1000, per_channel = 1;
   double interval = 1.0, duration = 10.0;
   if (args.size() < 2 || args[1] != "rendezvous") {
     std::fprintf(stderr,
-                 "usage: gangrun-bench rendezvous --nodes N --heartbeat_interval S --duration D\n");
+                 "usage: gangrun-bench rendezvous --nodes N --heartbeat_interval S --duration D "
+                 "[--nodes_per_channel K]\n");
     return 2;
   }
   for (size_t i = 2; i + 1 < args.size(); i += 2) {
@@ -212,6 +221,8 @@ int main(int argc, char** argv) {
       interval = std::stod(args[i + 1]);
     else if (args[i] == "--duration")
       duration = std::stod(args[i + 1]);
+    else if (args[i] == "--nodes_per_channel")
+      per_channel = std::max(1, std::stoi(args[i + 1]));
     else {
       std::fprintf(stderr, "unknown option %s\n", args[i].c_str());
       return 2;
@@ -220,5 +231,6 @@ int main(int argc, char** argv) {
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n <= 0) return 1;
-  return Rendezvous(nodes, interval, duration, std::string(self, static_cast<size_t>(n)));
+  return Rendezvous(nodes, interval, duration, per_channel,
+                    std::string(self, static_cast<size_t>(n)));
 }

@@ -13,8 +13,9 @@ using std::chrono::milliseconds;
 
 GrpcSchedulerLink::GrpcSchedulerLink(boost::asio::io_context& io, Options options)
     : io_(io), options_(std::move(options)) {
-  channel_ = rpc::MakeChannel(options_.target, options_.credentials, options_.tls_target_name,
-                              options_.keepalive);
+  channel_ = options_.channel ? options_.channel
+                              : rpc::MakeChannel(options_.target, options_.credentials,
+                                                 options_.tls_target_name, options_.keepalive);
 }
 
 GrpcSchedulerLink::~GrpcSchedulerLink() {

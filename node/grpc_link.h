@@ -31,6 +31,9 @@ class GrpcSchedulerLink : public SchedulerLink {
     std::shared_ptr<grpc::ChannelCredentials> credentials;  // null = insecure
     std::string tls_target_name;  // overrides the name checked in the server certificate
     common::Duration keepalive = std::chrono::seconds(5);
+    // A channel to share with other links (the rendezvous benchmark's simulated nodes: each
+    // keeps its own session stream); null = a channel (and connection) of this link's own.
+    std::shared_ptr<grpc::Channel> channel;
   };
   // While the stream waits for the scheduler, how often the link looks at a failing channel,
   // and how many definite answers (see CheckHandshake) make it give up.
