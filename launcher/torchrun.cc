@@ -292,15 +292,15 @@ absl::Status ApplyCommon(const Values& v, Options& o, std::vector<std::string>& 
 }
 
 absl::Status ApplyRendezvous(const Values& v, int nnodes_max, Options& o) {
-  std::string backend = v.Get("rdzv_backend", "static");
   if (v.Has("standalone")) {
-    backend = "c10d";
+    // c10d on this host, whatever --rdzv_backend/--rdzv_endpoint/--rdzv_id say (as torchrun).
     o.master_addr = "127.0.0.1";
     o.master_port = kTorchC10dPort;
     o.run_id.clear();  // torchrun makes up a uuid; gangrun its own id
     o.node_rank = -1;
     return absl::OkStatus();
   }
+  const std::string backend = v.Get("rdzv_backend", "static");
   if (backend == "static") {
     if (v.Has("master_addr")) o.master_addr = v.Get("master_addr", "");
     o.master_port = 29500;
