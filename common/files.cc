@@ -52,9 +52,11 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view conte
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> MakeTempDir(const std::string& prefix) {
-  std::string base = "/tmp";
-  if (const char* tmp = std::getenv("TMPDIR"); tmp != nullptr && tmp[0] == '/') base = tmp;
+absl::StatusOr<std::string> MakeTempDir(const std::string& prefix, std::string base) {
+  if (base.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    base = tmp != nullptr && tmp[0] == '/' ? tmp : "/tmp";
+  }
   std::string pattern = base + "/" + prefix + "XXXXXX";
   std::vector<char> buffer(pattern.begin(), pattern.end());
   buffer.push_back('\0');

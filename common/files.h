@@ -21,8 +21,8 @@ absl::Status MakeDirs(const std::string& dir, mode_t mode = 0700);
 absl::Status WriteFileAtomically(const std::string& path, std::string_view content,
                                  mode_t mode = 0600);
 
-// mkdtemp: a new directory (mode 0700) named `prefix` and six random characters in $TMPDIR
-// (an absolute path) or /tmp; its path.
-absl::StatusOr<std::string> MakeTempDir(const std::string& prefix);
+// mkdtemp: a new directory (mode 0700) named `prefix` and six random characters in `base`,
+// by default $TMPDIR (an absolute path) or /tmp; its path.
+absl::StatusOr<std::string> MakeTempDir(const std::string& prefix, std::string base = "");
 
 }  // namespace gangrun::common

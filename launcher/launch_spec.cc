@@ -96,6 +96,31 @@ absl::StatusOr<Options> FromLaunchSpec(const v1::LaunchSpec& spec) {
   return std::move(parsed.options);
 }
 
+namespace {
+
+// Progress supervision's options (README "Progress, hangs and stragglers").
+void AppendProgressOptions(const v1::LaunchSpec& spec, std::vector<std::string>& argv) {
+  argv.insert(argv.end(),
+              {"--hang_timeout", spec.hang_timeout_auto() ? "auto" : Number(spec.hang_timeout()),
+               "--hang_timeout_initial", Number(spec.hang_timeout_initial())});
+  if (!spec.section_timeouts().empty()) {
+    // Sorted, so that the same spec always gives the same command line.
+    std::map<std::string, double> sections(spec.section_timeouts().begin(),
+                                           spec.section_timeouts().end());
+    std::vector<std::string> items;
+    for (const auto& [name, seconds] : sections) items.push_back(name + "=" + Number(seconds));
+    argv.insert(argv.end(), {"--section_timeout", absl::StrJoin(items, ",")});
+  }
+  // 0: a spec from a submitter that did not know the option; the launcher's default holds.
+  if (spec.stack_timeout() > 0)
+    argv.insert(argv.end(), {"--stack_timeout", Number(spec.stack_timeout())});
+  if (spec.straggler_factor() > 0) {
+    argv.insert(argv.end(), {"--straggler_factor", Number(spec.straggler_factor())});
+  }
+}
+
+}  // namespace
+
 std::vector<std::string> LaunchArgv(const v1::LaunchSpec& spec) {
   const std::string worker_num =
       spec.worker_num_min() > 0
@@ -163,25 +188,8 @@ std::vector<std::string> LaunchArgv(const v1::LaunchSpec& spec) {
       "--tls_key",
       spec.tls_key(),
       "--tls_ca",
-      spec.tls_ca(),
-      "--hang_timeout",
-      spec.hang_timeout_auto() ? "auto" : Number(spec.hang_timeout()),
-      "--hang_timeout_initial",
-      Number(spec.hang_timeout_initial())};
-  if (!spec.section_timeouts().empty()) {
-    // Sorted, so that the same spec always gives the same command line.
-    std::map<std::string, double> sections(spec.section_timeouts().begin(),
-                                           spec.section_timeouts().end());
-    std::vector<std::string> items;
-    for (const auto& [name, seconds] : sections) items.push_back(name + "=" + Number(seconds));
-    argv.insert(argv.end(), {"--section_timeout", absl::StrJoin(items, ",")});
-  }
-  // 0: a spec from a submitter that did not know the option; the launcher's default holds.
-  if (spec.stack_timeout() > 0)
-    argv.insert(argv.end(), {"--stack_timeout", Number(spec.stack_timeout())});
-  if (spec.straggler_factor() > 0) {
-    argv.insert(argv.end(), {"--straggler_factor", Number(spec.straggler_factor())});
-  }
+      spec.tls_ca()};
+  AppendProgressOptions(spec, argv);
   argv.insert(argv.end(), {"--", spec.task_script()});
   argv.insert(argv.end(), spec.task_args().begin(), spec.task_args().end());
   return argv;

@@ -7,12 +7,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "common/numbers.h"
 #include "common/status.h"
+#include "launcher/command_line.h"
 #include "launcher/torchrun.h"
 #include "node/progress.h"
 
@@ -398,52 +398,11 @@ const std::vector<OptionDef>& Definitions() {
   return defs;
 }
 
-std::string EnvName(const std::string& option) {
-  std::string name = "GANGRUN_";
-  for (char c : option) name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return name;
-}
-
 }  // namespace
 
 const std::vector<OwnOption>& GangrunOwnOptions() {
   static const std::vector<OwnOption> defs = GangrunOptions();
   return defs;
-}
-
-std::string QuoteValue(const std::string& value) {
-  constexpr size_t kShown = 200;
-  std::string shown = absl::CHexEscape(value.substr(0, kShown));
-  if (value.size() > kShown) shown += "...";
-  return shown;
-}
-
-Personality PersonalityFromArgv0(const std::string& argv0) {
-  size_t slash = argv0.rfind('/');
-  std::string base = slash == std::string::npos ? argv0 : argv0.substr(slash + 1);
-  if (base == "msrun") return Personality::kMsrun;
-  if (base == "torchrun") return Personality::kTorchrun;
-  return Personality::kGangrun;
-}
-
-std::string PersonalityName(Personality personality) {
-  switch (personality) {
-    case Personality::kMsrun:
-      return "msrun";
-    case Personality::kTorchrun:
-      return "torchrun";
-    case Personality::kGangrun:
-      break;
-  }
-  return "gangrun";
-}
-
-EnvLookup ProcessEnv() {
-  return [](const std::string& name) -> std::optional<std::string> {
-    const char* value = std::getenv(name.c_str());
-    if (value == nullptr) return std::nullopt;
-    return std::string(value);
-  };
 }
 
 absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
@@ -466,52 +425,21 @@ absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
              "Other commands (each with --help): gangrun status|stop|scale|health|kv|progress "
              "(a running job), gangrun scheduler|agent|submit (daemon mode).");
 
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
-  try {
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    ParseResult help;
-    help.help = app.help();
-    return help;
-  } catch (const CLI::ParseError& e) {
-    return absl::InvalidArgumentError(e.what());
-  }
-
+  ASSIGN_OR_RETURN(std::string help, RunParser(app, args));
   ParseResult result;
-  Options& options = result.options;
-  options.personality = personality;
-  options.join = personality == Personality::kGangrun;
+  if (!help.empty()) {
+    result.help = std::move(help);
+    return result;
+  }
+  result.options.personality = personality;
+  result.options.join = personality == Personality::kGangrun;
   for (const auto& def : Definitions()) {
-    std::string value;
-    std::string source = std::string("--") + def.name;
-    if (app.count(std::string("--") + def.name) > 0) {
-      value = values[def.name];
-      result.flags.insert(def.name);
-    } else if (auto from_env = env(EnvName(def.name))) {
-      value = *from_env;
-      source = EnvName(def.name);
-    } else {
-      continue;
-    }
-    result.given.insert(def.name);
-    absl::Status status = def.set(options, value);
-    if (!status.ok()) {
-      return absl::InvalidArgumentError("invalid value '" + QuoteValue(value) + "' for " + source +
-                                        ": expected " + std::string(status.message()));
-    }
+    const std::string flag = "--" + def.name;
+    std::optional<std::string> given;
+    if (app.count(flag) > 0) given = values[def.name];
+    RETURN_IF_ERROR(ApplyOption(def, given, GangrunVariable(def.name), env, result));
   }
-
-  std::vector<std::string> rest = app.remaining();
-  if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
-  if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
-    std::string name = rest.front().substr(0, rest.front().find('='));
-    return absl::InvalidArgumentError("unknown option " + QuoteValue(name) + " (see " + program +
-                                      " --help)");
-  }
-  if (!rest.empty()) {
-    options.task_script = rest.front();
-    options.task_args.assign(rest.begin() + 1, rest.end());
-  }
+  RETURN_IF_ERROR(TakeTask(app.remaining(), program, result.options));
   return result;
 }
 

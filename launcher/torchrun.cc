@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "common/numbers.h"
 #include "common/status.h"
+#include "launcher/command_line.h"
 
 namespace gangrun::launcher {
 namespace {
@@ -373,6 +374,38 @@ std::string Spellings(const std::string& name) {
   return dashed == name ? "--" + name : "--" + name + ",--" + dashed;
 }
 
+bool IsTorchOption(const std::string& dest) {
+  for (const auto& option : TorchOptions()) {
+    if (option.dest == dest) return true;
+  }
+  return false;
+}
+
+// torchrun's options from their flags, else from PET_<DEST> (a flag's variable, as torchrun's
+// check_env reads it: an integer, set when non-zero).
+absl::StatusOr<Values> ReadTorchValues(const std::map<std::string, CLI::Option*>& given,
+                                       const std::map<std::string, std::string>& texts,
+                                       const EnvLookup& env, ParseResult& result) {
+  std::map<std::string, Value> values;
+  for (const auto& option : TorchOptions()) {
+    if (given.at(option.dest)->count() > 0) {
+      values[option.dest] = {option.flag ? "1" : texts.at(option.dest), "--" + option.dest};
+      result.flags.insert(option.dest);
+    } else if (auto from_env = env(PetName(option.dest))) {
+      if (option.flag) {
+        auto number = common::ParseInt(*from_env, INT64_MIN, INT64_MAX);
+        if (!number) return Invalid(PetName(option.dest), *from_env, "an integer (0 or 1)");
+        if (*number == 0) continue;
+      }
+      values[option.dest] = {*from_env, PetName(option.dest)};
+    } else {
+      continue;
+    }
+    result.given.insert(option.dest);
+  }
+  return Values(std::move(values));
+}
+
 }  // namespace
 
 AcceleratorCounts CountAccelerators(const EnvLookup& env) {
@@ -415,82 +448,36 @@ absl::StatusOr<ParseResult> ParseTorchrunCommandLine(const std::vector<std::stri
                                            ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
                                            ->type_name("VALUE");
   }
-  std::map<std::string, CLI::Option*> own;
   for (const auto& def : GangrunOwnOptions()) {
     if (given.count(def.name)) continue;  // torchrun's --max_restarts
-    own[def.name] = app.add_option(Spellings(def.name), texts[def.name], def.help)
-                        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-                        ->type_name("VALUE");
+    given[def.name] = app.add_option(Spellings(def.name), texts[def.name], def.help)
+                          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+                          ->type_name("VALUE");
   }
   app.footer(
       "Usage: torchrun [options] <training_script> [training_script_args...]\n"
       "torchrun's options also come from PET_<OPTION> (e.g. PET_NPROC_PER_NODE=4), gangrun's "
       "own from GANGRUN_<OPTION>.");
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
-  try {
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    ParseResult help;
-    help.help = app.help();
-    return help;
-  } catch (const CLI::ParseError& e) {
-    return absl::InvalidArgumentError(e.what());
-  }
-
+  ASSIGN_OR_RETURN(std::string help, RunParser(app, args));
   ParseResult result;
-  result.options.personality = Personality::kTorchrun;
-  std::map<std::string, Value> values;
-  for (const auto& option : TorchOptions()) {
-    if (given[option.dest]->count() > 0) {
-      values[option.dest] = {option.flag ? "1" : texts[option.dest], "--" + option.dest};
-      result.flags.insert(option.dest);
-    } else if (auto from_env = env(PetName(option.dest))) {
-      if (option.flag) {
-        // torchrun's check_env: an integer, set when non-zero.
-        auto number = common::ParseInt(*from_env, INT64_MIN, INT64_MAX);
-        if (!number) return Invalid(PetName(option.dest), *from_env, "an integer (0 or 1)");
-        if (*number == 0) continue;
-      }
-      values[option.dest] = {*from_env, PetName(option.dest)};
-    } else {
-      continue;
-    }
-    result.given.insert(option.dest);
+  if (!help.empty()) {
+    result.help = std::move(help);
+    return result;
   }
-  const Values torch(std::move(values));
+  result.options.personality = Personality::kTorchrun;
+  ASSIGN_OR_RETURN(const Values torch, ReadTorchValues(given, texts, env, result));
   RETURN_IF_ERROR(ApplyTorchrunOptions(torch, env, counts, result));
   for (const auto& def : GangrunOwnOptions()) {
-    auto it = own.find(def.name);
-    if (it == own.end()) continue;
-    std::string value, source = "--" + def.name;
-    if (it->second->count() > 0) {
-      value = texts[def.name];
-      result.flags.insert(def.name);
-    } else if (auto from_env = env("GANGRUN_" + absl::AsciiStrToUpper(def.name))) {
-      value = *from_env;
-      source = "GANGRUN_" + absl::AsciiStrToUpper(def.name);
-    } else {
-      continue;
-    }
-    result.given.insert(def.name);
-    absl::Status status = def.set(result.options, value);
-    if (!status.ok()) return Invalid(source, value, std::string(status.message()));
+    if (IsTorchOption(def.name)) continue;
+    std::optional<std::string> flag_value;
+    if (given.at(def.name)->count() > 0) flag_value = texts[def.name];
+    RETURN_IF_ERROR(ApplyOption(def, flag_value, GangrunVariable(def.name), env, result));
   }
   // --rdzv_id wins over gangrun's --run_id (--standalone makes up its own id, as torchrun's).
   if (torch.Has("rdzv_id") && !torch.Has("standalone")) {
     result.options.run_id = torch.Get("rdzv_id", "");
   }
-  std::vector<std::string> rest = app.remaining();
-  if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
-  if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
-    return absl::InvalidArgumentError("unknown option " +
-                                      QuoteValue(rest.front().substr(0, rest.front().find('='))) +
-                                      " (see torchrun --help)");
-  }
-  if (!rest.empty()) {
-    result.options.task_script = rest.front();
-    result.options.task_args.assign(rest.begin() + 1, rest.end());
-  }
+  RETURN_IF_ERROR(TakeTask(app.remaining(), "torchrun", result.options));
   return result;
 }
 

@@ -3,10 +3,9 @@
 #include <stdlib.h>
 #include <sys/un.h>
 
-#include <cerrno>
 #include <filesystem>
-#include <vector>
 
+#include "common/files.h"
 #include "common/status.h"
 
 namespace gangrun::node {
@@ -24,13 +23,8 @@ absl::StatusOr<std::unique_ptr<RuntimeDir>> RuntimeDir::Create() {
         sizeof(sockaddr_un::sun_path) - kSocketNameRoom - sizeof("/gangrun-XXXXXX");
     if (std::string(tmp).size() <= limit) base = tmp;
   }
-  std::string pattern = base + "/gangrun-XXXXXX";
-  std::vector<char> buffer(pattern.begin(), pattern.end());
-  buffer.push_back('\0');
-  if (mkdtemp(buffer.data()) == nullptr) {
-    return common::ErrnoToStatus(errno, "cannot create a runtime directory in " + base);
-  }
-  return std::unique_ptr<RuntimeDir>(new RuntimeDir(buffer.data()));
+  ASSIGN_OR_RETURN(std::string path, common::MakeTempDir("gangrun-", base));
+  return std::unique_ptr<RuntimeDir>(new RuntimeDir(std::move(path)));
 }
 
 RuntimeDir::~RuntimeDir() {

@@ -1,0 +1,94 @@
+#include "launcher/command_line.h"
+
+#include <cstdlib>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+
+namespace gangrun::launcher {
+
+std::string GangrunVariable(const std::string& option) {
+  return "GANGRUN_" + absl::AsciiStrToUpper(option);
+}
+
+absl::StatusOr<std::string> RunParser(CLI::App& app, const std::vector<std::string>& args) {
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them backwards
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    return app.help();
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+  return std::string();
+}
+
+absl::Status ApplyOption(const OwnOption& def, const std::optional<std::string>& flag_value,
+                         const std::string& variable, const EnvLookup& env, ParseResult& result) {
+  std::string value, source = "--" + def.name;
+  if (flag_value) {
+    value = *flag_value;
+    result.flags.insert(def.name);
+  } else if (auto from_env = env(variable)) {
+    value = *from_env;
+    source = variable;
+  } else {
+    return absl::OkStatus();
+  }
+  result.given.insert(def.name);
+  absl::Status status = def.set(result.options, value);
+  if (status.ok()) return status;
+  return absl::InvalidArgumentError("invalid value '" + QuoteValue(value) + "' for " + source +
+                                    ": expected " + std::string(status.message()));
+}
+
+absl::Status TakeTask(std::vector<std::string> rest, const std::string& program, Options& options) {
+  if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+  if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
+    std::string name = rest.front().substr(0, rest.front().find('='));
+    return absl::InvalidArgumentError("unknown option " + QuoteValue(name) + " (see " + program +
+                                      " --help)");
+  }
+  if (!rest.empty()) {
+    options.task_script = rest.front();
+    options.task_args.assign(rest.begin() + 1, rest.end());
+  }
+  return absl::OkStatus();
+}
+
+std::string QuoteValue(const std::string& value) {
+  constexpr size_t kShown = 200;
+  std::string shown = absl::CHexEscape(value.substr(0, kShown));
+  if (value.size() > kShown) shown += "...";
+  return shown;
+}
+
+Personality PersonalityFromArgv0(const std::string& argv0) {
+  size_t slash = argv0.rfind('/');
+  std::string base = slash == std::string::npos ? argv0 : argv0.substr(slash + 1);
+  if (base == "msrun") return Personality::kMsrun;
+  if (base == "torchrun") return Personality::kTorchrun;
+  return Personality::kGangrun;
+}
+
+std::string PersonalityName(Personality personality) {
+  switch (personality) {
+    case Personality::kMsrun:
+      return "msrun";
+    case Personality::kTorchrun:
+      return "torchrun";
+    case Personality::kGangrun:
+      break;
+  }
+  return "gangrun";
+}
+
+EnvLookup ProcessEnv() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* value = std::getenv(name.c_str());
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+}
+
+}  // namespace gangrun::launcher

@@ -1,0 +1,34 @@
+#pragma once
+// What the launcher's command-line parsers share (options.cc: gangrun's and msrun's;
+// torchrun.cc: torchrun's): running CLI11 over argv[1..], reading one option from its flag or
+// its environment variable, and taking the task from what is left.
+
+#include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "launcher/options.h"
+
+namespace gangrun::launcher {
+
+// GANGRUN_<OPTION>: where every personality reads gangrun's own option `option` from.
+std::string GangrunVariable(const std::string& option);
+
+// Parses `args` (argv[1..]) with `app`: the help text when --help was given, else "". CLI11's
+// own errors (a value missing, ...) are InvalidArgument with its line.
+absl::StatusOr<std::string> RunParser(CLI::App& app, const std::vector<std::string>& args);
+
+// Applies `def` from its flag (`flag_value`, when it was given) or else from the environment
+// variable `variable`, and records it in result.given (and result.flags for a flag). Nothing
+// happens when neither is set. Errors name where the value came from, e.g. "invalid value 'x'
+// for GANGRUN_GRACE_PERIOD: expected ...".
+absl::Status ApplyOption(const OwnOption& def, const std::optional<std::string>& flag_value,
+                         const std::string& variable, const EnvLookup& env, ParseResult& result);
+
+// The task script and its arguments from what the parser left (a leading "--" dropped); an
+// option there is unknown to `program`.
+absl::Status TakeTask(std::vector<std::string> rest, const std::string& program, Options& options);
+
+}  // namespace gangrun::launcher
