@@ -1,4 +1,5 @@
-// gangrun-bench rendezvous --nodes N --heartbeat_interval S --duration D
+// gangrun-bench rendezvous --nodes N --heartbeat_interval S --duration D [--nodes_per_channel K]
+//                          [--node_timeout T]
 //
 // Starts a real scheduler (gRPC server, its own process, so its CPU can be measured alone),
 // then N simulated nodes in this process, each a real node session on its own channel and
@@ -7,6 +8,11 @@
 //   scheduler_cpu_s: the scheduler process's CPU time (utime+stime) over the same span;
 //   heartbeat_cpu_core_fraction: the scheduler's CPU time per wall second while every node
 //     sends a heartbeat each S seconds for D seconds.
+// Each simulated node keeps its connection alive as a real one does for --node_timeout T
+// (default 5 s, the product's) and heartbeat interval S: an HTTP/2 ping every S, which
+// gRPC's transport answers and the scheduler reads as a heartbeat on the connection, and a
+// Heartbeat message as often as the scheduler's HeartbeatPolicy asks (scheduler/liveness.cc).
+// The scheduler runs with the same node timeout; a node it loses is counted in "lost".
 // The last line printed is JSON. A benchmark, not a test.
 
 #include <signal.h>
@@ -34,6 +40,7 @@
 #include "common/spawn.h"
 #include "node/grpc_link.h"
 #include "rpc/channel.h"
+#include "rpc/process.h"
 #include "scheduler/grpc_server.h"
 #include "scheduler/kv_store.h"
 #include "scheduler/scheduler.h"
@@ -52,7 +59,7 @@ void RaiseFileLimit() {
 }
 
 // The scheduler process: listens on 127.0.0.1:0, prints the port, serves until killed.
-int Serve(int world) {
+int Serve(int world, double node_timeout) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   RaiseFileLimit();
   common::SetLogLevel("warn");
@@ -61,7 +68,8 @@ int Serve(int world) {
   scheduler::Scheduler::Options options;
   options.world_size = world;
   options.cluster_timeout = std::chrono::seconds(600);
-  options.node_timeout = std::chrono::seconds(600);
+  options.node_timeout =
+      std::chrono::duration_cast<common::Duration>(std::chrono::duration<double>(node_timeout));
   scheduler::Scheduler sched(clock, options);
   scheduler::KvStore store(clock);
   auto server = scheduler::SchedulerServer::Start(io, sched, store, {"127.0.0.1:0", "", nullptr});
@@ -78,7 +86,14 @@ int Serve(int world) {
   return 0;
 }
 
-double CpuSeconds(pid_t pid) {
+// The process's CPU time in user space and in the kernel, in seconds.
+struct Cpu {
+  double user = 0, sys = 0;
+  double total() const { return user + sys; }
+  Cpu operator-(const Cpu& other) const { return {user - other.user, sys - other.sys}; }
+};
+
+Cpu CpuOf(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
   std::getline(in, line);
@@ -89,17 +104,34 @@ double CpuSeconds(pid_t pid) {
     if (i == 14) utime = std::stoul(field);
     if (i == 15) stime = std::stoul(field);
   }
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  const auto tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  return {static_cast<double>(utime) / tick, static_cast<double>(stime) / tick};
 }
 
-int Rendezvous(int nodes, double heartbeat_interval, double duration, int per_channel,
-               const std::string& self) {
+struct Params {
+  int nodes = 1000;
+  double heartbeat_interval = 1.0;
+  double duration = 10.0;
+  int per_channel = 1;
+  double node_timeout = 5.0;
+};
+
+int Rendezvous(const Params& params, const std::string& self) {
+  const int nodes = params.nodes;
+  const int per_channel = params.per_channel;
+  const auto node_timeout = std::chrono::duration_cast<common::Duration>(
+      std::chrono::duration<double>(params.node_timeout));
+  const auto heartbeat_interval = std::chrono::duration_cast<common::Duration>(
+      std::chrono::duration<double>(params.heartbeat_interval));
+  // How often each node sends a Heartbeat message: every interval, until the scheduler's
+  // HeartbeatPolicy says otherwise (node/node.cc's rule).
+  std::vector<std::atomic<int64_t>> message_interval_ms(nodes);
   RaiseFileLimit();
   int out_pipe[2];
   if (pipe(out_pipe) != 0) return 1;
   common::SpawnOptions spawn;
   spawn.exec_path = self;
-  spawn.argv = {self, "serve", std::to_string(nodes)};
+  spawn.argv = {self, "serve", std::to_string(nodes), std::to_string(params.node_timeout)};
   spawn.env = common::CurrentEnvironment();
   spawn.fds = {{1, out_pipe[1]}};
   auto server_pid = common::Spawn(spawn);
@@ -124,7 +156,7 @@ int Rendezvous(int nodes, double heartbeat_interval, double duration, int per_ch
       channels.push_back(rpc::MakeChannel(target, nullptr, "", std::chrono::seconds(60)));
     }
   }
-  const double cpu_at_start = CpuSeconds(*server_pid);
+  const Cpu cpu_at_start = CpuOf(*server_pid);
   const auto start = Clock::now();
   // Nodes join concurrently, as real hosts would; several threads open the sessions.
   const int openers = 4;
@@ -134,11 +166,15 @@ int Rendezvous(int nodes, double heartbeat_interval, double duration, int per_ch
       for (int i = t; i < nodes; i += openers) {
         node::GrpcSchedulerLink::Options options;
         options.target = target;
-        options.keepalive = std::chrono::seconds(60);
+        node::GrpcSchedulerLink::SetKeepalive(options, heartbeat_interval, node_timeout);
         if (!channels.empty()) options.channel = channels[i / per_channel];
         links[i] = std::make_unique<node::GrpcSchedulerLink>(io, options);
         links[i]->Connect(
-            [&](const v1::NodeCommand& command) {
+            [&, i](const v1::NodeCommand& command) {
+              if (command.has_heartbeat_policy()) {
+                message_interval_ms[i] = command.heartbeat_policy().message_interval_ms();
+              }
+              if (command.has_finished()) ++lost;  // the job ended: the scheduler lost a node
               if (command.has_start()) {
                 last_assigned_ns = (Clock::now() - start).count();
                 ++assigned;
@@ -163,66 +199,85 @@ int Rendezvous(int nodes, double heartbeat_interval, double duration, int per_ch
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   const double ready_s = static_cast<double>(last_assigned_ns.load()) / 1e9;
-  const double scheduler_cpu_s = CpuSeconds(*server_pid) - cpu_at_start;
+  const double scheduler_cpu_s = (CpuOf(*server_pid) - cpu_at_start).total();
   std::fprintf(stderr, "%d/%d nodes ready in %.3f s (%d lost)\n", assigned.load(), nodes, ready_s,
                lost.load());
 
-  // Heartbeats, spread evenly over each interval.
+  // Each node's heartbeat tick, spread evenly over each interval; a tick sends a Heartbeat
+  // message when the node's message interval has passed (the pings go on their own).
   v1::NodeEvent heartbeat;
   heartbeat.set_generation(1);
   heartbeat.mutable_heartbeat();
-  const double cpu_before = CpuSeconds(*server_pid);
+  const Cpu cpu_before = CpuOf(*server_pid);
   const auto hb_start = Clock::now();
-  const auto step = std::chrono::duration<double>(heartbeat_interval / nodes);
-  long sent = 0;
+  const auto step = std::chrono::duration<double>(params.heartbeat_interval / nodes);
+  long sent = 0, ticks = 0;
+  std::vector<Clock::time_point> last_sent(links.size(), Clock::time_point::min());
   const auto end = hb_start + std::chrono::duration_cast<Clock::duration>(
-                                  std::chrono::duration<double>(duration));
+                                  std::chrono::duration<double>(params.duration));
   auto next = hb_start;
   for (size_t i = 0; next < end; i = (i + 1) % links.size()) {
-    links[i]->Send(heartbeat);
-    ++sent;
+    const auto now = Clock::now();
+    const auto interval = std::max<Clock::duration>(
+        heartbeat_interval, std::chrono::milliseconds(message_interval_ms[i]));
+    ++ticks;
+    if (last_sent[i] == Clock::time_point::min() ||
+        now - last_sent[i] + heartbeat_interval / 2 >= interval) {
+      links[i]->Send(heartbeat);
+      last_sent[i] = now;
+      ++sent;
+    }
     next += std::chrono::duration_cast<Clock::duration>(step);
     std::this_thread::sleep_until(std::min(next, end));
   }
   const double wall = std::chrono::duration<double>(Clock::now() - hb_start).count();
-  const double cpu = CpuSeconds(*server_pid) - cpu_before;
-  std::fprintf(stderr, "%ld heartbeats in %.2f s; scheduler CPU %.3f s\n", sent, wall, cpu);
+  const Cpu cpu = CpuOf(*server_pid) - cpu_before;
+  std::fprintf(stderr,
+               "%ld heartbeat ticks, %ld heartbeat messages in %.2f s; scheduler CPU %.3f s "
+               "(%.3f s user, %.3f s kernel)\n",
+               ticks, sent, wall, cpu.total(), cpu.user, cpu.sys);
 
+  const int lost_in_run = lost.load();
+  // The scheduler goes first, so that it does not report every simulated node as lost.
+  kill(*server_pid, SIGKILL);
+  waitpid(*server_pid, nullptr, 0);
   links.clear();
   guard.reset();
   io.stop();
   io_thread.join();
-  kill(*server_pid, SIGKILL);
-  waitpid(*server_pid, nullptr, 0);
   std::printf(
       "{\"nodes\": %d, \"ready_s\": %.4f, \"scheduler_cpu_s\": %.4f, "
-      "\"heartbeat_cpu_core_fraction\": %.4f}\n",
-      nodes, assigned == nodes ? ready_s : -1.0, scheduler_cpu_s, cpu / wall);
-  return assigned == nodes ? 0 : 1;
+      "\"heartbeat_cpu_core_fraction\": %.4f, \"heartbeat_cpu_user_fraction\": %.4f, "
+      "\"lost\": %d}\n",
+      nodes, assigned == nodes ? ready_s : -1.0, scheduler_cpu_s, cpu.total() / wall,
+      cpu.user / wall, lost_in_run);
+  return assigned == nodes && lost_in_run == 0 ? 0 : 1;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  rpc::DisableDebugOnlyChecks();
   std::vector<std::string> args(argv, argv + argc);
-  if (args.size() == 3 && args[1] == "serve") return Serve(std::stoi(args[2]));
-  int nodes = 1000, per_channel = 1;
-  double interval = 1.0, duration = 10.0;
+  if (args.size() == 4 && args[1] == "serve") return Serve(std::stoi(args[2]), std::stod(args[3]));
+  Params params;
   if (args.size() < 2 || args[1] != "rendezvous") {
     std::fprintf(stderr,
                  "usage: gangrun-bench rendezvous --nodes N --heartbeat_interval S --duration D "
-                 "[--nodes_per_channel K]\n");
+                 "[--nodes_per_channel K] [--node_timeout T]\n");
     return 2;
   }
   for (size_t i = 2; i + 1 < args.size(); i += 2) {
     if (args[i] == "--nodes")
-      nodes = std::stoi(args[i + 1]);
+      params.nodes = std::stoi(args[i + 1]);
     else if (args[i] == "--heartbeat_interval")
-      interval = std::stod(args[i + 1]);
+      params.heartbeat_interval = std::stod(args[i + 1]);
     else if (args[i] == "--duration")
-      duration = std::stod(args[i + 1]);
+      params.duration = std::stod(args[i + 1]);
     else if (args[i] == "--nodes_per_channel")
-      per_channel = std::max(1, std::stoi(args[i + 1]));
+      params.per_channel = std::max(1, std::stoi(args[i + 1]));
+    else if (args[i] == "--node_timeout")
+      params.node_timeout = std::max(0.1, std::stod(args[i + 1]));
     else {
       std::fprintf(stderr, "unknown option %s\n", args[i].c_str());
       return 2;
@@ -231,6 +286,5 @@ int main(int argc, char** argv) {
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n <= 0) return 1;
-  return Rendezvous(nodes, interval, duration, per_channel,
-                    std::string(self, static_cast<size_t>(n)));
+  return Rendezvous(params, std::string(self, static_cast<size_t>(n)));
 }

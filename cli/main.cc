@@ -19,6 +19,7 @@
 #include "common/logging.h"
 #include "common/service.h"
 #include "node/keeper.h"
+#include "rpc/process.h"
 
 namespace {
 
@@ -75,6 +76,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gangrun::rpc::DisableDebugOnlyChecks();
   if (argc == 3 && std::string(argv[1]) == "__keeper") {
     return gangrun::node::RunKeeper(std::atoi(argv[2]));
   }

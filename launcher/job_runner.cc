@@ -88,7 +88,8 @@ absl::Status JobRunner::Build() {
     link.target = JoinHostPort(facts_.master_ip, facts_.scheduler_port);
     link.token = facts_.token;
     ASSIGN_OR_RETURN(link.credentials, rpc::MakeChannelCredentials(options_.access));
-    link.keepalive = Seconds(std::max(options_.node_timeout / 2, 0.5));
+    node::GrpcSchedulerLink::SetKeepalive(link, Seconds(options_.heartbeat_interval),
+                                          Seconds(options_.node_timeout));
     remote_ = std::make_unique<node::GrpcSchedulerLink>(io_, link);
   }
   if (options_.health_port >= 0) {

@@ -15,7 +15,8 @@ GrpcSchedulerLink::GrpcSchedulerLink(boost::asio::io_context& io, Options option
     : io_(io), options_(std::move(options)) {
   channel_ = options_.channel ? options_.channel
                               : rpc::MakeChannel(options_.target, options_.credentials,
-                                                 options_.tls_target_name, options_.keepalive);
+                                                 options_.tls_target_name, options_.keepalive,
+                                                 options_.keepalive_timeout);
 }
 
 GrpcSchedulerLink::~GrpcSchedulerLink() {

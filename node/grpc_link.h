@@ -8,6 +8,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <condition_variable>
@@ -30,11 +31,24 @@ class GrpcSchedulerLink : public SchedulerLink {
     std::string token;
     std::shared_ptr<grpc::ChannelCredentials> credentials;  // null = insecure
     std::string tls_target_name;  // overrides the name checked in the server certificate
-    common::Duration keepalive = std::chrono::seconds(5);
+    // A keepalive ping every `keepalive` (the scheduler counts them as heartbeats: see
+    // scheduler/liveness.cc), unanswered for `keepalive_timeout`: the scheduler is lost.
+    common::Duration keepalive = std::chrono::seconds(1);
+    common::Duration keepalive_timeout = std::chrono::seconds(4);
     // A channel to share with other links (the rendezvous benchmark's simulated nodes: each
     // keeps its own session stream); null = a channel (and connection) of this link's own.
     std::shared_ptr<grpc::Channel> channel;
   };
+  // A node's keepalive for a job's --heartbeat_interval and --node_timeout: a ping every
+  // heartbeat interval, answered within the rest of the node timeout (at least half of it),
+  // so that the scheduler hears the node as often as it asked and the node notices a silent
+  // scheduler within the node timeout.
+  static void SetKeepalive(Options& options, common::Duration heartbeat_interval,
+                           common::Duration node_timeout) {
+    options.keepalive = heartbeat_interval;
+    options.keepalive_timeout =
+        std::max<common::Duration>(node_timeout - heartbeat_interval, node_timeout / 2);
+  }
   // While the stream waits for the scheduler, how often the link looks at a failing channel,
   // and how many definite answers (see CheckHandshake) make it give up.
   static constexpr std::chrono::milliseconds kHandshakeCheckPeriod{500};

@@ -3,6 +3,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 
 #include "common/logging.h"
@@ -58,13 +59,19 @@ void Node::CheckLogSpace() {
   common::Logger("node")->error("{}: worker log output is being lost", log_space_lost_);
 }
 
+// Every heartbeat interval: the log space, progress, and a Heartbeat message unless the
+// scheduler watches this node's connection (HeartbeatPolicy) and the last message is recent.
+// Any message counts: the scheduler hears it as a sign of life.
 void Node::SendHeartbeat() {
   if (finished_) return;
   CheckLogSpace();
   SendProgress();
-  v1::NodeEvent event;
-  event.mutable_heartbeat();
-  Send(std::move(event));
+  // Half an interval of slack: the timer's ticks are not exact.
+  if (clock_.Now() - last_sent_ + options_.heartbeat_interval / 2 >= message_interval_) {
+    v1::NodeEvent event;
+    event.mutable_heartbeat();
+    Send(std::move(event));
+  }
   heartbeat_timer_ = clock_.After(options_.heartbeat_interval, [this] { SendHeartbeat(); });
 }
 
@@ -135,6 +142,15 @@ void Node::OnCommand(const v1::NodeCommand& command) {
     case v1::NodeCommand::kCaptureStacks:
       if (command.generation() != generation_) return;
       OnCaptureStacks(command.capture_stacks());
+      return;
+    case v1::NodeCommand::kHeartbeatPolicy:
+      // Never less often than the scheduler asks, never more often than our own interval.
+      message_interval_ = std::max<common::Duration>(
+          options_.heartbeat_interval,
+          std::chrono::milliseconds(command.heartbeat_policy().message_interval_ms()));
+      common::Logger("node")->debug(
+          "heartbeat messages every {} ms",
+          std::chrono::duration_cast<std::chrono::milliseconds>(message_interval_).count());
       return;
     default:
       common::Logger("node")->warn("ignoring an empty command");
@@ -266,6 +282,7 @@ void Node::ForwardSignal(int sig) {
 
 void Node::Send(v1::NodeEvent event) {
   event.set_generation(generation_);
+  last_sent_ = clock_.Now();
   link_.Send(event);
 }
 

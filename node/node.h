@@ -141,6 +141,10 @@ class Node {
   int stop_requests_ = 0;
   std::unique_ptr<ProcessManager> processes_;
   std::unique_ptr<common::Timer> heartbeat_timer_;
+  // How often a Heartbeat message goes (the heartbeat interval unless the scheduler watches
+  // this node's connection), and when the last message of any kind went.
+  common::Duration message_interval_ = common::Duration::zero();
+  common::TimePoint last_sent_;
   std::unique_ptr<common::Timer> formation_timer_;
   // Set when the node ends on its own (scheduler lost): reported once processes are gone.
   std::optional<v1::JobOutcome> local_outcome_;

@@ -12,7 +12,9 @@ void AddToken(grpc::ClientContext& context, const std::string& token) {
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
                                            std::shared_ptr<grpc::ChannelCredentials> credentials,
                                            const std::string& tls_target_name,
-                                           common::Duration keepalive) {
+                                           common::Duration keepalive,
+                                           common::Duration keepalive_timeout) {
+  if (keepalive_timeout <= common::Duration::zero()) keepalive_timeout = keepalive;
   grpc::ChannelArguments args;
   // Retry 100 ms after a quick failure (a scheduler not listening yet), at most every 500 ms.
   // gRPC also takes MIN_RECONNECT_BACKOFF as the least time a connection attempt is given:
@@ -24,7 +26,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
               static_cast<int>(duration_cast<milliseconds>(keepalive).count()));
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
-              static_cast<int>(duration_cast<milliseconds>(keepalive).count()));
+              static_cast<int>(duration_cast<milliseconds>(keepalive_timeout).count()));
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);

@@ -32,14 +32,18 @@ class StreamLink : public NodeLink {
   common::TimePoint LastHeartbeat() const override {
     return common::TimePoint(common::Duration(last_heartbeat.load(std::memory_order_relaxed)));
   }
+  std::string PeerEndpoint() const override { return peer; }
   std::shared_ptr<SessionStream::Handle> handle = std::make_shared<SessionStream::Handle>();
   std::atomic<common::Duration::rep> last_heartbeat{
       common::TimePoint::min().time_since_epoch().count()};
-  int node_id = 0;  // set on the io_context
+  int node_id = 0;   // set on the io_context
+  std::string peer;  // rpc::PeerEndpoint of the call's peer; set before the stream starts
 };
 
-SessionStream* OpenSession(boost::asio::io_context& io, Scheduler& scheduler, bool authorized) {
+SessionStream* OpenSession(boost::asio::io_context& io, Scheduler& scheduler,
+                           const grpc::CallbackServerContext& context, bool authorized) {
   auto link = std::make_shared<StreamLink>();
+  link->peer = rpc::PeerEndpoint(context.peer());
   SessionStream::Handlers handlers;
   handlers.on_read = [&io, &scheduler, link](const v1::NodeEvent& event) {
     if (event.has_heartbeat()) {
@@ -119,7 +123,7 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
 
   grpc::ServerBidiReactor<v1::NodeEvent, v1::NodeCommand>* Session(
       grpc::CallbackServerContext* context) override {
-    return OpenSession(io_, scheduler_, rpc::Authorized(*context, token_));
+    return OpenSession(io_, scheduler_, *context, rpc::Authorized(*context, token_));
   }
 
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
@@ -229,6 +233,18 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
                           static_cast<v1::KeyValue::CallbackService*>(server->services_.get())});
   if (!started.ok()) return absl::AlreadyExistsError(std::string(started.status().message()));
   server->server_ = std::move(*started);
+  // The nodes' keepalive pings are their heartbeats (scheduler/liveness.cc).
+  // Posted, so that it runs on the scheduler's strand; a scheduler whose server is gone by
+  // then is not touched.
+  server->activity_ = std::make_shared<rpc::ConnectionActivityReader>(server->port());
+  boost::asio::post(io, [&scheduler, weak = std::weak_ptr(server->activity_)] {
+    if (weak.expired()) return;
+    scheduler.WatchConnections([weak]() -> absl::StatusOr<rpc::ConnectionActivity> {
+      auto reader = weak.lock();
+      if (!reader) return absl::UnavailableError("the scheduler's server has stopped");
+      return reader->Read();
+    });
+  });
   return server;
 }
 

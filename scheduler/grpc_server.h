@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "rpc/connection_activity.h"
 #include "rpc/server.h"
 #include "rpc/server_stream.h"
 #include "scheduler/kv_store.h"
@@ -51,6 +52,7 @@ class SchedulerServer {
  private:
   SchedulerServer() = default;
   std::unique_ptr<Services> services_;
+  std::shared_ptr<rpc::ConnectionActivityReader> activity_;  // read by the scheduler
   std::unique_ptr<rpc::Server> server_;  // destroyed first: it refers to services_
 };
 

@@ -1,4 +1,4 @@
-// The scheduler's entry points, its heartbeat sweep and what a lost node means. Part of the
+// The scheduler's entry points and what a lost node means. Part of the
 // Scheduler actor (scheduler.h): the same strand, the same state.
 
 #include "scheduler/scheduler.h"
@@ -35,7 +35,7 @@ int Scheduler::AddNode(NodeLink* link) {
   GANGRUN_ON_STRAND(strand_);
   int id = next_node_id_++;
   nodes_[id].link = link;
-  nodes_[id].last_seen = clock_.Now();
+  nodes_[id].last_seen = nodes_[id].last_message = clock_.Now();
   nodes_[id].connected_at = clock_.Now();
   return id;
 }
@@ -45,7 +45,7 @@ void Scheduler::OnNodeEvent(int node_id, const v1::NodeEvent& event) {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end() || state_ == State::kFinished) return;
   NodeState& node = it->second;
-  node.last_seen = clock_.Now();
+  node.last_seen = node.last_message = clock_.Now();
   if (event.has_heartbeat()) return;
   if (event.has_join()) return OnJoin(node_id, node, event.join());
   if (event.has_stop_request()) {
@@ -101,71 +101,6 @@ void Scheduler::OnNodeDisconnected(int node_id) {
   const bool done = node.ended && (Live() || state_ == State::kStopping);
   if (done && !Elastic() && !BudgetLeft()) return;
   OnNodeLost(node_id, node, FailureCause::kConnectionLost, "its connection broke");
-}
-
-// Worked example: node_timeout 5 s gives a sweep every 1.25 s; a node last heard at t=10
-// is lost by the first sweep after t=15, i.e. by t=16.25 at the latest. A sweep due at t=20
-// that runs at t=29 (this process was stopped or its host stalled for 9 s) blames nobody:
-// every node is treated as heard at t=29 and is lost only if it stays silent until t=34.
-void Scheduler::CheckHeartbeats() {
-  if (options_.node_timeout <= common::Duration::zero()) return;
-  const common::TimePoint now = clock_.Now();
-  const common::Duration period = options_.node_timeout / 4;
-  if (sweep_due_ != common::TimePoint() && now - sweep_due_ > options_.node_timeout / 2) {
-    OnSchedulerStalled(now - sweep_due_ + period);
-  }
-  CloseSilentSessions(now);
-  std::vector<int> silent;
-  for (auto& [id, node] : nodes_) {
-    if (node.link == nullptr || node.link->InProcess()) continue;
-    node.last_seen = std::max(node.last_seen, node.link->LastHeartbeat());
-    if (node.joined && !node.lost && !node.ended && now - node.last_seen >= options_.node_timeout) {
-      silent.push_back(id);
-    }
-  }
-  for (int id : silent) {
-    auto it = nodes_.find(id);
-    if (it == nodes_.end() || state_ == State::kFinished) continue;
-    auto silence = duration_cast<milliseconds>(now - it->second.last_seen);
-    OnNodeLost(id, it->second, FailureCause::kHeartbeatTimeout,
-               "no heartbeat for " + std::to_string(silence.count()) + " ms");
-  }
-  if (state_ == State::kFinished) return;
-  sweep_due_ = now + period;
-  heartbeat_timer_ = clock_.After(period, [this] { CheckHeartbeats(); });
-}
-
-void Scheduler::OnSchedulerStalled(common::Duration stalled) {
-  const auto ms = duration_cast<milliseconds>(stalled).count();
-  common::Logger("scheduler")
-      ->warn(
-          "the scheduler did not run for {} ms (its host stalled or its launcher was "
-          "stopped); the nodes are not blamed for that silence",
-          ms);
-  Record(Event::kSchedulerStalled, {{"stalled_ms", ms}});
-  const common::TimePoint now = clock_.Now();
-  for (auto& [id, node] : nodes_) node.last_seen = now;
-  stall_note_ = " (after this scheduler did not run for " + std::to_string(ms) + " ms)";
-  stall_note_until_ = now + options_.node_timeout;
-}
-
-void Scheduler::CloseSilentSessions(common::TimePoint now) {
-  std::vector<int> silent;
-  for (const auto& [id, node] : nodes_) {
-    if (!node.joined && node.link != nullptr && !node.link->InProcess() &&
-        now - node.connected_at >= options_.join_timeout) {
-      silent.push_back(id);
-    }
-  }
-  for (int id : silent) {
-    common::Logger("scheduler")
-        ->warn("closing a session that did not join within {} s",
-               std::chrono::duration_cast<std::chrono::seconds>(options_.join_timeout).count());
-    v1::NodeCommand command;
-    command.mutable_rejected()->set_reason("no join request within the join timeout");
-    SendAndClose(nodes_.at(id), std::move(command));
-    nodes_.erase(id);
-  }
 }
 
 // What a lost node means depends on the state: while forming, only that its workers no

@@ -63,6 +63,7 @@
 #include "gangrun/v1/progress.pb.h"
 #include "gangrun/v1/session.pb.h"
 #include "nlohmann/json.hpp"
+#include "rpc/connection_activity.h"
 #include "scheduler/peer_checks.h"
 #include "scheduler/rank_assignment.h"
 #include "scheduler/telemetry.h"
@@ -82,6 +83,9 @@ class NodeLink {
   // A node in the scheduler's own process (the master launcher's): it runs whenever the
   // scheduler runs, so it is never lost to silence.
   virtual bool InProcess() const { return false; }
+  // The remote end of the node's TCP connection, as rpc::ReadConnectionActivity names it
+  // ("" when the transport has none).
+  virtual std::string PeerEndpoint() const { return {}; }
 };
 
 class Scheduler {
@@ -129,6 +133,14 @@ class Scheduler {
   // `gangrun stop`, a daemon's job being cancelled: as if a launcher had got `signal`.
   void Stop(int signal, const std::string& reason);
   bool finished() const { return state_ == State::kFinished; }
+  // How the scheduler reads its connections' activity (rpc::ReadConnectionActivity on its
+  // port); unset, nodes are watched by their Heartbeat messages alone. Call on the strand.
+  using ActivityReader = std::function<absl::StatusOr<rpc::ConnectionActivity>()>;
+  void WatchConnections(ActivityReader reader);
+  // A watched node's Heartbeat messages come every kMessageIntervals node timeouts; it is
+  // lost when none came for kMissedMessages such intervals (scheduler/liveness.cc).
+  static constexpr int kMessageIntervals = 2;
+  static constexpr int kMissedMessages = 3;
   // `gangrun scale`: sets the elastic job's maximum size. Below the current size, the
   // newest nodes are released and the job re-forms. Refuses sizes below the minimum.
   absl::Status Scale(int target);
@@ -168,7 +180,9 @@ class Scheduler {
     bool ended = false;  // its processes of this generation have all ended
     bool lost = false;
     int pid = 0;
-    common::TimePoint last_seen;
+    common::TimePoint last_seen;     // any sign of life: a message, or data on its connection
+    common::TimePoint last_message;  // its last message (a heartbeat or any event)
+    bool watched = false;            // its connection's activity is read (liveness.cc)
     common::TimePoint connected_at;
     std::map<int, v1::WorkerStatus> workers;       // this generation's, by rank
     std::map<int, common::TimePoint> reported_at;  // when each rank last reported progress
@@ -222,12 +236,20 @@ class Scheduler {
     return options_.min_world_size > 0 ? options_.min_world_size : options_.world_size;
   }
   bool BudgetLeft() const { return restarts_used_ < options_.max_restarts; }
-  // scheduler.cc
+  // liveness.cc
   void CheckHeartbeats();
+  // Data received on each watched node's connection counts as a heartbeat.
+  void ReadConnectionActivity(common::TimePoint now);
+  void StopWatching(common::TimePoint now, const absl::Status& why);
+  // Tells the node how often to send Heartbeat messages (zero: every heartbeat interval).
+  void SendHeartbeatPolicy(NodeState& node, common::Duration message_interval);
+  // A node's silence, if it is lost for it: "no heartbeat ..." or "no message ...".
+  std::optional<std::string> Silence(const NodeState& node, common::TimePoint now) const;
   // The sweep ran much later than due: this process did not run (its host stalled, or it was
   // stopped). The nodes' silence is then ours: they get a fresh node timeout.
   void OnSchedulerStalled(common::Duration stalled);
   void CloseSilentSessions(common::TimePoint now);
+  // scheduler.cc
   void OnNodeLost(int node_id, NodeState& node, FailureCause cause, const std::string& why);
   // status.cc
   void LogProgress();
@@ -261,6 +283,8 @@ class Scheduler {
   std::unique_ptr<common::Timer> restart_timer_;
   std::unique_ptr<common::Timer> heartbeat_timer_;
   common::TimePoint sweep_due_;  // when the next heartbeat sweep should run
+  ActivityReader read_activity_;
+  std::string activity_error_;  // why the last read failed (said once)
   // Said with losses that follow a stall of this process: "after ... stalled for N ms".
   std::string stall_note_;
   common::TimePoint stall_note_until_;

@@ -15,6 +15,7 @@
 //   --signal S         kill itself with signal S
 //   --abort            call abort()
 //   --hang             never exit on its own
+//   --run-ms MS        work (sleep) for MS milliseconds before exiting 0
 //   --only-generation G  fail (--exit/--signal/--abort) only in generation G
 
 #include <fcntl.h>
@@ -22,11 +23,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 
 extern char** environ;
 
@@ -92,6 +95,7 @@ int main(int argc, char** argv) {
   int lines = 0, fail_rank = -1, exit_code = -1, sig = 0, only_generation = -1;
   long long flood = 0, long_line = 0;
   bool grandchild = false, ignore_term = false, usr1 = false, do_abort = false, hang = false;
+  long long run_ms = 0;
   bool affinity = false;
   std::string env_file;
   for (int i = 1; i < argc; ++i) {
@@ -123,6 +127,8 @@ int main(int argc, char** argv) {
       do_abort = true;
     else if (a == "--hang")
       hang = true;
+    else if (a == "--run-ms")
+      run_ms = std::atoll(next().c_str());
     else if (a == "--only-generation")
       only_generation = std::atoi(next().c_str());
   }
@@ -181,5 +187,6 @@ int main(int argc, char** argv) {
   const bool failing_generation =
       only_generation < 0 || (generation != nullptr && std::atoi(generation) == only_generation);
   if (hang || (fail_rank >= 0 && failing_generation)) HangForever();
+  if (run_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(run_ms));
   return 0;
 }

@@ -212,6 +212,26 @@ TEST_F(ClusterTest, StoppedNodeIsLostAfterTheNodeTimeout) {
   for (const auto& r : ready) EXPECT_TRUE(WaitGone(r.pid, milliseconds(1000))) << r.rank;
 }
 
+// The remote node's keepalive pings are its heartbeats (scheduler/liveness.cc): told so, it
+// sends a message only every 2 node timeouts, and a job whose workers run for 4 node timeouts
+// without a word still ends well. Without the pings it would be lost after 1 s.
+TEST_F(ClusterTest, ARemoteNodeIsHeardOnItsConnectionBetweenRareMessages) {
+  auto launch = [&](const std::string& node_rank) {
+    return Launch({GangrunBinary(), "--worker_num", "2", "--local_worker_num", "1",
+                   "--master_port", port_, "--heartbeat_interval", "0.2", "--node_timeout", "1",
+                   "--node_rank", node_rank, TestWorkerBinary(), "--run-ms", "4000"},
+                  {"GANGRUN_LOG_LEVEL=debug"}, dir_.path(), dir_.path());
+  };
+  auto a = launch("0");
+  auto b = launch("1");
+  EXPECT_EQ(RunToEnd(a).code, 0) << a.Stderr();
+  EXPECT_EQ(RunToEnd(b).code, 0) << b.Stderr();
+  const std::string err = a.Stderr() + b.Stderr();
+  EXPECT_NE(err.find("heartbeat messages every 2000 ms"), std::string::npos) << err;
+  EXPECT_EQ(err.find("was lost"), std::string::npos) << err;
+  EXPECT_EQ(err.find("connection activity"), std::string::npos) << err;
+}
+
 TEST_F(ClusterTest, AStallOfTheMasterHostBlamesTheStallNotItsOwnNode) {
   auto a = Node(2, 1, {"--node_rank", "0", "--node_timeout", "1"}, {"--hang"});
   auto b = Node(2, 1, {"--node_rank", "1", "--node_timeout", "1"}, {"--hang"});

@@ -16,6 +16,7 @@ class FakeNodeLink : public scheduler::NodeLink {
   void Send(const v1::NodeCommand& command) override { commands.push_back(command); }
   void Close() override { closed = true; }
   bool InProcess() const override { return in_process_; }
+  std::string PeerEndpoint() const override { return peer; }
 
   bool rejected() const { return !commands.empty() && commands.back().has_rejected(); }
   bool started() const { return !commands.empty() && commands.back().has_start(); }
@@ -24,6 +25,7 @@ class FakeNodeLink : public scheduler::NodeLink {
 
   std::vector<v1::NodeCommand> commands;
   bool closed = false;
+  std::string peer;  // its connection's remote endpoint ("" = no TCP connection)
 
  private:
   bool in_process_;

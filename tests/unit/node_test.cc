@@ -156,6 +156,26 @@ TEST_F(NodeTest, SendsHeartbeatsOnTheClock) {
   EXPECT_EQ(heartbeats(), before + 3);
 }
 
+TEST_F(NodeTest, AHeartbeatPolicyMakesHeartbeatMessagesRare) {
+  node->Start();
+  auto heartbeats = [this] {
+    int n = 0;
+    for (const auto& e : link.events) n += e.has_heartbeat();
+    return n;
+  };
+  v1::NodeCommand policy;
+  policy.mutable_heartbeat_policy()->set_message_interval_ms(5000);
+  node->OnCommand(policy);  // the scheduler watches our connection: its pings are heartbeats
+  int before = heartbeats();
+  clock.Advance(seconds(10));
+  EXPECT_EQ(heartbeats(), before + 2);
+  policy.mutable_heartbeat_policy()->set_message_interval_ms(0);  // back to every interval
+  node->OnCommand(policy);
+  before = heartbeats();
+  clock.Advance(seconds(3));
+  EXPECT_EQ(heartbeats(), before + 3);
+}
+
 TEST_F(NodeTest, FinishedCommandEndsTheNode) {
   v1::NodeCommand finished;
   finished.mutable_finished()->mutable_outcome()->set_kind(v1::JobOutcome::KIND_SUCCEEDED);

@@ -1,0 +1,154 @@
+// How the scheduler hears its nodes (scheduler/liveness.cc): data on a node's connection
+// counts as its heartbeat, a watched node is told to send messages rarely, and a node is still
+// lost within the node timeout when its connection goes silent.
+
+#include <gtest/gtest.h>
+
+#include "scheduler/scheduler.h"
+#include "tests/testing/fake_clock.h"
+#include "tests/testing/scheduler_fakes.h"
+
+namespace gangrun::scheduler {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+using Link = testing::FakeNodeLink;
+
+class LivenessTest : public ::testing::Test {
+ protected:
+  LivenessTest() {
+    Scheduler::Options options;
+    options.world_size = 2;
+    options.node_timeout = seconds(4);  // a sweep every second
+    scheduler = std::make_unique<Scheduler>(clock, options);
+    a.peer = "10.0.0.1:40001";
+    b.peer = "10.0.0.2:40002";
+    scheduler->WatchConnections([this]() -> absl::StatusOr<rpc::ConnectionActivity> {
+      ++reads;
+      if (!kernel_error.ok()) return kernel_error;
+      rpc::ConnectionActivity activity;
+      for (const auto& [peer, at] : received_at) activity[peer] = clock.Now() - at;
+      return activity;
+    });
+    scheduler->Start();
+    a_id = Join(a, "a", "10.0.0.1");
+    b_id = Join(b, "b", "10.0.0.2");
+  }
+  int Join(Link& link, const std::string& name, const std::string& address) {
+    received_at[link.peer] = clock.Now();
+    int id = scheduler->AddNode(&link);
+    scheduler->OnNodeEvent(id, testing::JoinEvent(name, address, -1, 1));
+    return id;
+  }
+  // `seconds_` seconds pass; the pings of the nodes in `pinging` arrive every 200 ms.
+  void Pass(int seconds_, const std::set<const Link*>& pinging) {
+    for (int i = 0; i < seconds_ * 5; ++i) {
+      clock.Advance(milliseconds(200));
+      for (const Link* link : pinging) received_at[link->peer] = clock.Now();
+    }
+  }
+  static std::optional<uint32_t> Policy(const Link& link) {
+    std::optional<uint32_t> last;
+    for (const auto& command : link.commands) {
+      if (command.has_heartbeat_policy()) last = command.heartbeat_policy().message_interval_ms();
+    }
+    return last;
+  }
+  static std::string AbortReason(const Link& link) {
+    for (const auto& command : link.commands) {
+      if (command.has_abort()) return command.abort().reason();
+    }
+    return "";
+  }
+
+  testing::FakeClock clock;
+  std::unique_ptr<Scheduler> scheduler;
+  std::map<std::string, common::TimePoint> received_at;  // per peer: when data last came
+  absl::Status kernel_error;
+  int reads = 0;
+  Link a, b;
+  int a_id = 0, b_id = 0;
+};
+
+TEST_F(LivenessTest, PingsKeepAWatchedNodeAliveWithoutMessages) {
+  ASSERT_TRUE(a.started());
+  Pass(1, {&a, &b});
+  // Both are watched: a Heartbeat message every 2 node timeouts is enough.
+  EXPECT_EQ(Policy(a), 8000u);
+  EXPECT_EQ(Policy(b), 8000u);
+  Pass(20, {&a, &b});  // 20 s without a single message, five node timeouts
+  EXPECT_EQ(AbortReason(a), "");
+  EXPECT_EQ(AbortReason(b), "");
+  EXPECT_GE(reads, 20);  // one read per sweep for all nodes
+}
+
+TEST_F(LivenessTest, ASilentConnectionIsLostWithinTheNodeTimeout) {
+  Pass(2, {&a, &b});
+  const common::TimePoint silent_since = clock.Now();
+  int waited_ms = 0;
+  while (AbortReason(a).empty() && waited_ms < 10000) {
+    clock.Advance(milliseconds(100));
+    received_at[a.peer] = clock.Now();  // a keeps pinging; b went silent
+    waited_ms += 100;
+  }
+  const std::string reason = AbortReason(a);
+  EXPECT_NE(reason.find("'b'"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("no heartbeat for"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("its connection was silent"), std::string::npos) << reason;
+  // node_timeout, plus at most one sweep period.
+  EXPECT_GE(clock.Now() - silent_since, seconds(4));
+  EXPECT_LE(clock.Now() - silent_since, seconds(5));
+}
+
+TEST_F(LivenessTest, ALauncherThatAnswersPingsButSendsNoMessageIsLostAsStuck) {
+  Pass(1, {&a, &b});
+  ASSERT_EQ(Policy(b), 8000u);
+  // b's gRPC threads answer pings, its event loop sends nothing; a sends its messages.
+  for (int t = 0; t < 22; ++t) {  // until 23 s after b's join, its last message
+    if (t % 8 == 0) scheduler->OnNodeEvent(a_id, testing::HeartbeatEvent());
+    Pass(1, {&a, &b});
+    ASSERT_EQ(AbortReason(a), "") << "lost after " << t << " s";
+  }
+  Pass(2, {&a, &b});  // 3 missed messages (24 s) after it
+  const std::string reason = AbortReason(a);
+  EXPECT_NE(reason.find("'b'"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("its launcher is stuck"), std::string::npos) << reason;
+}
+
+TEST_F(LivenessTest, WhenTheKernelCannotBeReadNodesGoBackToMessages) {
+  Pass(1, {&a, &b});
+  ASSERT_EQ(Policy(a), 8000u);
+  Pass(3, {&a, &b});  // no message for 4 s: only the pings vouch for the nodes
+  kernel_error = absl::UnavailableError("out of file descriptors");
+  Pass(1, {&a, &b});
+  // Told to send a message every heartbeat interval, with a fresh node timeout to do it.
+  EXPECT_EQ(Policy(a), 0u);
+  EXPECT_EQ(Policy(b), 0u);
+  EXPECT_EQ(AbortReason(a), "");
+  for (int t = 0; t < 6; ++t) {  // a sends its messages, b does not
+    scheduler->OnNodeEvent(a_id, testing::HeartbeatEvent());
+    Pass(1, {&a, &b});
+  }
+  const std::string reason = AbortReason(a);
+  EXPECT_NE(reason.find("'b'"), std::string::npos) << reason;
+  EXPECT_EQ(reason.find("its connection was silent"), std::string::npos) << reason;
+}
+
+TEST_F(LivenessTest, ANodeWhoseConnectionIsNotFoundIsJudgedByItsMessages) {
+  received_at.erase(b.peer);  // e.g. behind a proxy: the scheduler sees another endpoint
+  Pass(1, {&a});
+  EXPECT_EQ(Policy(a), 8000u);
+  EXPECT_FALSE(Policy(b).has_value());
+  for (int t = 0; t < 3; ++t) {
+    scheduler->OnNodeEvent(b_id, testing::HeartbeatEvent());
+    Pass(1, {&a});
+  }
+  EXPECT_EQ(AbortReason(a), "");
+  Pass(5, {&a});
+  EXPECT_NE(AbortReason(a).find("'b'"), std::string::npos) << AbortReason(a);
+}
+
+}  // namespace
+}  // namespace gangrun::scheduler
