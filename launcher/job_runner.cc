@@ -80,7 +80,8 @@ absl::Status JobRunner::Build() {
   absl::Status made = common::MakeDirs(facts_.log_dir, 0700);  // mode 0700, as msrun's
   if (!made.ok()) return absl::InvalidArgumentError("--log_dir: " + std::string(made.message()));
   RETURN_IF_ERROR(common::BecomeChildSubreaper());
-  ASSIGN_OR_RETURN(keeper_, node::KeeperClient::Start(io_, {context_.self_exe, "__keeper"}));
+  // A fork of this process, while it still has one thread (no gRPC server or channel yet).
+  ASSIGN_OR_RETURN(keeper_, node::KeeperClient::Start(io_, {}));
   ASSIGN_OR_RETURN(role_, MaybeHostScheduler(io_, clock_, options_, facts_));
   facts_.is_master = role_.scheduler != nullptr;  // only the hosting launcher runs MS_SCHED
   if (!role_.scheduler) {

@@ -1,6 +1,7 @@
 #pragma once
-// The process keeper: a small process, started by the launcher from the same binary
-// (`gangrun __keeper FD`), that is the parent of every worker on this host.
+// The process keeper: a small process, forked by the launcher before it starts any thread
+// (`gangrun __keeper FD` when started from a program, as the tests do), that is the parent of
+// every worker on this host.
 //
 // Why it exists: a parent-death signal reaches only direct children, so it cannot protect
 // against the launcher being killed with SIGKILL while a worker's grandchild (which may

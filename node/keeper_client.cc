@@ -1,9 +1,14 @@
 #include "node/keeper_client.h"
 
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "common/logging.h"
@@ -11,11 +16,52 @@
 #include "common/spawn.h"
 #include "common/status.h"
 #include "gangrun/v1/keeper.pb.h"
+#include "node/keeper.h"
 
 namespace gangrun::node {
 
 namespace v1 = ::gangrun::v1;
 using boost::asio::generic::seq_packet_protocol;
+
+namespace {
+
+// The keeper as a fork of this process, without an exec: no second start of a 20 MB program
+// (its loader, its static constructors) before the first worker can be spawned. Only while
+// this process has one thread (before any gRPC server or channel exists). The child takes the
+// state a fresh keeper would have: default signal handlers, its own process group, the
+// user's file limit, no descriptor but stdio and its socket.
+absl::StatusOr<pid_t> ForkKeeper(int socket_fd) {
+  sigset_t all, old;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = fork();
+  if (pid != 0) {
+    const int error = errno;
+    sigprocmask(SIG_SETMASK, &old, nullptr);
+    if (pid < 0) return common::ErrnoToStatus(error, "fork");
+    return pid;
+  }
+  struct sigaction dfl = {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);
+  }
+  setpgid(0, 0);  // out of the terminal's foreground group
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    limit.rlim_cur = std::min<rlim_t>(common::OriginalFileLimit(), limit.rlim_max);
+    setrlimit(RLIMIT_NOFILE, &limit);  // workers get the user's limit back
+  }
+  if (socket_fd > 3) syscall(SYS_close_range, 3u, static_cast<unsigned>(socket_fd - 1), 0u);
+  syscall(SYS_close_range, static_cast<unsigned>(socket_fd + 1), ~0u, 0u);
+  prctl(PR_SET_NAME, "gangrun-keeper");
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  _exit(RunKeeper(socket_fd));
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<KeeperClient>> KeeperClient::Start(
     boost::asio::io_context& io, const std::vector<std::string>& keeper_argv) {
@@ -30,15 +76,20 @@ absl::StatusOr<std::unique_ptr<KeeperClient>> KeeperClient::Start(
       setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
     }
   }
-  common::SpawnOptions options;
-  options.exec_path = keeper_argv.at(0);
-  options.argv = keeper_argv;
-  options.argv.push_back("3");
-  options.env = common::CurrentEnvironment();
-  options.fds = {{3, fds[1]}};
-  options.new_process_group = true;                  // out of the terminal's foreground group
-  options.file_limit = common::OriginalFileLimit();  // workers get the user's limit back
-  auto pid = common::Spawn(options);
+  absl::StatusOr<pid_t> pid;
+  if (keeper_argv.empty()) {
+    pid = ForkKeeper(fds[1]);
+  } else {
+    common::SpawnOptions options;
+    options.exec_path = keeper_argv.at(0);
+    options.argv = keeper_argv;
+    options.argv.push_back("3");
+    options.env = common::CurrentEnvironment();
+    options.fds = {{3, fds[1]}};
+    options.new_process_group = true;                  // out of the terminal's foreground group
+    options.file_limit = common::OriginalFileLimit();  // workers get the user's limit back
+    pid = common::Spawn(options);
+  }
   close(fds[1]);
   if (!pid.ok()) {
     close(fds[0]);

@@ -25,8 +25,9 @@ namespace gangrun::node {
 
 class KeeperClient : public ProcessBackend {
  public:
-  // Starts `keeper_argv` (normally {"/proc/self/exe", "__keeper"}; the socket's fd number is
-  // appended) and connects to it.
+  // Starts `keeper_argv` (e.g. {"/proc/self/exe", "__keeper"}; the socket's fd number is
+  // appended) and connects to it. An empty `keeper_argv` forks this process into the keeper
+  // instead, which is faster; call it so only while this process has a single thread.
   static absl::StatusOr<std::unique_ptr<KeeperClient>> Start(
       boost::asio::io_context& io, const std::vector<std::string>& keeper_argv);
   ~KeeperClient() override;
