@@ -41,7 +41,7 @@ class ConnectionActivityReader {
 };
 
 // The remote endpoint of a gRPC peer string ("ipv4:10.0.0.2:41234", "ipv6:[::1]:41234",
-// also URI-escaped), written as ReadConnectionActivity writes it; "" for anything else
+// also URI-escaped), written as ConnectionActivityReader writes it; "" for anything else
 // (a Unix socket, an in-process channel, a malformed string).
 std::string PeerEndpoint(const std::string& grpc_peer);
 

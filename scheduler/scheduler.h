@@ -6,10 +6,10 @@
 //
 // An actor: all of its state is touched only on the io_context's single thread (its strand),
 // checked at every entry point. Links must outlive it or be removed with OnNodeDisconnected
-// first. The code is spread by concern: scheduler.cc (entry points, heartbeats, lost nodes),
-// generation.cc (forming, starting, stopping and ending generations), joins.cc (admitting
-// nodes), recovery.cc (restarts, replacements, elastic membership), status.cc (status, stop
-// requests, the outcome).
+// first. The code is spread by concern: scheduler.cc (entry points, lost nodes), liveness.cc
+// (the heartbeat sweep, connection activity, stalls of this process), generation.cc (forming,
+// starting, stopping and ending generations), joins.cc (admitting nodes), recovery.cc (restarts,
+// replacements, elastic membership), status.cc (status, stop requests, the outcome).
 //
 // The job is always in one named state:
 //
@@ -83,7 +83,7 @@ class NodeLink {
   // A node in the scheduler's own process (the master launcher's): it runs whenever the
   // scheduler runs, so it is never lost to silence.
   virtual bool InProcess() const { return false; }
-  // The remote end of the node's TCP connection, as rpc::ReadConnectionActivity names it
+  // The remote end of the node's TCP connection, as rpc::ConnectionActivityReader names it
   // ("" when the transport has none).
   virtual std::string PeerEndpoint() const { return {}; }
 };
@@ -133,7 +133,7 @@ class Scheduler {
   // `gangrun stop`, a daemon's job being cancelled: as if a launcher had got `signal`.
   void Stop(int signal, const std::string& reason);
   bool finished() const { return state_ == State::kFinished; }
-  // How the scheduler reads its connections' activity (rpc::ReadConnectionActivity on its
+  // How the scheduler reads its connections' activity (rpc::ConnectionActivityReader on its
   // port); unset, nodes are watched by their Heartbeat messages alone. Call on the strand.
   using ActivityReader = std::function<absl::StatusOr<rpc::ConnectionActivity>()>;
   void WatchConnections(ActivityReader reader);

@@ -48,6 +48,11 @@ class NodeTest : public ::testing::Test {
     command.mutable_start()->mutable_assignment()->set_first_rank(4);
     return command;
   }
+  int Heartbeats() const {
+    int n = 0;
+    for (const auto& e : link.events) n += e.has_heartbeat();
+    return n;
+  }
 
   FakeBackend backend;
   testing::FakeClock clock;
@@ -146,34 +151,24 @@ TEST_F(NodeTest, RejectedTokenBeforeFormationIsAFormationFailure) {
 
 TEST_F(NodeTest, SendsHeartbeatsOnTheClock) {
   node->Start();
-  auto heartbeats = [this] {
-    int n = 0;
-    for (const auto& e : link.events) n += e.has_heartbeat();
-    return n;
-  };
-  int before = heartbeats();
+  int before = Heartbeats();
   clock.Advance(seconds(3));
-  EXPECT_EQ(heartbeats(), before + 3);
+  EXPECT_EQ(Heartbeats(), before + 3);
 }
 
 TEST_F(NodeTest, AHeartbeatPolicyMakesHeartbeatMessagesRare) {
   node->Start();
-  auto heartbeats = [this] {
-    int n = 0;
-    for (const auto& e : link.events) n += e.has_heartbeat();
-    return n;
-  };
   v1::NodeCommand policy;
   policy.mutable_heartbeat_policy()->set_message_interval_ms(5000);
   node->OnCommand(policy);  // the scheduler watches our connection: its pings are heartbeats
-  int before = heartbeats();
+  int before = Heartbeats();
   clock.Advance(seconds(10));
-  EXPECT_EQ(heartbeats(), before + 2);
+  EXPECT_EQ(Heartbeats(), before + 2);
   policy.mutable_heartbeat_policy()->set_message_interval_ms(0);  // back to every interval
   node->OnCommand(policy);
-  before = heartbeats();
+  before = Heartbeats();
   clock.Advance(seconds(3));
-  EXPECT_EQ(heartbeats(), before + 3);
+  EXPECT_EQ(Heartbeats(), before + 3);
 }
 
 TEST_F(NodeTest, FinishedCommandEndsTheNode) {
