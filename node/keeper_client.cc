@@ -39,6 +39,7 @@ absl::StatusOr<pid_t> ForkKeeper(int socket_fd) {
     const int error = errno;
     sigprocmask(SIG_SETMASK, &old, nullptr);
     if (pid < 0) return common::ErrnoToStatus(error, "fork");
+    setpgid(pid, pid);  // as the child does: whichever runs first, the group exists
     return pid;
   }
   struct sigaction dfl = {};
