@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <set>
 #include <string>
 #include <vector>
@@ -166,6 +167,17 @@ class Keeper {
 }  // namespace
 
 int RunKeeper(int socket_fd) {
+  // Only a launcher starts a keeper; anything else on the descriptor would be waited on for
+  // ever.
+  int type = 0;
+  socklen_t length = sizeof(type);
+  if (getsockopt(socket_fd, SOL_SOCKET, SO_TYPE, &type, &length) != 0 || type != SOCK_SEQPACKET) {
+    std::fprintf(stderr,
+                 "gangrun: error: the process keeper is started by the launcher; descriptor %d "
+                 "is not a launcher's socket\n",
+                 socket_fd);
+    return 2;
+  }
   // Terminal and service-manager signals are the launcher's business; the keeper ends
   // only when the launcher says so or disappears.
   sigset_t blocked;

@@ -211,6 +211,17 @@ TEST_F(LauncherTest, MsrunDefaultJoinFalseCreatesANestedLogDirectory) {
   EXPECT_EQ(stat(dir_.File("a/b/c/gangrun.log").c_str(), &st), 0) << run.Stderr();
 }
 
+TEST_F(LauncherTest, TheKeepersEntryPointRefusesADescriptorThatIsNotALaunchersSocket) {
+  // stdout is a file here, fd 99 is closed: one line, exit 2, no wait for ever.
+  for (const char* fd : {"1", "99"}) {
+    auto run = Launch({GangrunBinary(), "__keeper", fd}, {}, dir_.path(), dir_.path());
+    EXPECT_EQ(RunToEnd(run).code, 2) << fd;
+    EXPECT_EQ(
+        run.Stderr().rfind("gangrun: error: the process keeper is started by the launcher", 0), 0u)
+        << run.Stderr();
+  }
+}
+
 TEST_F(LauncherTest, MissingTaskScriptExitsTwo) {
   auto run = Launch(
       {GangrunBinary(), "--worker_num", "1", "--local_worker_num", "1", dir_.File("absent.py")}, {},
