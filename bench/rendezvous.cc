@@ -123,9 +123,9 @@ int Rendezvous(const Params& params, const std::string& self) {
       std::chrono::duration<double>(params.node_timeout));
   const auto heartbeat_interval = std::chrono::duration_cast<common::Duration>(
       std::chrono::duration<double>(params.heartbeat_interval));
-  // How often each node sends a Heartbeat message: every interval, until the scheduler's
-  // HeartbeatPolicy says otherwise (node/node.cc's rule).
-  std::vector<std::atomic<int64_t>> message_interval_ms(nodes);
+  // How often each node sends a Heartbeat message: every tick until the scheduler's
+  // HeartbeatPolicy says otherwise (node::MessageIntervalFor, node::HeartbeatMessageDue).
+  std::vector<std::atomic<common::Duration::rep>> message_interval(nodes);
   RaiseFileLimit();
   int out_pipe[2];
   if (pipe(out_pipe) != 0) return 1;
@@ -172,7 +172,9 @@ int Rendezvous(const Params& params, const std::string& self) {
         links[i]->Connect(
             [&, i](const v1::NodeCommand& command) {
               if (command.has_heartbeat_policy()) {
-                message_interval_ms[i] = command.heartbeat_policy().message_interval_ms();
+                message_interval[i] =
+                    node::MessageIntervalFor(heartbeat_interval, command.heartbeat_policy())
+                        .count();
               }
               if (command.has_finished()) ++lost;  // the job ended: the scheduler lost a node
               if (command.has_start()) {
@@ -212,17 +214,15 @@ int Rendezvous(const Params& params, const std::string& self) {
   const auto hb_start = Clock::now();
   const auto step = std::chrono::duration<double>(params.heartbeat_interval / nodes);
   long sent = 0, ticks = 0;
-  std::vector<Clock::time_point> last_sent(links.size(), Clock::time_point::min());
+  std::vector<common::TimePoint> last_sent(links.size());
   const auto end = hb_start + std::chrono::duration_cast<Clock::duration>(
                                   std::chrono::duration<double>(params.duration));
   auto next = hb_start;
   for (size_t i = 0; next < end; i = (i + 1) % links.size()) {
     const auto now = Clock::now();
-    const auto interval = std::max<Clock::duration>(
-        heartbeat_interval, std::chrono::milliseconds(message_interval_ms[i]));
     ++ticks;
-    if (last_sent[i] == Clock::time_point::min() ||
-        now - last_sent[i] + heartbeat_interval / 2 >= interval) {
+    if (node::HeartbeatMessageDue(now, last_sent[i], heartbeat_interval,
+                                  common::Duration(message_interval[i].load()))) {
       links[i]->Send(heartbeat);
       last_sent[i] = now;
       ++sent;

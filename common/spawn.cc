@@ -72,25 +72,10 @@ int Fail(ChildContext* c, const char* step) {
   _exit(127);
 }
 
-void CloseAbove(const ChildContext* c) {
-  unsigned first = c->max_child_fd + 1;
-  if (c->report_fd >= 0) {
-    syscall(SYS_close_range, first, c->report_fd - 1, 0);
-    first = c->report_fd + 1;
-  }
-  syscall(SYS_close_range, first, ~0U, 0);
-}
-
 // Runs in the child, on its own stack, sharing the parent's memory until exec.
 int ChildMain(void* arg) {
   auto* c = static_cast<ChildContext*>(arg);
-  // Handlers do not survive exec, but ignored signals do: give the program defaults.
-  struct sigaction dfl = {};
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig == SIGKILL || sig == SIGSTOP) continue;
-    sigaction(sig, &dfl, nullptr);
-  }
+  RestoreDefaultSignalActions();
   if (c->new_session) {
     if (setsid() < 0) return Fail(c, "setsid");
   } else if (c->new_process_group && setpgid(0, 0) < 0) {
@@ -118,7 +103,7 @@ int ChildMain(void* arg) {
     if (dup2(parent_fd, child_fd) < 0) return Fail(c, "dup2");
   }
   // Everything above the mapped descriptors goes (they were all close-on-exec anyway).
-  CloseAbove(c);
+  CloseDescriptorsFrom(c->max_child_fd + 1, c->report_fd);
   if (c->cwd != nullptr && chdir(c->cwd) < 0) return Fail(c, "chdir");
   sigset_t empty;
   sigemptyset(&empty);
@@ -261,6 +246,24 @@ absl::StatusOr<std::string> FindExecutable(const std::string& program,
     if (access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return absl::NotFoundError(program + ": command not found in PATH");
+}
+
+void RestoreDefaultSignalActions() {
+  struct sigaction dfl = {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);
+  }
+}
+
+void CloseDescriptorsFrom(unsigned first, int keep) {
+  if (keep >= 0 && static_cast<unsigned>(keep) >= first) {
+    if (static_cast<unsigned>(keep) > first) {
+      syscall(SYS_close_range, first, static_cast<unsigned>(keep) - 1, 0);
+    }
+    first = static_cast<unsigned>(keep) + 1;
+  }
+  syscall(SYS_close_range, first, ~0U, 0);
 }
 
 std::vector<std::string> CurrentEnvironment() {

@@ -38,4 +38,11 @@ absl::StatusOr<std::string> FindExecutable(const std::string& program, const std
 // The calling process's environment as KEY=VALUE strings.
 std::vector<std::string> CurrentEnvironment();
 
+// For a freshly forked child that becomes another program or process (async-signal-safe):
+// every signal back to its default action (handlers do not survive exec, but ignored
+// signals do) ...
+void RestoreDefaultSignalActions();
+// ... and every descriptor from `first` up closed, except `keep` (-1: none).
+void CloseDescriptorsFrom(unsigned first, int keep);
+
 }  // namespace gangrun::common

@@ -4,7 +4,6 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,19 +41,14 @@ absl::StatusOr<pid_t> ForkKeeper(int socket_fd) {
     setpgid(pid, pid);  // as the child does: whichever runs first, the group exists
     return pid;
   }
-  struct sigaction dfl = {};
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);
-  }
+  common::RestoreDefaultSignalActions();
   setpgid(0, 0);  // out of the terminal's foreground group
   rlimit limit;
   if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
     limit.rlim_cur = std::min<rlim_t>(common::OriginalFileLimit(), limit.rlim_max);
     setrlimit(RLIMIT_NOFILE, &limit);  // workers get the user's limit back
   }
-  if (socket_fd > 3) syscall(SYS_close_range, 3u, static_cast<unsigned>(socket_fd - 1), 0u);
-  syscall(SYS_close_range, static_cast<unsigned>(socket_fd + 1), ~0u, 0u);
+  common::CloseDescriptorsFrom(3, socket_fd);
   prctl(PR_SET_NAME, "gangrun-keeper");
   sigset_t none;
   sigemptyset(&none);

@@ -12,6 +12,17 @@
 
 namespace gangrun::node {
 
+common::Duration MessageIntervalFor(common::Duration heartbeat_interval,
+                                    const v1::HeartbeatPolicy& policy) {
+  return std::max<common::Duration>(heartbeat_interval,
+                                    std::chrono::milliseconds(policy.message_interval_ms()));
+}
+
+bool HeartbeatMessageDue(common::TimePoint now, common::TimePoint last_sent,
+                         common::Duration heartbeat_interval, common::Duration message_interval) {
+  return now - last_sent + heartbeat_interval / 2 >= message_interval;
+}
+
 Node::Node(ProcessBackend& backend, common::Clock& clock, SchedulerLink& link, Options options,
            Planner planner, Callbacks callbacks, Supervision supervision)
     : backend_(backend),
@@ -66,8 +77,8 @@ void Node::SendHeartbeat() {
   if (finished_) return;
   CheckLogSpace();
   SendProgress();
-  // Half an interval of slack: the timer's ticks are not exact.
-  if (clock_.Now() - last_sent_ + options_.heartbeat_interval / 2 >= message_interval_) {
+  if (HeartbeatMessageDue(clock_.Now(), last_sent_, options_.heartbeat_interval,
+                          message_interval_)) {
     v1::NodeEvent event;
     event.mutable_heartbeat();
     Send(std::move(event));
@@ -144,10 +155,8 @@ void Node::OnCommand(const v1::NodeCommand& command) {
       OnCaptureStacks(command.capture_stacks());
       return;
     case v1::NodeCommand::kHeartbeatPolicy:
-      // Never less often than the scheduler asks, never more often than our own interval.
-      message_interval_ = std::max<common::Duration>(
-          options_.heartbeat_interval,
-          std::chrono::milliseconds(command.heartbeat_policy().message_interval_ms()));
+      message_interval_ =
+          MessageIntervalFor(options_.heartbeat_interval, command.heartbeat_policy());
       common::Logger("node")->debug(
           "heartbeat messages every {} ms",
           std::chrono::duration_cast<std::chrono::milliseconds>(message_interval_).count());

@@ -51,6 +51,17 @@ struct Supervision {
   std::function<void(pid_t, int)> signal_process;
 };
 
+// When a node sends a Heartbeat message (Node::SendHeartbeat; the rendezvous benchmark's
+// simulated nodes follow the same rule). The interval a HeartbeatPolicy asks for, never
+// shorter than the node's own heartbeat interval:
+common::Duration MessageIntervalFor(common::Duration heartbeat_interval,
+                                    const v1::HeartbeatPolicy& policy);
+// Whether the heartbeat tick at `now` sends one, the last message of any kind having gone at
+// `last_sent`: with half an interval of slack (ticks are not exact); a zero
+// `message_interval` (no policy yet) means every tick.
+bool HeartbeatMessageDue(common::TimePoint now, common::TimePoint last_sent,
+                         common::Duration heartbeat_interval, common::Duration message_interval);
+
 class Node {
  public:
   // Less free space than this on the log directory's file system counts as full.

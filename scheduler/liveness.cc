@@ -70,23 +70,23 @@ void Scheduler::CheckHeartbeats() {
 
 void Scheduler::ReadConnectionActivity(common::TimePoint now) {
   if (!read_activity_) return;
-  const bool any = std::any_of(nodes_.begin(), nodes_.end(), [](const auto& entry) {
-    const NodeState& node = entry.second;
-    return node.link != nullptr && !node.link->InProcess() && !node.link->PeerEndpoint().empty();
-  });
-  if (!any) return;
+  std::vector<std::pair<NodeState*, std::string>> watchable;  // with their endpoints
+  for (auto& [id, node] : nodes_) {
+    if (node.link == nullptr || node.link->InProcess()) continue;
+    std::string peer = node.link->PeerEndpoint();
+    if (!peer.empty()) watchable.emplace_back(&node, std::move(peer));
+  }
+  if (watchable.empty()) return;
   auto activity = read_activity_();
   if (!activity.ok()) return StopWatching(now, activity.status());
   activity_error_.clear();
-  const auto interval = options_.node_timeout * kMessageIntervals;
-  for (auto& [id, node] : nodes_) {
-    if (node.link == nullptr || node.link->InProcess()) continue;
-    auto found = activity->find(node.link->PeerEndpoint());
+  for (auto& [node, peer] : watchable) {
+    auto found = activity->find(peer);
     if (found == activity->end()) continue;
-    node.last_seen = std::max(node.last_seen, now - found->second);
-    if (node.watched) continue;
-    node.watched = true;
-    SendHeartbeatPolicy(node, interval);
+    node->last_seen = std::max(node->last_seen, now - found->second);
+    if (node->watched) continue;
+    node->watched = true;
+    SendHeartbeatPolicy(*node, options_.node_timeout * kMessageIntervals);
   }
 }
 
