@@ -1,17 +1,20 @@
-// gangrun-bench rendezvous --nodes N --heartbeat_interval S --duration D [--nodes_per_channel K]
-//                          [--node_timeout T]
+// gangrun-bench rendezvous --nodes N --heartbeat_interval S --duration D [--transport T]
+//                          [--nodes_per_channel K] [--node_timeout T]
 //
-// Starts a real scheduler (gRPC server, its own process, so its CPU can be measured alone),
-// then N simulated nodes in this process, each a real node session on its own channel and
-// TCP connection. Measures:
+// Starts a real scheduler (its own process, so its CPU can be measured alone), then N
+// simulated nodes in this process, each a real node session on its own TCP connection:
+// --transport session (the default, what a plaintext job uses: node/tcp_link.h) or grpc (the
+// gRPC stream of jobs with TLS, here without TLS; --nodes_per_channel K > 1 lets K nodes
+// share a channel). Measures:
 //   ready_s: from the first join to the moment every node holds its rank assignment;
 //   scheduler_cpu_s: the scheduler process's CPU time (utime+stime) over the same span;
 //   heartbeat_cpu_core_fraction: the scheduler's CPU time per wall second while every node
 //     sends a heartbeat each S seconds for D seconds.
 // Each simulated node keeps its connection alive as a real one does for --node_timeout T
-// (default 5 s, the product's) and heartbeat interval S: an HTTP/2 ping every S, which
-// gRPC's transport answers and the scheduler reads as a heartbeat on the connection, and a
-// Heartbeat message as often as the scheduler's HeartbeatPolicy asks (scheduler/liveness.cc).
+// (default 5 s, the product's) and heartbeat interval S: a ping every S (a session ping, or
+// an HTTP/2 ping that gRPC's transport answers), which the scheduler reads as a heartbeat on
+// the connection, and a Heartbeat message as often as the scheduler's HeartbeatPolicy asks
+// (scheduler/liveness.cc).
 // The scheduler runs with the same node timeout; a node it loses is counted in "lost".
 // The last line printed is JSON. A benchmark, not a test.
 
@@ -25,9 +28,11 @@
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -39,6 +44,7 @@
 #include "common/logging.h"
 #include "common/spawn.h"
 #include "node/grpc_link.h"
+#include "node/tcp_link.h"
 #include "rpc/channel.h"
 #include "rpc/process.h"
 #include "scheduler/grpc_server.h"
@@ -114,6 +120,7 @@ struct Params {
   double duration = 10.0;
   int per_channel = 1;
   double node_timeout = 5.0;
+  bool grpc = false;  // --transport grpc
 };
 
 int Rendezvous(const Params& params, const std::string& self) {
@@ -147,7 +154,7 @@ int Rendezvous(const Params& params, const std::string& self) {
   std::thread io_thread([&] { io.run(); });
   std::atomic<int> assigned{0}, lost{0};
   std::atomic<int64_t> last_assigned_ns{0};
-  std::vector<std::unique_ptr<node::GrpcSchedulerLink>> links(nodes);
+  std::vector<std::unique_ptr<node::RemoteSchedulerLink>> links(nodes);
   // --nodes_per_channel K: K simulated nodes share a channel (one TCP connection), each with
   // its own session stream, so that 10,000 of them fit beside the scheduler on two cores.
   std::vector<std::shared_ptr<grpc::Channel>> channels;
@@ -158,40 +165,61 @@ int Rendezvous(const Params& params, const std::string& self) {
   }
   const Cpu cpu_at_start = CpuOf(*server_pid);
   const auto start = Clock::now();
-  // Nodes join concurrently, as real hosts would; several threads open the sessions.
-  const int openers = 4;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < openers; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = t; i < nodes; i += openers) {
-        node::GrpcSchedulerLink::Options options;
-        options.target = target;
-        node::GrpcSchedulerLink::SetKeepalive(options, heartbeat_interval, node_timeout);
-        if (!channels.empty()) options.channel = channels[i / per_channel];
-        links[i] = std::make_unique<node::GrpcSchedulerLink>(io, options);
-        links[i]->Connect(
-            [&, i](const v1::NodeCommand& command) {
-              if (command.has_heartbeat_policy()) {
-                message_interval[i] =
-                    node::MessageIntervalFor(heartbeat_interval, command.heartbeat_policy())
-                        .count();
-              }
-              if (command.has_finished()) ++lost;  // the job ended: the scheduler lost a node
-              if (command.has_start()) {
-                last_assigned_ns = (Clock::now() - start).count();
-                ++assigned;
-              }
-            },
-            [&](const std::string&, bool) { ++lost; });
-        v1::NodeEvent join;
-        join.mutable_join()->set_node_name("sim" + std::to_string(i));
-        join.mutable_join()->set_host_address("127.0.0." + std::to_string(1 + i % 250));
-        join.mutable_join()->set_node_rank(-1);
-        join.mutable_join()->set_local_worker_num(1);
-        join.mutable_join()->set_free_port(20000 + i % 1000);
-        links[i]->Send(join);
+  auto on_command = [&](int i) {
+    return [&, i](const v1::NodeCommand& command) {
+      if (command.has_heartbeat_policy()) {
+        message_interval[i] =
+            node::MessageIntervalFor(heartbeat_interval, command.heartbeat_policy()).count();
       }
+      if (command.has_finished()) ++lost;  // the job ended: the scheduler lost a node
+      if (command.has_start()) {
+        last_assigned_ns = (Clock::now() - start).count();
+        ++assigned;
+      }
+    };
+  };
+  auto join = [](int i) {
+    v1::NodeEvent join;
+    join.mutable_join()->set_node_name("sim" + std::to_string(i));
+    join.mutable_join()->set_host_address("127.0.0." + std::to_string(1 + i % 250));
+    join.mutable_join()->set_node_rank(-1);
+    join.mutable_join()->set_local_worker_num(1);
+    join.mutable_join()->set_free_port(20000 + i % 1000);
+    return join;
+  };
+  std::vector<std::thread> threads;
+  if (params.grpc) {
+    // Nodes join concurrently, as real hosts would; several threads open the sessions.
+    const int openers = 4;
+    for (int t = 0; t < openers; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = t; i < nodes; i += openers) {
+          node::GrpcSchedulerLink::Options options;
+          options.target = target;
+          node::GrpcSchedulerLink::SetKeepalive(options, heartbeat_interval, node_timeout);
+          if (!channels.empty()) options.channel = channels[i / per_channel];
+          links[i] = std::make_unique<node::GrpcSchedulerLink>(io, options);
+          links[i]->Connect(on_command(i), [&](const std::string&, bool) { ++lost; });
+          links[i]->Send(join(i));
+        }
+      });
+    }
+  } else {
+    // The session link lives on its io_context: every node is opened there, at once.
+    std::promise<void> opened;
+    boost::asio::post(io, [&] {
+      for (int i = 0; i < nodes; ++i) {
+        node::TcpSchedulerLink::Options options;
+        options.target = target;
+        options.keepalive = heartbeat_interval;
+        options.keepalive_timeout = node::KeepaliveTimeoutFor(heartbeat_interval, node_timeout);
+        links[i] = std::make_unique<node::TcpSchedulerLink>(io, options);
+        links[i]->Connect(on_command(i), [&](const std::string&, bool) { ++lost; });
+        links[i]->Send(join(i));
+      }
+      opened.set_value();
     });
+    opened.get_future().wait();
   }
   for (auto& thread : threads) thread.join();
   std::fprintf(stderr, "all %d sessions opened after %.3f s\n", nodes,
@@ -223,7 +251,7 @@ int Rendezvous(const Params& params, const std::string& self) {
     ++ticks;
     if (node::HeartbeatMessageDue(now, last_sent[i], heartbeat_interval,
                                   common::Duration(message_interval[i].load()))) {
-      links[i]->Send(heartbeat);
+      boost::asio::post(io, [&links, &heartbeat, i] { links[i]->Send(heartbeat); });
       last_sent[i] = now;
       ++sent;
     }
@@ -241,10 +269,11 @@ int Rendezvous(const Params& params, const std::string& self) {
   // The scheduler goes first, so that it does not report every simulated node as lost.
   kill(*server_pid, SIGKILL);
   waitpid(*server_pid, nullptr, 0);
-  links.clear();
+  if (params.grpc) links.clear();
   guard.reset();
   io.stop();
   io_thread.join();
+  links.clear();  // session links: once their io_context no longer runs
   std::printf(
       "{\"nodes\": %d, \"ready_s\": %.4f, \"scheduler_cpu_s\": %.4f, "
       "\"heartbeat_cpu_core_fraction\": %.4f, \"heartbeat_cpu_user_fraction\": %.4f, "
@@ -264,7 +293,7 @@ int main(int argc, char** argv) {
   if (args.size() < 2 || args[1] != "rendezvous") {
     std::fprintf(stderr,
                  "usage: gangrun-bench rendezvous --nodes N --heartbeat_interval S --duration D "
-                 "[--nodes_per_channel K] [--node_timeout T]\n");
+                 "[--transport session|grpc] [--nodes_per_channel K] [--node_timeout T]\n");
     return 2;
   }
   for (size_t i = 2; i + 1 < args.size(); i += 2) {
@@ -276,6 +305,8 @@ int main(int argc, char** argv) {
       params.duration = std::stod(args[i + 1]);
     else if (args[i] == "--nodes_per_channel")
       params.per_channel = std::max(1, std::stoi(args[i + 1]));
+    else if (args[i] == "--transport" && (args[i + 1] == "session" || args[i + 1] == "grpc"))
+      params.grpc = args[i + 1] == "grpc";
     else if (args[i] == "--node_timeout")
       params.node_timeout = std::max(0.1, std::stod(args[i + 1]));
     else {
@@ -283,6 +314,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (params.per_channel > 1) params.grpc = true;  // channels are gRPC's
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n <= 0) return 1;

@@ -85,13 +85,26 @@ absl::Status JobRunner::Build() {
   ASSIGN_OR_RETURN(role_, MaybeHostScheduler(io_, clock_, options_, facts_));
   facts_.is_master = role_.scheduler != nullptr;  // only the hosting launcher runs MS_SCHED
   if (!role_.scheduler) {
-    node::GrpcSchedulerLink::Options link;
-    link.target = JoinHostPort(facts_.master_ip, facts_.scheduler_port);
-    link.token = facts_.token;
-    ASSIGN_OR_RETURN(link.credentials, rpc::MakeChannelCredentials(options_.access));
-    node::GrpcSchedulerLink::SetKeepalive(link, Seconds(options_.heartbeat_interval),
-                                          Seconds(options_.node_timeout));
-    remote_ = std::make_unique<node::GrpcSchedulerLink>(io_, link);
+    const std::string target = JoinHostPort(facts_.master_ip, facts_.scheduler_port);
+    ASSIGN_OR_RETURN(auto credentials, rpc::MakeChannelCredentials(options_.access));
+    if (credentials == nullptr) {
+      // Plaintext: the scheduler's own session framing (cheaper for it than a gRPC call).
+      node::TcpSchedulerLink::Options link;
+      link.target = target;
+      link.token = facts_.token;
+      link.keepalive = Seconds(options_.heartbeat_interval);
+      link.keepalive_timeout = node::KeepaliveTimeoutFor(Seconds(options_.heartbeat_interval),
+                                                         Seconds(options_.node_timeout));
+      remote_ = std::make_unique<node::TcpSchedulerLink>(io_, link);
+    } else {
+      node::GrpcSchedulerLink::Options link;
+      link.target = target;
+      link.token = facts_.token;
+      link.credentials = credentials;
+      node::GrpcSchedulerLink::SetKeepalive(link, Seconds(options_.heartbeat_interval),
+                                            Seconds(options_.node_timeout));
+      remote_ = std::make_unique<node::GrpcSchedulerLink>(io_, link);
+    }
   }
   if (options_.health_port >= 0) {
     auto health =

@@ -24,6 +24,7 @@
 #include "launcher/launcher.h"
 #include "launcher/scheduler_role.h"
 #include "node/grpc_link.h"
+#include "node/tcp_link.h"
 #include "node/keeper_client.h"
 #include "node/log_files.h"
 #include "node/node.h"
@@ -85,7 +86,7 @@ class JobRunner {
   common::AsioClock clock_;
   std::unique_ptr<node::KeeperClient> keeper_;
   SchedulerRole role_;
-  std::unique_ptr<node::GrpcSchedulerLink> remote_;
+  std::unique_ptr<node::RemoteSchedulerLink> remote_;
   std::unique_ptr<rpc::Server> health_;  // with --health_port
   std::unique_ptr<common::ConsoleScope> console_;
   std::unique_ptr<node::LogFollower> follower_;

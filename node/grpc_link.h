@@ -1,6 +1,7 @@
 #pragma once
-// The node's link to a scheduler on another process or host: one bidirectional gRPC stream
-// (Scheduler.Session) carrying NodeEvents up and NodeCommands down.
+// The node's link to a scheduler on another process or host over gRPC (jobs with TLS; see
+// node/remote_link.h): one bidirectional stream (Scheduler.Session) carrying NodeEvents up
+// and NodeCommands down.
 //
 // gRPC runs the stream's callbacks on its own threads; they only post to the io_context
 // (the node's strand). Send() may be called from the io_context's thread at any time.
@@ -20,11 +21,12 @@
 
 #include "gangrun/v1/session.grpc.pb.h"
 #include "node/node.h"
+#include "node/remote_link.h"
 #include "rpc/client_stream.h"
 
 namespace gangrun::node {
 
-class GrpcSchedulerLink : public SchedulerLink {
+class GrpcSchedulerLink : public RemoteSchedulerLink {
  public:
   struct Options {
     std::string target;  // host:port
@@ -40,29 +42,22 @@ class GrpcSchedulerLink : public SchedulerLink {
     std::shared_ptr<grpc::Channel> channel;
   };
   // A node's keepalive for a job's --heartbeat_interval and --node_timeout: a ping every
-  // heartbeat interval, answered within the rest of the node timeout (at least half of it),
-  // so that the scheduler hears the node as often as it asked and the node notices a silent
-  // scheduler within the node timeout.
+  // heartbeat interval, answered within KeepaliveTimeoutFor.
   static void SetKeepalive(Options& options, common::Duration heartbeat_interval,
                            common::Duration node_timeout) {
     options.keepalive = heartbeat_interval;
-    options.keepalive_timeout =
-        std::max<common::Duration>(node_timeout - heartbeat_interval, node_timeout / 2);
+    options.keepalive_timeout = KeepaliveTimeoutFor(heartbeat_interval, node_timeout);
   }
   // While the stream waits for the scheduler, how often the link looks at a failing channel,
   // and how many definite answers (see CheckHandshake) make it give up.
   static constexpr std::chrono::milliseconds kHandshakeCheckPeriod{500};
   static constexpr int kMismatchesToGiveUp = 2;
   static constexpr int kTlsFailuresToGiveUp = 3;
-  using CommandHandler = std::function<void(const v1::NodeCommand&)>;
-  // `reason` says why the stream ended (unreachable, token rejected, connection lost).
-  using LostHandler = std::function<void(const std::string& reason, bool unauthenticated)>;
 
   GrpcSchedulerLink(boost::asio::io_context& io, Options options);
   ~GrpcSchedulerLink() override;
 
-  // Opens the stream; it waits for the scheduler to be reachable. Handlers run on `io`.
-  void Connect(CommandHandler on_command, LostHandler on_lost);
+  void Connect(CommandHandler on_command, LostHandler on_lost) override;
   void Send(const v1::NodeEvent& event) override;
 
  private:

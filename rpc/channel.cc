@@ -30,6 +30,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_ENABLE_CHANNELZ, 0);
   args.SetMaxReceiveMessageSize(8 << 20);
   if (!tls_target_name.empty()) args.SetSslTargetNameOverride(tls_target_name);
   return grpc::CreateCustomChannel(

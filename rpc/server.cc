@@ -1,6 +1,7 @@
 #include "rpc/server.h"
 
 #include <grpcpp/ext/health_check_service_server_builder_option.h>
+#include <grpcpp/server_posix.h>
 
 #include <boost/asio/post.hpp>
 #include <cstdlib>
@@ -71,19 +72,25 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, HandshakeTimeoutMs());
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, kMaxConnectionIdleMs);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  builder.AddChannelArgument(GRPC_ARG_ENABLE_CHANNELZ, 0);
   builder.SetMaxReceiveMessageSize(8 << 20);
   std::unique_ptr<Server> server(new Server());
-  builder.AddListeningPort(listen_address,
-                           credentials ? credentials : grpc::InsecureServerCredentials(),
-                           &server->port_);
+  if (!listen_address.empty()) {
+    builder.AddListeningPort(listen_address,
+                             credentials ? credentials : grpc::InsecureServerCredentials(),
+                             &server->port_);
+  }
   for (grpc::Service* service : services) builder.RegisterService(service);
   builder.RegisterService(server->health_.get());
   server->server_ = builder.BuildAndStart();
-  if (!server->server_ || server->port_ == 0) {
+  if (!server->server_ || (server->port_ == 0 && !listen_address.empty())) {
     return absl::UnavailableError("cannot listen on " + listen_address);
   }
   return server;
 }
+
+void Server::AddConnection(int fd) { grpc::AddInsecureChannelFromFd(server_.get(), fd); }
 
 void Server::SetServing(const std::string& service, bool serving) {
   health_->Set(service, serving);

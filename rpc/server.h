@@ -37,7 +37,8 @@ class Server {
  public:
   // Listens on `listen_address` (host:port, [v6]:port; port 0 = any) and serves `services`.
   // Fails with Unavailable when it cannot listen (the port is taken, not local, or the TLS
-  // credentials are unusable).
+  // credentials are unusable). An empty `listen_address` listens nowhere: its owner accepts
+  // the connections and hands them over (AddConnection).
   static absl::StatusOr<std::unique_ptr<Server>> Start(
       const std::string& listen_address, std::shared_ptr<grpc::ServerCredentials> credentials,
       const std::vector<grpc::Service*>& services);
@@ -46,6 +47,8 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   int port() const { return port_; }
+  // Serves an accepted plaintext connection (its owner no longer uses `fd`).
+  void AddConnection(int fd);
   // The standard health service: `service` ("" = the whole server, SERVING from the start)
   // SERVING or NOT_SERVING. A service never set is unknown (NOT_FOUND).
   void SetServing(const std::string& service, bool serving);

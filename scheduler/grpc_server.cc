@@ -227,16 +227,29 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     const ServerOptions& options) {
   std::unique_ptr<SchedulerServer> server(new SchedulerServer());
   server->services_ = std::make_unique<Services>(io, scheduler, store, options.token);
-  auto started =
-      rpc::Server::Start(options.listen_address, options.credentials,
-                         {static_cast<v1::Scheduler::CallbackService*>(server->services_.get()),
-                          static_cast<v1::KeyValue::CallbackService*>(server->services_.get())});
-  if (!started.ok()) return absl::AlreadyExistsError(std::string(started.status().message()));
-  server->server_ = std::move(*started);
+  const std::vector<grpc::Service*> services = {
+      static_cast<v1::Scheduler::CallbackService*>(server->services_.get()),
+      static_cast<v1::KeyValue::CallbackService*>(server->services_.get())};
+  if (options.credentials == nullptr) {
+    // Plaintext: node sessions on gangrun's own framing, everything else handed to gRPC.
+    auto port = SessionPort::Open(io, options.listen_address);
+    if (!port.ok()) return absl::AlreadyExistsError(std::string(port.status().message()));
+    auto started = rpc::Server::Start("", nullptr, services);
+    if (!started.ok()) return started.status();
+    server->server_ = std::move(*started);
+    server->sessions_ = std::move(*port);
+    server->sessions_->Start(scheduler, options.token, server->server_.get());
+    server->port_ = server->sessions_->port();
+  } else {
+    auto started = rpc::Server::Start(options.listen_address, options.credentials, services);
+    if (!started.ok()) return absl::AlreadyExistsError(std::string(started.status().message()));
+    server->server_ = std::move(*started);
+    server->port_ = server->server_->port();
+  }
   // The nodes' keepalive pings are their heartbeats (scheduler/liveness.cc).
   // Posted, so that it runs on the scheduler's strand; a scheduler whose server is gone by
   // then is not touched.
-  server->activity_ = std::make_shared<rpc::ConnectionActivityReader>(server->port());
+  server->activity_ = std::make_shared<rpc::ConnectionActivityReader>(server->port_);
   boost::asio::post(io, [&scheduler, weak = std::weak_ptr(server->activity_)] {
     if (weak.expired()) return;
     scheduler.WatchConnections([weak]() -> absl::StatusOr<rpc::ConnectionActivity> {
@@ -248,6 +261,17 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   return server;
 }
 
-SchedulerServer::~SchedulerServer() { server_.reset(); }
+void SchedulerServer::ShutdownAsync(boost::asio::io_context& io, std::function<void()> done) {
+  if (!sessions_) return server_->ShutdownAsync(io, std::move(done));
+  // The sessions first: their nodes get the job's end, as gRPC's Shutdown lets calls finish.
+  sessions_->Drain(std::chrono::seconds(1), [this, &io, done = std::move(done)]() mutable {
+    server_->ShutdownAsync(io, std::move(done));
+  });
+}
+
+SchedulerServer::~SchedulerServer() {
+  if (sessions_) sessions_->Close();
+  server_.reset();
+}
 
 }  // namespace gangrun::scheduler

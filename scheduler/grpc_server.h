@@ -1,6 +1,8 @@
 #pragma once
 // The scheduler's gRPC face: the Scheduler service (one Session stream per node, GetStatus),
-// the KeyValue service and the standard health service, on one listening port.
+// the KeyValue service and the standard health service, on one listening port. For a
+// plaintext job a SessionPort owns that port: node sessions use gangrun's own framing there
+// (rpc/frames.h), other connections are handed to the gRPC server.
 //
 // gRPC runs its reactors on its own threads. A reactor never touches scheduler state: it
 // posts to the io_context (the scheduler's strand), which does the work and finishes the
@@ -23,6 +25,7 @@
 #include "rpc/server_stream.h"
 #include "scheduler/kv_store.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/session_port.h"
 
 namespace gangrun::scheduler {
 
@@ -40,12 +43,10 @@ class SchedulerServer {
                                                                 KvStore& store,
                                                                 const ServerOptions& options);
   ~SchedulerServer();
-  int port() const { return server_->port(); }
-  // Stops the server (ending every call) and then runs `done` on `io`. Call on `io`'s thread
-  // after the job has finished and the store's waiters were cancelled.
-  void ShutdownAsync(boost::asio::io_context& io, std::function<void()> done) {
-    server_->ShutdownAsync(io, std::move(done));
-  }
+  int port() const { return port_; }
+  // Stops the server (ending every call and session) and then runs `done` on `io`. Call on
+  // `io`'s thread after the job has finished and the store's waiters were cancelled.
+  void ShutdownAsync(boost::asio::io_context& io, std::function<void()> done);
 
   class Services;
 
@@ -54,6 +55,8 @@ class SchedulerServer {
   std::unique_ptr<Services> services_;
   std::shared_ptr<rpc::ConnectionActivityReader> activity_;  // read by the scheduler
   std::unique_ptr<rpc::Server> server_;  // destroyed first: it refers to services_
+  std::unique_ptr<SessionPort> sessions_;  // plaintext jobs: the port, in front of server_
+  int port_ = 0;
 };
 
 }  // namespace gangrun::scheduler

@@ -189,7 +189,7 @@ TEST_F(ClusterTest, ScaleCommandShrinksARunningElasticJob) {
       Launch({GangrunBinary(), "scale", "--master", "127.0.0.1:" + port_, "--worker_num", "2"}, {},
              dir_.path(), dir_.path());
   EXPECT_EQ(RunToEnd(scale).code, 0) << scale.Stderr();
-  EXPECT_EQ(RunToEnd(a).code, 0) << a.Stderr();
+  EXPECT_EQ(RunToEnd(a).code, 0) << a.Stderr() << "\nthe other launcher:\n" << b.Stderr();
   EXPECT_EQ(RunToEnd(b).code, 0) << b.Stderr();
   EXPECT_NE((a.Stderr() + b.Stderr()).find("re-forms with 2 workers"), std::string::npos);
   auto refused =
