@@ -12,49 +12,23 @@
 #include "gangrun/v1/kv.grpc.pb.h"
 #include "gangrun/v1/session.grpc.pb.h"
 #include "node/grpc_link.h"
+#include "tests/testing/scheduler_server_fixture.h"
 
 namespace gangrun::scheduler {
 namespace {
 
-class GrpcServerTest : public ::testing::Test {
+class GrpcServerTest : public testing::SchedulerServerFixture {
  protected:
   void SetUp() override {
-    auto server =
-        SchedulerServer::Start(io_, scheduler_, store_, {"127.0.0.1:0", "s3cret", nullptr});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    thread_ = std::thread([this] { io_.run(); });
-    auto channel = rpc::MakeChannel("127.0.0.1:" + std::to_string(server_->port()), nullptr, "",
-                                    std::chrono::seconds(30));
+    SchedulerServerFixture::SetUp();
+    auto channel = rpc::MakeChannel(Target(), nullptr, "", std::chrono::seconds(30));
     kv_ = v1::KeyValue::NewStub(channel);
     status_ = v1::Scheduler::NewStub(channel);
-  }
-  void TearDown() override {
-    boost::asio::post(io_, [this] {
-      store_.CancelAll();
-      server_->ShutdownAsync(io_, [this] { guard_.reset(); });
-    });
-    thread_.join();
-    server_.reset();
   }
   static void Authorize(grpc::ClientContext& context, const std::string& token) {
     rpc::AddToken(context, token);
   }
 
-  boost::asio::io_context io_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_ =
-      boost::asio::make_work_guard(io_);
-  common::AsioClock clock_{io_.get_executor()};
-  Scheduler scheduler_{clock_, [] {
-                         Scheduler::Options options;
-                         options.world_size = 2;
-                         options.cluster_timeout = std::chrono::seconds(60);
-                         options.node_timeout = std::chrono::seconds(60);
-                         return options;
-                       }()};
-  KvStore store_{clock_};
-  std::unique_ptr<SchedulerServer> server_;
-  std::thread thread_;
   std::unique_ptr<v1::KeyValue::Stub> kv_;
   std::unique_ptr<v1::Scheduler::Stub> status_;
 };

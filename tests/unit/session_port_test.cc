@@ -26,6 +26,7 @@
 #include "rpc/channel.h"
 #include "rpc/frames.h"
 #include "scheduler/grpc_server.h"
+#include "tests/testing/scheduler_server_fixture.h"
 
 namespace gangrun::scheduler {
 namespace {
@@ -126,25 +127,12 @@ v1::NodeEvent Join(int node_rank) {
   return join;
 }
 
-class SessionPortTest : public ::testing::Test {
+class SessionPortTest : public testing::SchedulerServerFixture {
  protected:
   void SetUp() override {
-    auto server =
-        SchedulerServer::Start(io_, scheduler_, store_, {"127.0.0.1:0", "s3cret", nullptr});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    thread_ = std::thread([this] { io_.run(); });
+    SchedulerServerFixture::SetUp();
+    before_shutdown_ = [this] { links_.clear(); };
   }
-  void TearDown() override {
-    boost::asio::post(io_, [this] {
-      links_.clear();
-      store_.CancelAll();
-      server_->ShutdownAsync(io_, [this] { guard_.reset(); });
-    });
-    thread_.join();
-    server_.reset();
-  }
-  std::string Target() const { return "127.0.0.1:" + std::to_string(server_->port()); }
 
   struct Outcome {
     std::promise<v1::NodeCommand> first_command;
@@ -173,45 +161,43 @@ class SessionPortTest : public ::testing::Test {
     });
     return result;
   }
+  // Two nodes with the token join, and each gets its part of a 2-worker job.
+  void ExpectTwoNodesForm() {
+    Outcome& a = Link(kToken, Join(0));
+    Outcome& b = Link(kToken, Join(1));
+    for (Outcome* node : {&a, &b}) {
+      auto first = node->first_command.get_future();
+      ASSERT_EQ(first.wait_for(seconds(20)), std::future_status::ready);
+      const v1::NodeCommand command = first.get();
+      ASSERT_TRUE(command.has_start()) << command.DebugString();
+      EXPECT_EQ(command.start().assignment().world_size(), 2);
+    }
+  }
+  // Sends `bytes` on a connection of its own; true when the scheduler closes it.
+  bool ClosedAfter(const std::string& bytes, bool end_of_input = false) {
+    int fd = Dial(server_->port());
+    if (fd < 0 || !SendAll(fd, bytes)) return false;
+    if (end_of_input) shutdown(fd, SHUT_WR);
+    const bool closed = ClosedByPeer(fd);
+    close(fd);
+    return closed;
+  }
   v1::GetStatusResponse Status() {
     auto stub = v1::Scheduler::NewStub(
         rpc::MakeChannel(Target(), nullptr, "", std::chrono::seconds(30)));
     grpc::ClientContext context;
-    rpc::AddToken(context, "s3cret");
+    rpc::AddToken(context, kToken);
     v1::GetStatusResponse status;
     EXPECT_TRUE(stub->GetStatus(&context, {}, &status).ok());
     return status;
   }
 
-  boost::asio::io_context io_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_ =
-      boost::asio::make_work_guard(io_);
-  common::AsioClock clock_{io_.get_executor()};
-  Scheduler scheduler_{clock_, [] {
-                         Scheduler::Options options;
-                         options.world_size = 2;
-                         options.cluster_timeout = std::chrono::seconds(60);
-                         options.node_timeout = std::chrono::seconds(60);
-                         return options;
-                       }()};
-  KvStore store_{clock_};
-  std::unique_ptr<SchedulerServer> server_;
-  std::thread thread_;
   std::vector<std::unique_ptr<Outcome>> outcomes_;
   std::vector<std::unique_ptr<node::TcpSchedulerLink>> links_;  // on the io_context
 };
 
 TEST_F(SessionPortTest, NodesJoinOverTheSessionFramingAndGrpcSharesThePort) {
-  auto& a = Link("s3cret", Join(0));
-  auto& b = Link("s3cret", Join(1));
-  auto first_a = a.first_command.get_future();
-  auto first_b = b.first_command.get_future();
-  ASSERT_EQ(first_a.wait_for(seconds(20)), std::future_status::ready);
-  ASSERT_EQ(first_b.wait_for(seconds(20)), std::future_status::ready);
-  const v1::NodeCommand command_a = first_a.get();
-  ASSERT_TRUE(command_a.has_start()) << command_a.DebugString();
-  EXPECT_EQ(command_a.start().assignment().world_size(), 2);
-  EXPECT_TRUE(first_b.get().has_start());
+  ExpectTwoNodesForm();
   // gRPC calls on the same port are handed to the gRPC server.
   const v1::GetStatusResponse status = Status();
   EXPECT_EQ(status.phase(), v1::JOB_PHASE_RUNNING) << status.DebugString();
@@ -236,46 +222,28 @@ TEST_F(SessionPortTest, StrangersAndMalformedFramesAreClosedAndHarmNobody) {
       // An unknown frame type.
       std::string(rpc::kSessionMagic) + std::string("\x00\x00\x00\x00\x63", 5),
       // The session opens, then an event that is not a NodeEvent.
-      Opening("s3cret") + std::string("\x00\x00\x00\x03\x04\xff\xff\xff", 8),
+      Opening(kToken) + std::string("\x00\x00\x00\x03\x04\xff\xff\xff", 8),
   };
   // An event before the session is open.
   const v1::NodeEvent join = Join(0);
   hostile.push_back(std::string(rpc::kSessionMagic) + Frame(rpc::FrameType::kEvent, &join));
   for (const std::string& bytes : hostile) {
-    int fd = Dial(server_->port());
-    ASSERT_GE(fd, 0);
-    ASSERT_TRUE(SendAll(fd, bytes));
-    EXPECT_TRUE(ClosedByPeer(fd)) << testing::PrintToString(bytes);
-    close(fd);
+    EXPECT_TRUE(ClosedAfter(bytes)) << ::testing::PrintToString(bytes);
   }
-  // The scheduler still serves a real node, which joins as the only one.
-  auto& a = Link("s3cret", Join(0));
-  auto& b = Link("s3cret", Join(1));
-  auto first = a.first_command.get_future();
-  ASSERT_EQ(first.wait_for(seconds(20)), std::future_status::ready);
-  EXPECT_TRUE(first.get().has_start());
-  EXPECT_EQ(b.first_command.get_future().wait_for(seconds(20)), std::future_status::ready);
+  // The scheduler still serves real nodes, which join as the only ones.
+  ExpectTwoNodesForm();
 }
 
 TEST_F(SessionPortTest, RandomBytesAfterTheMagicOrTheOpeningHarmNobody) {
   std::mt19937 random(20261201);  // a fixed seed: the same bytes every run
   for (int i = 0; i < 200; ++i) {
-    std::string bytes = i % 2 == 0 ? std::string(rpc::kSessionMagic) : Opening("s3cret");
+    std::string bytes = i % 2 == 0 ? std::string(rpc::kSessionMagic) : Opening(kToken);
     const size_t size = random() % 64;
     for (size_t j = 0; j < size; ++j) bytes += static_cast<char>(random() & 0xff);
-    int fd = Dial(server_->port());
-    ASSERT_GE(fd, 0);
-    ASSERT_TRUE(SendAll(fd, bytes));
-    shutdown(fd, SHUT_WR);  // whatever it made of them, the scheduler sees the end
-    EXPECT_TRUE(ClosedByPeer(fd)) << i;
-    close(fd);
+    // Whatever the scheduler made of them, it sees the end of the input and closes.
+    EXPECT_TRUE(ClosedAfter(bytes, true)) << i;
   }
-  auto& a = Link("s3cret", Join(0));
-  auto& b = Link("s3cret", Join(1));
-  auto first = a.first_command.get_future();
-  ASSERT_EQ(first.wait_for(seconds(20)), std::future_status::ready);
-  EXPECT_TRUE(first.get().has_start());
-  EXPECT_EQ(b.first_command.get_future().wait_for(seconds(20)), std::future_status::ready);
+  ExpectTwoNodesForm();
 }
 
 TEST_F(SessionPortTest, FramesArrivingByteByByteAreRead) {
@@ -283,7 +251,7 @@ TEST_F(SessionPortTest, FramesArrivingByteByByteAreRead) {
   ASSERT_GE(fd, 0);
   const v1::NodeEvent join = Join(0);
   const std::string bytes =
-      Opening("s3cret") + Frame(rpc::FrameType::kEvent, &join) + Frame(rpc::FrameType::kPing);
+      Opening(kToken) + Frame(rpc::FrameType::kEvent, &join) + Frame(rpc::FrameType::kPing);
   for (char byte : bytes) ASSERT_TRUE(SendAll(fd, std::string_view(&byte, 1)));
   EXPECT_EQ(ReadFrame(fd).first, static_cast<int>(rpc::FrameType::kAccepted));
   EXPECT_EQ(ReadFrame(fd).first, static_cast<int>(rpc::FrameType::kPong));

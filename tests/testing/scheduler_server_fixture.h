@@ -1,0 +1,62 @@
+#pragma once
+// A real scheduler server on 127.0.0.1:0 (token "s3cret", a job of 2 workers, long timeouts)
+// whose io_context runs on a thread of the test; for tests of what reaches the scheduler over
+// the network. The scheduler is not started: only what clients do moves it.
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/clock.h"
+#include "scheduler/grpc_server.h"
+#include "scheduler/kv_store.h"
+#include "scheduler/scheduler.h"
+
+namespace gangrun::testing {
+
+class SchedulerServerFixture : public ::testing::Test {
+ protected:
+  static constexpr char kToken[] = "s3cret";
+
+  void SetUp() override {
+    auto server = scheduler::SchedulerServer::Start(io_, scheduler_, store_,
+                                                    {"127.0.0.1:0", kToken, nullptr});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  void TearDown() override {
+    boost::asio::post(io_, [this] {
+      if (before_shutdown_) before_shutdown_();
+      store_.CancelAll();
+      server_->ShutdownAsync(io_, [this] { guard_.reset(); });
+    });
+    if (thread_.joinable()) thread_.join();
+    server_.reset();
+  }
+  std::string Target() const { return "127.0.0.1:" + std::to_string(server_->port()); }
+
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_ =
+      boost::asio::make_work_guard(io_);
+  common::AsioClock clock_{io_.get_executor()};
+  scheduler::Scheduler scheduler_{clock_, [] {
+                                    scheduler::Scheduler::Options options;
+                                    options.world_size = 2;
+                                    options.cluster_timeout = std::chrono::seconds(60);
+                                    options.node_timeout = std::chrono::seconds(60);
+                                    return options;
+                                  }()};
+  scheduler::KvStore store_{clock_};
+  std::unique_ptr<scheduler::SchedulerServer> server_;
+  std::thread thread_;
+  std::function<void()> before_shutdown_;  // runs on the io_context before the shutdown
+};
+
+}  // namespace gangrun::testing
