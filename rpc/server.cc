@@ -1,7 +1,7 @@
 #include "rpc/server.h"
 
 #include <grpcpp/ext/health_check_service_server_builder_option.h>
-#include <grpcpp/server_posix.h>
+#include <unistd.h>
 
 #include <boost/asio/post.hpp>
 #include <cstdlib>
@@ -76,10 +76,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   builder.AddChannelArgument(GRPC_ARG_ENABLE_CHANNELZ, 0);
   builder.SetMaxReceiveMessageSize(8 << 20);
   std::unique_ptr<Server> server(new Server());
+  auto access = credentials ? credentials : grpc::InsecureServerCredentials();
   if (!listen_address.empty()) {
-    builder.AddListeningPort(listen_address,
-                             credentials ? credentials : grpc::InsecureServerCredentials(),
-                             &server->port_);
+    builder.AddListeningPort(listen_address, access, &server->port_);
+  } else {
+    // Connections accepted by the owner go through gRPC's usual path (handshake timeout,
+    // peer names) as if gRPC had accepted them.
+    server->external_ = builder.experimental().AddExternalConnectionAcceptor(
+        grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, access);
   }
   for (grpc::Service* service : services) builder.RegisterService(service);
   builder.RegisterService(server->health_.get());
@@ -90,7 +94,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   return server;
 }
 
-void Server::AddConnection(int fd) { grpc::AddInsecureChannelFromFd(server_.get(), fd); }
+void Server::AddConnection(int listener_fd, int fd) {
+  if (!external_) {
+    close(fd);
+    return;
+  }
+  grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters connection;
+  connection.listener_fd = listener_fd;
+  connection.fd = fd;
+  external_->HandleNewConnection(&connection);
+}
 
 void Server::SetServing(const std::string& service, bool serving) {
   health_->Set(service, serving);

@@ -47,8 +47,9 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   int port() const { return port_; }
-  // Serves an accepted plaintext connection (its owner no longer uses `fd`).
-  void AddConnection(int fd);
+  // Serves a connection accepted on `listener_fd` by the owner of a server started without a
+  // listening address; the owner no longer uses `fd`.
+  void AddConnection(int listener_fd, int fd);
   // The standard health service: `service` ("" = the whole server, SERVING from the start)
   // SERVING or NOT_SERVING. A service never set is unknown (NOT_FOUND).
   void SetServing(const std::string& service, bool serving);
@@ -63,6 +64,7 @@ class Server {
  private:
   Server();
   std::unique_ptr<Health> health_;
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> external_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::thread shutdown_thread_;

@@ -305,7 +305,7 @@ void SessionPort::State::Peek(const std::shared_ptr<Sniffer>& sniffer) {
             boost::system::error_code release_error;
             const int fd = sniffer->socket.release(release_error);
             if (release_error) return;
-            self->grpc->AddConnection(fd);
+            self->grpc->AddConnection(self->acceptor.native_handle(), fd);
             return;
           }
         }
