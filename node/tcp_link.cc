@@ -139,13 +139,13 @@ void TcpSchedulerLink::OnEnd(const std::string& why) {
   Retry();
 }
 
-// Every keepalive: a ping, unless the last one is still unanswered; the scheduler is lost when
-// nothing arrives within the keepalive timeout of a ping.
+// Every keepalive: a ping (the node's heartbeat). The oldest ping still unanswered is timed:
+// the scheduler is lost when nothing arrives within the keepalive timeout of it.
 void TcpSchedulerLink::Ping() {
   if (!conn_ || lost_) return;
+  conn_->Send(rpc::FrameType::kPing);
   if (last_received_ >= ping_sent_) {
     ping_sent_ = std::chrono::steady_clock::now();
-    conn_->Send(rpc::FrameType::kPing);
     answer_timer_.expires_after(options_.keepalive_timeout);
     answer_timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
       if (error || !*alive || lost_ || !conn_ || last_received_ >= ping_sent_) return;

@@ -246,7 +246,7 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     server->server_ = std::move(*started);
     server->port_ = server->server_->port();
   }
-  // The nodes' keepalive pings are their heartbeats (scheduler/liveness.cc).
+  // The nodes' pings are their heartbeats (scheduler/liveness.cc).
   // Posted, so that it runs on the scheduler's strand; a scheduler whose server is gone by
   // then is not touched.
   server->activity_ = std::make_shared<rpc::ConnectionActivityReader>(server->port_);
