@@ -123,7 +123,7 @@ void TcpSchedulerLink::OnEnd(const std::string& why) {
   answer_timer_.cancel();
   conn_.reset();
   if (accepted_) {
-    return Lose(why == "the peer closed the connection"
+    return Lose(why == rpc::kPeerClosed
                     ? "the scheduler closed the session"
                     : "the connection to the scheduler broke (" + why + ")",
                 false);

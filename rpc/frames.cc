@@ -70,7 +70,7 @@ void FrameConnection::Read() {
       [self = shared_from_this()](const boost::system::error_code& error, size_t n) {
         if (self->closed_) return;
         if (error) {
-          self->End(error == boost::asio::error::eof ? "the peer closed the connection"
+          self->End(error == boost::asio::error::eof ? std::string(kPeerClosed)
                                                      : error.message());
           return;
         }

@@ -33,6 +33,9 @@ inline constexpr std::string_view kSessionMagic = "GRS1";
 inline constexpr size_t kFrameHeaderBytes = 5;
 inline constexpr uint32_t kMaxFramePayload = 8 << 20;  // as gRPC's message limit
 
+// The `why` of a connection whose peer closed it (EOF).
+inline constexpr std::string_view kPeerClosed = "the peer closed the connection";
+
 enum class FrameType : uint8_t {
   kOpen = 1,
   kAccepted = 2,
