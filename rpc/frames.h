@@ -9,8 +9,8 @@
 //
 // On the wire: the node sends kSessionMagic, then frames both ways. A frame is a 4-byte
 // big-endian payload length, one type byte, and the payload (a serialized protobuf message,
-// or nothing). The node opens with kOpen (v1::SessionOpen); the scheduler answers kAccepted
-// or kRefused (v1::SessionRefused) and closes. Then the node sends kEvent (v1::NodeEvent) and
+// or nothing). The node opens with kOpen (v1::SessionOpen); the scheduler answers kAccepted,
+// or kRefused (v1::SessionRefused) and then closes the connection. Then the node sends kEvent (v1::NodeEvent) and
 // a kPing every heartbeat interval, which the scheduler answers with a kPong; the scheduler
 // sends kCommand (v1::NodeCommand).
 //
@@ -72,9 +72,6 @@ class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
   // Closes the socket now; no handler runs after this.
   void Close();
   bool closed() const { return closed_; }
-  // Bytes queued and not yet written.
-  size_t queued_bytes() const { return queued_.size() + writing_.size(); }
-  const boost::asio::ip::tcp::socket& socket() const { return socket_; }
 
  private:
   void Read();
