@@ -44,6 +44,7 @@
 #include "common/logging.h"
 #include "common/spawn.h"
 #include "node/grpc_link.h"
+#include "node/session_link.h"
 #include "node/tcp_link.h"
 #include "rpc/channel.h"
 #include "rpc/process.h"
@@ -187,41 +188,38 @@ int Rendezvous(const Params& params, const std::string& self) {
     join.mutable_join()->set_free_port(20000 + i % 1000);
     return join;
   };
-  std::vector<std::thread> threads;
-  if (params.grpc) {
-    // Nodes join concurrently, as real hosts would; several threads open the sessions.
-    const int openers = 4;
-    for (int t = 0; t < openers; ++t) {
-      threads.emplace_back([&, t] {
-        for (int i = t; i < nodes; i += openers) {
-          node::GrpcSchedulerLink::Options options;
-          options.target = target;
-          node::GrpcSchedulerLink::SetKeepalive(options, heartbeat_interval, node_timeout);
-          if (!channels.empty()) options.channel = channels[i / per_channel];
-          links[i] = std::make_unique<node::GrpcSchedulerLink>(io, options);
-          links[i]->Connect(on_command(i), [&](const std::string&, bool) { ++lost; });
-          links[i]->Send(join(i));
-        }
-      });
-    }
-  } else {
-    // The session link lives on its io_context: every node is opened there, at once.
-    std::promise<void> opened;
-    boost::asio::post(io, [&] {
-      for (int i = 0; i < nodes; ++i) {
-        node::TcpSchedulerLink::Options options;
-        options.target = target;
-        options.keepalive = heartbeat_interval;
-        options.keepalive_timeout = node::KeepaliveTimeoutFor(heartbeat_interval, node_timeout);
-        links[i] = std::make_unique<node::TcpSchedulerLink>(io, options);
-        links[i]->Connect(on_command(i), [&](const std::string&, bool) { ++lost; });
-        links[i]->Send(join(i));
+  // Every simulated node's session lives on the io_context, as a launcher's does: every node
+  // is opened there, at once.
+  common::AsioClock clock(io.get_executor());
+  node::SessionLink::Options link;
+  link.target = target;
+  link.heartbeat_interval = heartbeat_interval;
+  link.node_timeout = node_timeout;
+  node::TcpSessionConnection::Options tcp;
+  tcp.target = target;
+  tcp.connect_timeout = node::ConnectTimeoutFor(heartbeat_interval);
+  tcp.handshake_timeout = std::chrono::seconds(30);
+  node::GrpcSessionConnection::Options grpc;
+  grpc.target = target;
+  grpc.keepalive = heartbeat_interval;
+  grpc.keepalive_timeout = node_timeout + 4 * heartbeat_interval;
+  std::promise<void> opened;
+  boost::asio::post(io, [&] {
+    for (int i = 0; i < nodes; ++i) {
+      node::ConnectionFactory factory;
+      if (params.grpc) {
+        if (!channels.empty()) grpc.channel = channels[i / per_channel];
+        factory = node::GrpcSessionConnection::Factory(io, grpc);
+      } else {
+        factory = node::TcpSessionConnection::Factory(io, tcp);
       }
-      opened.set_value();
-    });
-    opened.get_future().wait();
-  }
-  for (auto& thread : threads) thread.join();
+      links[i] = std::make_unique<node::SessionLink>(clock, link, std::move(factory));
+      links[i]->Connect(on_command(i), [&](const std::string&, bool) { ++lost; });
+      links[i]->Send(join(i));
+    }
+    opened.set_value();
+  });
+  opened.get_future().wait();
   std::fprintf(stderr, "all %d sessions opened after %.3f s\n", nodes,
                std::chrono::duration<double>(Clock::now() - start).count());
   const auto deadline = start + std::chrono::seconds(120);
@@ -269,11 +267,16 @@ int Rendezvous(const Params& params, const std::string& self) {
   // The scheduler goes first, so that it does not report every simulated node as lost.
   kill(*server_pid, SIGKILL);
   waitpid(*server_pid, nullptr, 0);
-  if (params.grpc) links.clear();
+  // The links go on their io_context's thread, which then stops.
+  std::promise<void> closed;
+  boost::asio::post(io, [&] {
+    links.clear();
+    closed.set_value();
+  });
+  closed.get_future().wait();
   guard.reset();
   io.stop();
   io_thread.join();
-  links.clear();  // session links: once their io_context no longer runs
   std::printf(
       "{\"nodes\": %d, \"ready_s\": %.4f, \"scheduler_cpu_s\": %.4f, "
       "\"heartbeat_cpu_core_fraction\": %.4f, \"heartbeat_cpu_user_fraction\": %.4f, "

@@ -13,6 +13,7 @@
 #include "common/net.h"
 #include "common/status.h"
 #include "rpc/credentials.h"
+#include "rpc/server.h"
 
 namespace gangrun::launcher {
 namespace {
@@ -87,24 +88,32 @@ absl::Status JobRunner::Build() {
   if (!role_.scheduler) {
     const std::string target = JoinHostPort(facts_.master_ip, facts_.scheduler_port);
     ASSIGN_OR_RETURN(auto credentials, rpc::MakeChannelCredentials(options_.access));
+    node::SessionLink::Options link;
+    link.target = target;
+    link.heartbeat_interval = Seconds(options_.heartbeat_interval);
+    link.node_timeout = Seconds(options_.node_timeout);
+    const common::Duration connect_timeout = node::ConnectTimeoutFor(link.heartbeat_interval);
+    node::ConnectionFactory factory;
     if (credentials == nullptr) {
       // Plaintext: the scheduler's own session framing (cheaper for it than a gRPC call).
-      node::TcpSchedulerLink::Options link;
-      link.target = target;
-      link.token = facts_.token;
-      link.keepalive = Seconds(options_.heartbeat_interval);
-      link.keepalive_timeout = node::KeepaliveTimeoutFor(Seconds(options_.heartbeat_interval),
-                                                         Seconds(options_.node_timeout));
-      remote_ = std::make_unique<node::TcpSchedulerLink>(io_, link);
+      node::TcpSessionConnection::Options tcp;
+      tcp.target = target;
+      tcp.token = facts_.token;
+      tcp.connect_timeout = connect_timeout;
+      tcp.handshake_timeout = std::chrono::milliseconds(rpc::HandshakeTimeoutMs());
+      factory = node::TcpSessionConnection::Factory(io_, tcp);
     } else {
-      node::GrpcSchedulerLink::Options link;
-      link.target = target;
-      link.token = facts_.token;
-      link.credentials = credentials;
-      node::GrpcSchedulerLink::SetKeepalive(link, Seconds(options_.heartbeat_interval),
-                                            Seconds(options_.node_timeout));
-      remote_ = std::make_unique<node::GrpcSchedulerLink>(io_, link);
+      node::GrpcSessionConnection::Options grpc;
+      grpc.target = target;
+      grpc.token = facts_.token;
+      grpc.credentials = credentials;
+      grpc.keepalive = link.heartbeat_interval;
+      // Never before the session link gives up: it decides, on its own pings.
+      grpc.keepalive_timeout = link.node_timeout + 4 * link.heartbeat_interval;
+      grpc.attempt_timeout = connect_timeout + std::chrono::seconds(1);
+      factory = node::GrpcSessionConnection::Factory(io_, grpc);
     }
+    remote_ = std::make_unique<node::SessionLink>(clock_, link, std::move(factory));
   }
   if (options_.health_port >= 0) {
     auto health =

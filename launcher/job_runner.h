@@ -24,12 +24,13 @@
 #include "launcher/launcher.h"
 #include "launcher/scheduler_role.h"
 #include "node/grpc_link.h"
-#include "node/tcp_link.h"
 #include "node/keeper_client.h"
 #include "node/log_files.h"
 #include "node/node.h"
 #include "node/progress_channel.h"
 #include "node/runtime_dir.h"
+#include "node/session_link.h"
+#include "node/tcp_link.h"
 #include "rpc/server.h"
 
 namespace gangrun::launcher {

@@ -19,7 +19,7 @@ absl::StatusOr<std::unique_ptr<scheduler::SchedulerServer>> StartServer(boost::a
                                                                         HostFacts& facts) {
   ASSIGN_OR_RETURN(auto credentials, rpc::MakeServerCredentials(options.access));
   scheduler::ServerOptions server_options{JoinHostPort(facts.scheduler_host, facts.scheduler_port),
-                                          facts.token, credentials};
+                                          facts.token, credentials, facts.run_id};
   auto server = scheduler::SchedulerServer::Start(io, *role.scheduler, *role.store, server_options);
   if (!server.ok() && facts.single_host) {
     common::Logger("launcher")
@@ -94,6 +94,7 @@ scheduler::Scheduler::Options SchedulerOptionsFor(const Options& options) {
   scheduler_options.cluster_timeout =
       options.cluster_time_out < 0 ? common::Duration(-1) : Seconds(options.cluster_time_out);
   scheduler_options.node_timeout = Seconds(options.node_timeout);
+  scheduler_options.heartbeat_interval = Seconds(options.heartbeat_interval);
   scheduler_options.max_restarts = options.max_restarts;
   scheduler_options.restart_backoff_initial = Seconds(options.restart_backoff_initial);
   scheduler_options.restart_backoff_cap = Seconds(options.restart_backoff_cap);

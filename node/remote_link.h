@@ -1,9 +1,9 @@
 #pragma once
-// A node's link to a scheduler in another process, usually on another host: gangrun's own
-// framing over TCP for plaintext jobs (TcpSchedulerLink, node/tcp_link.h), or a gRPC stream
-// for jobs with TLS (GrpcSchedulerLink, node/grpc_link.h).
+// A node's link to a scheduler in another process, usually on another host: a session that
+// survives the loss of a connection (SessionLink, node/session_link.h), on gangrun's own
+// framing over TCP for plaintext jobs (node/tcp_link.h) or a gRPC stream for jobs with TLS
+// (node/grpc_link.h).
 
-#include <algorithm>
 #include <functional>
 #include <string>
 
@@ -22,14 +22,5 @@ class RemoteSchedulerLink : public SchedulerLink {
   // link's io_context.
   virtual void Connect(CommandHandler on_command, LostHandler on_lost) = 0;
 };
-
-// How long a node waits for the answer to a keepalive ping before it gives the scheduler up,
-// for a job's --heartbeat_interval and --node_timeout: the rest of the node timeout, at
-// least half of it; so that the scheduler hears the node as often as it asked and the node
-// notices a silent scheduler within the node timeout.
-inline common::Duration KeepaliveTimeoutFor(common::Duration heartbeat_interval,
-                                            common::Duration node_timeout) {
-  return std::max<common::Duration>(node_timeout - heartbeat_interval, node_timeout / 2);
-}
 
 }  // namespace gangrun::node

@@ -3,29 +3,27 @@
 #include <fcntl.h>
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/post.hpp>
 
 #include "common/net.h"
 
 namespace gangrun::node {
 
 using boost::asio::ip::tcp;
-using std::chrono::duration_cast;
-using std::chrono::milliseconds;
 
-TcpSchedulerLink::TcpSchedulerLink(boost::asio::io_context& io, Options options)
+TcpSessionConnection::TcpSessionConnection(boost::asio::io_context& io, Options options,
+                                           Handlers handlers)
     : io_(io),
       options_(std::move(options)),
+      handlers_(std::move(handlers)),
       resolver_(io),
-      retry_timer_(io),
-      ping_timer_(io),
-      answer_timer_(io) {}
+      timer_(io),
+      token_key_(rpc::TokenKey(options_.token)) {}
 
-TcpSchedulerLink::~TcpSchedulerLink() {
+TcpSessionConnection::~TcpSessionConnection() {
   *alive_ = false;
   resolver_.cancel();
-  retry_timer_.cancel();
-  ping_timer_.cancel();
-  answer_timer_.cancel();
+  timer_.cancel();
   if (connecting_) {
     boost::system::error_code ignored;
     connecting_->close(ignored);
@@ -33,150 +31,213 @@ TcpSchedulerLink::~TcpSchedulerLink() {
   if (conn_) conn_->Close();
 }
 
-void TcpSchedulerLink::Connect(CommandHandler on_command, LostHandler on_lost) {
-  on_command_ = std::move(on_command);
-  on_lost_ = std::move(on_lost);
-  auto target = common::ParseHostPort(options_.target, "the scheduler's address");
-  if (!target.ok()) return Lose(std::string(target.status().message()), false);
-  host_ = target->host;
-  port_ = std::to_string(target->port);
-  Attempt();
+ConnectionFactory TcpSessionConnection::Factory(boost::asio::io_context& io, Options options) {
+  return [&io, options](Handlers handlers) -> std::unique_ptr<SessionConnection> {
+    return std::make_unique<TcpSessionConnection>(io, options, std::move(handlers));
+  };
 }
 
-void TcpSchedulerLink::Attempt() {
+void TcpSessionConnection::Open(uint64_t session, const std::string& key, uint64_t acked) {
+  handshake_.resume = session;
+  key_ = session != 0 ? key : token_key_;
+  acked_ = acked;
+  auto target = common::ParseHostPort(options_.target, "the scheduler's address");
+  if (!target.ok()) {
+    // Posted: a handler must not run inside Open.
+    boost::asio::post(io_, [this, alive = alive_, why = std::string(target.status().message())] {
+      if (*alive) Finish(End::kFailed, why);
+    });
+    return;
+  }
+  timer_.expires_after(options_.connect_timeout);
+  timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
+    if (error || !*alive || conn_) return;
+    Finish(End::kTimedOut, "connecting took longer than " +
+                               std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                  options_.connect_timeout)
+                                                  .count()) +
+                               " ms");
+  });
   resolver_.async_resolve(
-      host_, port_, tcp::resolver::numeric_service,
+      target->host, std::to_string(target->port), tcp::resolver::numeric_service,
       [this, alive = alive_](const boost::system::error_code& error,
                              tcp::resolver::results_type endpoints) {
-        if (!*alive || lost_) return;
-        if (error) return Retry();
+        if (!*alive || ended_) return;
+        if (error) return (void)Finish(End::kConnectionRefused, error.message());
         connecting_ = std::make_unique<tcp::socket>(io_);
         boost::asio::async_connect(
             *connecting_, endpoints,
             [this, alive](const boost::system::error_code& connect_error, const tcp::endpoint&) {
-              if (!*alive || lost_) return;
+              if (!*alive || ended_) return;
               auto socket = std::move(connecting_);
-              if (connect_error) return Retry();  // nothing listens yet
+              if (connect_error == boost::asio::error::connection_refused) {
+                return (void)Finish(End::kConnectionRefused, connect_error.message());
+              }
+              if (connect_error) return (void)Finish(End::kFailed, connect_error.message());
               OnConnected(std::move(*socket));
             });
       });
 }
 
-void TcpSchedulerLink::Retry() {
-  retry_timer_.expires_after(backoff_);
-  backoff_ = std::min(duration_cast<milliseconds>(backoff_ * 8 / 5), kMaxBackoff);
-  retry_timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
-    if (!error && *alive && !lost_) Attempt();
-  });
-}
-
-void TcpSchedulerLink::OnConnected(tcp::socket socket) {
+void TcpSessionConnection::OnConnected(tcp::socket socket) {
   boost::system::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
   fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);  // Asio does not set it
   conn_ = std::make_shared<rpc::FrameConnection>(std::move(socket));
-  v1::SessionOpen open;
-  open.set_token(options_.token);
+  handshake_.node_nonce = rpc::RandomBytes(rpc::kNonceBytes);
+  v1::SessionHello hello;
+  hello.set_nonce(handshake_.node_nonce);
+  hello.set_resume(handshake_.resume);
+  hello.set_has_token(!options_.token.empty());
   std::string opening(rpc::kSessionMagic);
-  rpc::AppendFrame(opening, rpc::FrameType::kOpen, &open);
-  conn_->SendBytes(opening + unaccepted_);
-  conn_->Start([this](rpc::FrameType type, std::string_view payload) { OnFrame(type, payload); },
-               [this](const std::string& why, bool) { OnEnd(why); });
-  ping_sent_ = last_received_ = {};
-  Ping();
-}
-
-void TcpSchedulerLink::OnFrame(rpc::FrameType type, std::string_view payload) {
-  last_received_ = std::chrono::steady_clock::now();
-  switch (type) {
-    case rpc::FrameType::kAccepted:
-      accepted_ = true;
-      mismatches_ = 0;
-      std::string().swap(unaccepted_);
-      return;
-    case rpc::FrameType::kRefused: {
-      v1::SessionRefused refused;
-      refused.ParseFromArray(payload.data(), static_cast<int>(payload.size()));
-      return Lose(refused.reason().empty() ? "the scheduler refused the session" : refused.reason(),
-                  refused.unauthenticated());
-    }
-    case rpc::FrameType::kCommand: {
-      v1::NodeCommand command;
-      if (!command.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
-        conn_->Close();
-        return OnEnd("a malformed command");
-      }
-      on_command_(command);
-      return;
-    }
-    case rpc::FrameType::kPong:
-      return;
-    default:
-      conn_->Close();
-      return OnEnd("an unexpected frame");
-  }
-}
-
-void TcpSchedulerLink::OnEnd(const std::string& why) {
-  if (lost_) return;
-  ping_timer_.cancel();
-  answer_timer_.cancel();
-  conn_.reset();
-  if (accepted_) {
-    return Lose(why == rpc::kPeerClosed
-                    ? "the scheduler closed the session"
-                    : "the connection to the scheduler broke (" + why + ")",
-                false);
-  }
-  // Closed before the session was accepted: by something that is not a plaintext gangrun
-  // scheduler, or by one that is shutting down. Twice in a row is an answer.
-  if (++mismatches_ >= kMismatchesToGiveUp) {
-    return Lose("the scheduler at " + options_.target +
-                    " expects TLS (or is not a gangrun scheduler), but this launcher does not "
-                    "use it (give it the job's --tls_ca/--tls_cert/--tls_key)",
-                false);
-  }
-  Retry();
-}
-
-// Every keepalive: a ping (the node's heartbeat). The oldest ping still unanswered is timed:
-// the scheduler is lost when nothing arrives within the keepalive timeout of it.
-void TcpSchedulerLink::Ping() {
-  if (!conn_ || lost_) return;
-  conn_->Send(rpc::FrameType::kPing);
-  if (last_received_ >= ping_sent_) {
-    ping_sent_ = std::chrono::steady_clock::now();
-    answer_timer_.expires_after(options_.keepalive_timeout);
-    answer_timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
-      if (error || !*alive || lost_ || !conn_ || last_received_ >= ping_sent_) return;
-      const auto silent = duration_cast<milliseconds>(options_.keepalive_timeout).count();
-      Lose("the scheduler did not answer for " + std::to_string(silent) + " ms", false);
-    });
-  }
-  ping_timer_.expires_after(options_.keepalive);
-  ping_timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
-    if (!error && *alive) Ping();
+  rpc::AppendFrame(opening, rpc::FrameType::kHello, hello.SerializeAsString());
+  conn_->SendBytes(opening);
+  conn_->Start(
+      [this](rpc::FrameType type, std::string_view payload) { return OnFrame(type, payload); },
+      [this](const std::string& why, bool malformed) {
+        if (accepted_) return (void)Finish(malformed ? End::kFailed : End::kClosed, why);
+        Finish(challenged_ || malformed ? End::kFailed : End::kNotAScheduler, why);
+      });
+  timer_.expires_after(options_.handshake_timeout);
+  timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
+    if (error || !*alive || accepted_) return;
+    Finish(End::kTimedOut, "the scheduler did not finish the handshake in time");
   });
 }
 
-void TcpSchedulerLink::Send(const v1::NodeEvent& event) {
-  if (lost_) return;
-  // Kept until the scheduler accepts the session, for the next connection if this one fails
-  // (heartbeats need not wait: the session itself is a sign of life).
-  if (!accepted_ && !event.has_heartbeat()) {
-    rpc::AppendFrame(unaccepted_, rpc::FrameType::kEvent, &event);
+bool TcpSessionConnection::OnFrame(rpc::FrameType type, std::string_view payload) {
+  if (type == rpc::FrameType::kRefused && !accepted_) return OnRefused(payload);
+  if (!challenged_) {
+    if (type != rpc::FrameType::kChallenge) return Finish(End::kFailed, "no challenge");
+    return OnChallenge(payload);
   }
-  if (conn_) conn_->Send(rpc::FrameType::kEvent, &event);
+  return OnSealed(type, payload);
 }
 
-void TcpSchedulerLink::Lose(const std::string& reason, bool unauthenticated) {
-  if (lost_) return;
-  lost_ = true;
-  retry_timer_.cancel();
-  ping_timer_.cancel();
-  answer_timer_.cancel();
+bool TcpSessionConnection::OnChallenge(std::string_view payload) {
+  v1::SessionChallenge challenge;
+  if (!challenge.ParseFromArray(payload.data(), static_cast<int>(payload.size())) ||
+      challenge.nonce().size() != rpc::kNonceBytes) {
+    return Finish(End::kFailed, "a malformed challenge");
+  }
+  challenged_ = true;
+  handshake_.scheduler_nonce = challenge.nonce();
+  handshake_.run_id = challenge.run_id();
+  const std::string at = "the scheduler at " + options_.target;
+  v1::SessionRefused refused;
+  refused.set_unauthenticated(true);
+  if (!options_.token.empty() && !challenge.token_required()) {
+    refused.set_reason(at +
+                       " has no token, but this launcher has one (a token mismatch: give "
+                       "both the same --token_file, or neither)");
+  } else if (options_.token.empty() && challenge.token_required()) {
+    refused.set_reason(at +
+                       " requires the job's token, and this launcher has none "
+                       "(--token_file or GANGRUN_TOKEN)");
+  } else if (!rpc::MacsEqual(challenge.proof(), rpc::SchedulerProof(token_key_, handshake_))) {
+    refused.set_reason(at + " does not know this launcher's token (a token mismatch)");
+  }
+  if (!refused.reason().empty()) {
+    ended_ = true;
+    timer_.cancel();
+    conn_->Close();
+    auto on_refused = handlers_.on_refused;  // the handler may destroy this connection
+    on_refused(refused);
+    return false;
+  }
+  v1::SessionOpen open;
+  open.set_proof(rpc::NodeProof(key_, handshake_));
+  open.set_acked(acked_);
+  conn_->Send(rpc::FrameType::kOpen, open.SerializeAsString());
+  const rpc::FrameKeys keys = rpc::DeriveFrameKeys(key_, handshake_);
+  sealer_.emplace(keys.node_to_scheduler);
+  opener_.emplace(keys.scheduler_to_node);
+  return true;
+}
+
+bool TcpSessionConnection::OnRefused(std::string_view payload) {
+  v1::SessionRefused refused;
+  refused.ParseFromArray(payload.data(), static_cast<int>(payload.size()));
+  refused.set_reason(refused.reason().substr(0, 1024));
+  ended_ = true;
+  conn_->Close();
+  timer_.cancel();
+  auto on_refused = handlers_.on_refused;  // the handler may destroy this connection
+  on_refused(refused);
+  return false;
+}
+
+bool TcpSessionConnection::OnSealed(rpc::FrameType type, std::string_view payload) {
+  std::string_view body;
+  if (!opener_->Open(type, payload, &body)) return Finish(End::kFailed, "a forged frame");
+  auto alive = alive_;
+  if (!accepted_) {
+    if (type != rpc::FrameType::kAccepted) return Finish(End::kFailed, "no acceptance");
+    v1::SessionAccepted accepted;
+    if (!accepted.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+      return Finish(End::kFailed, "a malformed acceptance");
+    }
+    accepted_ = true;
+    timer_.cancel();
+    conn_->set_max_payload(rpc::kMaxFramePayload);
+    const std::string key = handshake_.resume != 0 ? key_ : rpc::ResumeKey(token_key_, handshake_);
+    auto on_accepted = handlers_.on_accepted;
+    on_accepted(accepted.session(), key, accepted.acked());
+    return *alive && !ended_;
+  }
+  switch (type) {
+    case rpc::FrameType::kCommand: {
+      v1::NodeCommand command;
+      if (!command.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+        return Finish(End::kFailed, "a malformed command");
+      }
+      auto on_command = handlers_.on_command;
+      on_command(command);
+      return *alive && !ended_;
+    }
+    case rpc::FrameType::kPong: {
+      v1::SessionAck ack;
+      if (!ack.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+        return Finish(End::kFailed, "a malformed pong");
+      }
+      auto on_pong = handlers_.on_pong;
+      on_pong(ack.acked());
+      return *alive && !ended_;
+    }
+    default:
+      return Finish(End::kFailed,
+                    "an unexpected frame (type " + std::to_string(static_cast<int>(type)) + ")");
+  }
+}
+
+void TcpSessionConnection::Seal(rpc::FrameType type, const google::protobuf::MessageLite& message) {
+  if (!accepted_ || ended_) return;
+  conn_->Send(type, sealer_->Seal(type, message.SerializeAsString()));
+}
+
+void TcpSessionConnection::SendEvent(const v1::NodeEvent& event) {
+  Seal(rpc::FrameType::kEvent, event);
+}
+
+void TcpSessionConnection::SendPing(uint64_t acked) {
+  v1::SessionAck ack;
+  ack.set_acked(acked);
+  Seal(rpc::FrameType::kPing, ack);
+}
+
+bool TcpSessionConnection::Finish(End end, const std::string& why) {
+  if (ended_) return false;
+  ended_ = true;
+  timer_.cancel();
+  resolver_.cancel();
+  if (connecting_) {
+    boost::system::error_code ignored;
+    connecting_->close(ignored);
+  }
   if (conn_) conn_->Close();
-  if (on_lost_) on_lost_(reason, unauthenticated);
+  auto on_end = handlers_.on_end;  // the handler may destroy this connection
+  on_end(end, why);
+  return false;
 }
 
 }  // namespace gangrun::node

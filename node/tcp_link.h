@@ -1,71 +1,75 @@
 #pragma once
-// The node's link to a scheduler on another process or host for a plaintext job: gangrun's
-// own framing (rpc/frames.h) over one TCP connection to the scheduler's port, which the
-// scheduler's SessionPort serves on its strand.
+// One connection of a plaintext job's node session: gangrun's own framing (rpc/frame_format.h)
+// over TCP to the scheduler's port, which the scheduler's SessionPort serves on its strand
+// (docs/WIRE.md). node/session_link.h decides when to make one.
 //
-// The link connects (again and again, 100 ms to 500 ms apart, while nothing listens), opens
-// the session with the job's token and sends what the node sent meanwhile. A ping every
-// `keepalive` is the node's heartbeat (it also proves this event loop runs); a ping without
-// an answer within `keepalive_timeout` loses the scheduler. A peer that closes the connection
-// before accepting the session twice is not a plaintext gangrun scheduler (TLS, most likely).
+// The connection is bounded: connecting takes at most `connect_timeout`, the handshake at most
+// `handshake_timeout`. The handshake is a challenge-response (rpc/session_auth.h): the token
+// never crosses the wire, the node checks that the scheduler knows it too, and a launcher with
+// a token refuses a scheduler without one. Every frame after it is sealed.
 //
-// Everything runs on the io_context's thread: construct, Connect, Send and destroy there.
+// Everything runs on the io_context's thread: construct, Open, Send and destroy there; the
+// handlers run there too, and may destroy the connection.
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 
-#include "node/remote_link.h"
-#include "rpc/frames.h"
+#include "node/session_link.h"
+#include "rpc/frame_connection.h"
+#include "rpc/session_auth.h"
 
 namespace gangrun::node {
 
-class TcpSchedulerLink : public RemoteSchedulerLink {
+class TcpSessionConnection : public SessionConnection {
  public:
   struct Options {
     std::string target;  // host:port
-    std::string token;
-    common::Duration keepalive = std::chrono::seconds(1);
-    common::Duration keepalive_timeout = std::chrono::seconds(4);
+    std::string token;   // "" = none
+    common::Duration connect_timeout = std::chrono::seconds(1);
+    common::Duration handshake_timeout = std::chrono::seconds(10);
   };
-  static constexpr std::chrono::milliseconds kInitialBackoff{100};
-  static constexpr std::chrono::milliseconds kMaxBackoff{500};
-  static constexpr int kMismatchesToGiveUp = 2;
 
-  TcpSchedulerLink(boost::asio::io_context& io, Options options);
-  ~TcpSchedulerLink() override;
+  TcpSessionConnection(boost::asio::io_context& io, Options options, Handlers handlers);
+  ~TcpSessionConnection() override;
 
-  void Connect(CommandHandler on_command, LostHandler on_lost) override;
-  void Send(const v1::NodeEvent& event) override;
+  void Open(uint64_t session, const std::string& key, uint64_t acked) override;
+  void SendEvent(const v1::NodeEvent& event) override;
+  void SendPing(uint64_t acked) override;
+
+  // A factory for SessionLink.
+  static ConnectionFactory Factory(boost::asio::io_context& io, Options options);
 
  private:
-  void Attempt();
-  void Retry();
   void OnConnected(boost::asio::ip::tcp::socket socket);
-  void OnFrame(rpc::FrameType type, std::string_view payload);
-  void OnEnd(const std::string& why);
-  void Ping();
-  void Lose(const std::string& reason, bool unauthenticated);
+  bool OnFrame(rpc::FrameType type, std::string_view payload);
+  bool OnChallenge(std::string_view payload);
+  bool OnAccepted(std::string_view payload);
+  bool OnRefused(std::string_view payload);
+  bool OnSealed(rpc::FrameType type, std::string_view payload);
+  void Seal(rpc::FrameType type, const google::protobuf::MessageLite& message);
+  // Ends the connection once with `end`; false, for frame handlers to return.
+  bool Finish(End end, const std::string& why);
 
   boost::asio::io_context& io_;
   Options options_;
-  std::string host_, port_;
-  CommandHandler on_command_;
-  LostHandler on_lost_;
+  Handlers handlers_;
   boost::asio::ip::tcp::resolver resolver_;
   std::unique_ptr<boost::asio::ip::tcp::socket> connecting_;
   std::shared_ptr<rpc::FrameConnection> conn_;
-  boost::asio::steady_timer retry_timer_;
-  boost::asio::steady_timer ping_timer_;
-  boost::asio::steady_timer answer_timer_;
-  std::string unaccepted_;  // the frames sent before the scheduler accepted the session
-  std::chrono::milliseconds backoff_ = kInitialBackoff;
-  std::chrono::steady_clock::time_point ping_sent_{}, last_received_{};
-  int mismatches_ = 0;
+  boost::asio::steady_timer timer_;  // the connect, then the handshake, bound
+  rpc::Handshake handshake_;
+  std::string token_key_;
+  std::string key_;  // the token key (a new session) or the session's resume key
+  uint64_t acked_ = 0;
+  bool challenged_ = false;
   bool accepted_ = false;
-  bool lost_ = false;
+  bool ended_ = false;
+  std::optional<rpc::FrameSealer> sealer_;
+  std::optional<rpc::FrameOpener> opener_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

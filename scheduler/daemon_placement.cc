@@ -111,7 +111,8 @@ absl::Status Daemon::StartJob(Job& job, std::vector<std::pair<int, int>> placeme
   job.scheduler = std::make_unique<Scheduler>(clock_, job.config.scheduler);
   job.scheduler->SetTelemetry(job.telemetry.get());
   job.store = std::make_unique<KvStore>(clock_, job.config.kv);
-  ServerOptions server_options{options_.listen_host + ":0", options_.token, options_.credentials};
+  ServerOptions server_options{options_.listen_host + ":0", options_.token, options_.credentials,
+                               job.config.scheduler.run_id};
   if (options_.listen_host.find(':') != std::string::npos) {
     server_options.listen_address = "[" + options_.listen_host + "]:0";
   }

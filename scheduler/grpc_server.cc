@@ -10,6 +10,7 @@
 #include "gangrun/v1/kv.grpc.pb.h"
 #include "gangrun/v1/session.grpc.pb.h"
 #include "rpc/server_stream.h"
+#include "rpc/session_auth.h"
 
 namespace gangrun::scheduler {
 namespace {
@@ -23,46 +24,107 @@ grpc::Status ToGrpc(const absl::Status& status) {
 
 using SessionStream = rpc::ServerStream<v1::NodeEvent, v1::NodeCommand>;
 
-// What the scheduler holds for one node stream. It outlives the stream: the stream may be
-// gone (the node disconnected) while the scheduler has not yet heard of it.
-class StreamLink : public NodeLink {
- public:
-  void Send(const v1::NodeCommand& command) override { handle->Send(command); }
-  void Close() override { handle->Close(); }
-  common::TimePoint LastHeartbeat() const override {
-    return common::TimePoint(common::Duration(last_heartbeat.load(std::memory_order_relaxed)));
-  }
-  std::string PeerEndpoint() const override { return peer; }
+// One node stream, as the strand sees it: which session it carries once it has started, and
+// whether its wire is still the session's (a wire dies with its session or when the session
+// moves to another stream).
+struct StreamState {
   std::shared_ptr<SessionStream::Handle> handle = std::make_shared<SessionStream::Handle>();
-  std::atomic<common::Duration::rep> last_heartbeat{
-      common::TimePoint::min().time_since_epoch().count()};
-  int node_id = 0;   // set on the io_context
-  std::string peer;  // rpc::PeerEndpoint of the call's peer; set before the stream starts
+  std::string peer;  // rpc::PeerEndpoint of the call's peer
+  uint64_t session = 0;
+  const NodeSession::Wire* wire = nullptr;  // null until started, and once the wire is gone
+  bool started = false;
 };
 
-SessionStream* OpenSession(boost::asio::io_context& io, Scheduler& scheduler,
-                           const grpc::CallbackServerContext& context, bool authorized) {
-  auto link = std::make_shared<StreamLink>();
-  link->peer = rpc::PeerEndpoint(context.peer());
-  SessionStream::Handlers handlers;
-  handlers.on_read = [&io, &scheduler, link](const v1::NodeEvent& event) {
-    if (event.has_heartbeat()) {
-      // Counted here, not posted: a heartbeat costs no trip to the scheduler's strand.
-      link->last_heartbeat.store(std::chrono::steady_clock::now().time_since_epoch().count(),
-                                 std::memory_order_relaxed);
-      return;
-    }
-    boost::asio::post(io,
-                      [link, &scheduler, event] { scheduler.OnNodeEvent(link->node_id, event); });
-  };
-  handlers.on_end = [&io, &scheduler, link] {
-    boost::asio::post(io, [link, &scheduler] { scheduler.OnNodeDisconnected(link->node_id); });
-  };
-  if (authorized) {
-    // Posted before the first read can post an event, so the node has its id by then.
-    boost::asio::post(io, [link, &scheduler] { link->node_id = scheduler.AddNode(link.get()); });
+// A session's stream: the session's Wire.
+class GrpcWire : public NodeSession::Wire {
+ public:
+  explicit GrpcWire(std::shared_ptr<StreamState> state) : state_(std::move(state)) {
+    state_->wire = this;
   }
-  return new SessionStream(link->handle, authorized, std::move(handlers));
+  ~GrpcWire() override { state_->wire = nullptr; }
+  void SendCommand(const v1::NodeCommand& command) override { state_->handle->Send(command); }
+  void SendPong(uint64_t acked) override {
+    v1::NodeCommand pong;
+    pong.mutable_pong()->set_acked(acked);
+    state_->handle->TrySend(pong, 0);  // skipped while earlier writes wait
+  }
+  void CloseAfterWrites() override { state_->handle->Close(); }
+  void Drop() override { state_->handle->Close(); }
+  std::string PeerEndpoint() const override { return state_->peer; }
+
+ private:
+  std::shared_ptr<StreamState> state_;
+};
+
+// The first event of a stream: a new session, or the resume of one.
+void StartSession(NodeSessions& sessions, const std::shared_ptr<StreamState>& state,
+                  const v1::NodeEvent& event) {
+  state->started = true;
+  v1::NodeCommand answer;
+  if (!event.has_start()) {
+    answer.mutable_refused()->set_reason("no session start");
+    state->handle->Send(answer);
+    state->handle->Close();
+    return;
+  }
+  const v1::SessionStart& start = event.start();
+  if (start.session() == 0) {
+    const std::string key = rpc::RandomBytes(32);
+    NodeSession* session = sessions.Create(key, std::make_unique<GrpcWire>(state));
+    state->session = session->id();
+    answer.mutable_opened()->set_session(session->id());
+    answer.mutable_opened()->set_key(key);
+    state->handle->Send(answer);
+    return;
+  }
+  NodeSession* session = sessions.Find(start.session());
+  if (session == nullptr || !rpc::MacsEqual(start.key(), session->key())) {
+    answer.mutable_refused()->set_reason(
+        "no such session here (the scheduler lost that node, or restarted)");
+    answer.mutable_refused()->set_unknown_session(true);
+    state->handle->Send(answer);
+    state->handle->Close();
+    return;
+  }
+  state->session = session->id();
+  answer.mutable_opened()->set_session(session->id());
+  answer.mutable_opened()->set_acked(session->last_event());
+  state->handle->Send(answer);  // before the commands the session sends again
+  session->Attach(std::make_unique<GrpcWire>(state), start.acked());
+}
+
+void OnStreamEvent(NodeSessions& sessions, const std::shared_ptr<StreamState>& state,
+                   const v1::NodeEvent& event) {
+  if (!state->started) return StartSession(sessions, state, event);
+  if (state->wire == nullptr) return;
+  NodeSession* session = sessions.Lookup(state->session);
+  if (session == nullptr) return;
+  if (event.has_ping()) return session->OnPing(state->wire, event.ping().acked());
+  if (!session->OnEvent(state->wire, event)) {
+    common::Logger("scheduler")
+        ->warn("closing the session from {}: an event out of order", state->peer);
+    state->handle->Close();
+    session->OnWireEnded(state->wire, "an event out of order");
+  }
+}
+
+SessionStream* OpenSession(boost::asio::io_context& io, NodeSessions& sessions,
+                           const grpc::CallbackServerContext& context, bool authorized) {
+  auto state = std::make_shared<StreamState>();
+  state->peer = rpc::PeerEndpoint(context.peer());
+  SessionStream::Handlers handlers;
+  handlers.on_read = [&io, &sessions, state](const v1::NodeEvent& event) {
+    boost::asio::post(io, [&sessions, state, event] { OnStreamEvent(sessions, state, event); });
+  };
+  handlers.on_end = [&io, &sessions, state] {
+    boost::asio::post(io, [&sessions, state] {
+      if (state->wire == nullptr) return;
+      if (NodeSession* session = sessions.Lookup(state->session)) {
+        session->OnWireEnded(state->wire, "its stream ended");
+      }
+    });
+  };
+  return new SessionStream(state->handle, authorized, std::move(handlers));
 }
 
 common::Duration WaitFromMs(int64_t wait_ms) {
@@ -118,12 +180,17 @@ class WaitingCall : public grpc::ServerUnaryReactor {
 class SchedulerServer::Services : public v1::Scheduler::CallbackService,
                                   public v1::KeyValue::CallbackService {
  public:
-  Services(boost::asio::io_context& io, Scheduler& scheduler, KvStore& store, std::string token)
-      : io_(io), scheduler_(scheduler), store_(store), token_(std::move(token)) {}
+  Services(boost::asio::io_context& io, Scheduler& scheduler, KvStore& store,
+           NodeSessions& sessions, std::string token)
+      : io_(io),
+        scheduler_(scheduler),
+        store_(store),
+        sessions_(sessions),
+        token_(std::move(token)) {}
 
   grpc::ServerBidiReactor<v1::NodeEvent, v1::NodeCommand>* Session(
       grpc::CallbackServerContext* context) override {
-    return OpenSession(io_, scheduler_, *context, rpc::Authorized(*context, token_));
+    return OpenSession(io_, sessions_, *context, rpc::Authorized(*context, token_));
   }
 
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
@@ -219,6 +286,7 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
   boost::asio::io_context& io_;
   Scheduler& scheduler_;
   KvStore& store_;
+  NodeSessions& sessions_;
   std::string token_;
 };
 
@@ -226,31 +294,26 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     boost::asio::io_context& io, Scheduler& scheduler, KvStore& store,
     const ServerOptions& options) {
   std::unique_ptr<SchedulerServer> server(new SchedulerServer());
-  server->services_ = std::make_unique<Services>(io, scheduler, store, options.token);
+  const bool tls = options.credentials != nullptr;
+  auto port = rpc::Port::Open(io, {options.listen_address, tls, 0, 0});
+  if (!port.ok()) return absl::AlreadyExistsError(std::string(port.status().message()));
+  server->port_ = std::move(*port);
+  server->port_number_ = server->port_->port();
+  server->sessions_ = std::make_unique<NodeSessions>(io, scheduler);
+  server->services_ =
+      std::make_unique<Services>(io, scheduler, store, *server->sessions_, options.token);
   const std::vector<grpc::Service*> services = {
       static_cast<v1::Scheduler::CallbackService*>(server->services_.get()),
       static_cast<v1::KeyValue::CallbackService*>(server->services_.get())};
-  if (options.credentials == nullptr) {
-    // Plaintext: node sessions on gangrun's own framing, everything else handed to gRPC.
-    auto port = SessionPort::Open(io, options.listen_address);
-    if (!port.ok()) return absl::AlreadyExistsError(std::string(port.status().message()));
-    auto started = rpc::Server::Start("", nullptr, services);
-    if (!started.ok()) return started.status();
-    server->server_ = std::move(*started);
-    server->sessions_ = std::move(*port);
-    server->sessions_->Start(scheduler, options.token, server->server_.get());
-    server->port_ = server->sessions_->port();
-  } else {
-    auto started = rpc::Server::Start(options.listen_address, options.credentials, services);
-    if (!started.ok()) return absl::AlreadyExistsError(std::string(started.status().message()));
-    server->server_ = std::move(*started);
-    server->port_ = server->server_->port();
-  }
-  // The nodes' pings are their heartbeats (scheduler/liveness.cc).
-  // Posted, so that it runs on the scheduler's strand; a scheduler whose server is gone by
-  // then is not touched.
-  server->activity_ = std::make_shared<rpc::ConnectionActivityReader>(server->port_);
-  boost::asio::post(io, [&scheduler, weak = std::weak_ptr(server->activity_)] {
+  auto started = rpc::Server::Start("", options.credentials, services);
+  if (!started.ok()) return started.status();
+  server->server_ = std::move(*started);
+  server->session_port_ = std::make_unique<SessionPort>(
+      io, *server->sessions_, SessionPort::Options{options.token, options.run_id, tls});
+  server->port_->Start(server->session_port_->Handler(), server->server_.get());
+  // The nodes' pings are their heartbeats (scheduler/liveness.cc). Posted, so that it runs on
+  // the scheduler's strand; a scheduler whose server is gone by then is not touched.
+  boost::asio::post(io, [&scheduler, weak = std::weak_ptr(server->port_->activity())] {
     if (weak.expired()) return;
     scheduler.WatchConnections([weak]() -> absl::StatusOr<rpc::ConnectionActivity> {
       auto reader = weak.lock();
@@ -262,15 +325,16 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
 }
 
 void SchedulerServer::ShutdownAsync(boost::asio::io_context& io, std::function<void()> done) {
-  if (!sessions_) return server_->ShutdownAsync(io, std::move(done));
+  port_->StopAccepting();
   // The sessions first: their nodes get the job's end, as gRPC's Shutdown lets calls finish.
-  sessions_->Drain(std::chrono::seconds(1), [this, &io, done = std::move(done)]() mutable {
+  session_port_->Drain(std::chrono::seconds(1), [this, &io, done = std::move(done)]() mutable {
     server_->ShutdownAsync(io, std::move(done));
   });
 }
 
 SchedulerServer::~SchedulerServer() {
-  if (sessions_) sessions_->Close();
+  if (session_port_) session_port_->Close();
+  if (port_) port_->StopAccepting();
   server_.reset();
 }
 

@@ -1,8 +1,9 @@
 #pragma once
-// The scheduler's gRPC face: the Scheduler service (one Session stream per node, GetStatus),
-// the KeyValue service and the standard health service, on one listening port. For a
-// plaintext job a SessionPort owns that port: node sessions use gangrun's own framing there
-// (rpc/frames.h), other connections are handed to the gRPC server.
+// The scheduler's port and what it serves: node sessions (gangrun's framing for plaintext jobs,
+// scheduler/session_port.h; the Scheduler service's Session stream for jobs with TLS), the
+// rest of the Scheduler service (GetStatus, Scale, Stop), the KeyValue service and the
+// standard health service. An rpc::Port owns the listener and hands gRPC its connections;
+// both kinds of session are NodeSessions (scheduler/node_session.h).
 //
 // gRPC runs its reactors on its own threads. A reactor never touches scheduler state: it
 // posts to the io_context (the scheduler's strand), which does the work and finishes the
@@ -21,9 +22,11 @@
 
 #include "absl/status/statusor.h"
 #include "rpc/connection_activity.h"
+#include "rpc/port.h"
 #include "rpc/server.h"
 #include "rpc/server_stream.h"
 #include "scheduler/kv_store.h"
+#include "scheduler/node_session.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/session_port.h"
 
@@ -33,6 +36,7 @@ struct ServerOptions {
   std::string listen_address;                            // host:port ([v6]:port)
   std::string token;                                     // "" = no token required
   std::shared_ptr<grpc::ServerCredentials> credentials;  // null = insecure
+  std::string run_id;                                    // the job's, told to nodes
 };
 
 class SchedulerServer {
@@ -43,7 +47,7 @@ class SchedulerServer {
                                                                 KvStore& store,
                                                                 const ServerOptions& options);
   ~SchedulerServer();
-  int port() const { return port_; }
+  int port() const { return port_number_; }
   // Stops the server (ending every call and session) and then runs `done` on `io`. Call on
   // `io`'s thread after the job has finished and the store's waiters were cancelled.
   void ShutdownAsync(boost::asio::io_context& io, std::function<void()> done);
@@ -52,11 +56,12 @@ class SchedulerServer {
 
  private:
   SchedulerServer() = default;
+  std::unique_ptr<NodeSessions> sessions_;
   std::unique_ptr<Services> services_;
-  std::shared_ptr<rpc::ConnectionActivityReader> activity_;  // read by the scheduler
-  std::unique_ptr<rpc::Server> server_;  // destroyed first: it refers to services_
-  std::unique_ptr<SessionPort> sessions_;  // plaintext jobs: the port, in front of server_
-  int port_ = 0;
+  std::unique_ptr<rpc::Server> server_;  // destroyed before services_: it refers to them
+  std::unique_ptr<SessionPort> session_port_;
+  std::unique_ptr<rpc::Port> port_;  // the listener, in front of server_ and session_port_
+  int port_number_ = 0;
 };
 
 }  // namespace gangrun::scheduler

@@ -16,9 +16,10 @@
 //    kernel refuses sock_diag, a transport without TCP) keeps sending one every heartbeat
 //    interval and is judged by them alone.
 //
-// Worked example: node_timeout 5 s gives a sweep every 1.25 s; a node last heard at t=10
-// is lost by the first sweep after t=15, i.e. by t=16.25 at the latest. A sweep due at t=20
-// that runs at t=29 (this process was stopped or its host stalled for 9 s) blames nobody:
+// Worked example: node_timeout 5 s and heartbeat interval 1 s give a sweep every 1.25 s; a
+// node last heard at t=10 is lost by the first sweep after t=16, i.e. by t=17.25 at the
+// latest: a cut or a pause of up to 5 s (plus the heartbeat it owed) costs nothing. A sweep due at
+// t=20 that runs at t=29 (this process was stopped or its host stalled for 9 s) blames nobody:
 // every node is treated as heard at t=29 and is lost only if it stays silent until t=34.
 // The same node's launcher, if its event loop is stuck while gRPC still answers pings, is
 // lost 30 s after its last message (3 missed messages, one every 10 s).
@@ -118,7 +119,7 @@ void Scheduler::SendHeartbeatPolicy(NodeState& node, common::Duration message_in
 }
 
 std::optional<std::string> Scheduler::Silence(const NodeState& node, common::TimePoint now) const {
-  if (now - node.last_seen >= options_.node_timeout) {
+  if (now - node.last_seen > options_.node_timeout + options_.heartbeat_interval) {
     const auto silence = duration_cast<milliseconds>(now - node.last_seen).count();
     return "no heartbeat for " + std::to_string(silence) + " ms" +
            (node.watched ? " (its connection was silent)" : "");

@@ -94,8 +94,11 @@ class Scheduler {
     int world_size = 1;  // the job's size; for an elastic job, its maximum
     // How long formation may take; a negative value waits forever.
     common::Duration cluster_timeout = std::chrono::seconds(600);
-    // Silence after which a joined node is lost; zero or negative disables the check.
+    // How long a joined node may be silent (cut off, paused) at no cost: it is lost once its
+    // silence exceeds the node timeout plus one heartbeat interval (the heartbeat it owed).
+    // Zero or negative disables the check.
     common::Duration node_timeout = std::chrono::seconds(5);
+    common::Duration heartbeat_interval = std::chrono::seconds(1);
     // Restarts after worker failures, for the whole job; backoff doubles from initial to cap.
     int max_restarts = 0;
     common::Duration restart_backoff_initial = std::chrono::seconds(1);

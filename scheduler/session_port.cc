@@ -1,24 +1,13 @@
 #include "scheduler/session_port.h"
 
-#include <fcntl.h>
-
-#include <algorithm>
-#include <array>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/read.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <unordered_map>
-#include <unordered_set>
+#include <set>
 
 #include "common/logging.h"
-#include "common/net.h"
-#include "common/secret.h"
 #include "gangrun/v1/session.pb.h"
-#include "rpc/connection_activity.h"
-#include "rpc/frames.h"
+#include "rpc/frame_connection.h"
 #include "rpc/server.h"
+#include "rpc/session_auth.h"
 
 namespace gangrun::scheduler {
 namespace {
@@ -26,377 +15,346 @@ namespace {
 using boost::asio::ip::tcp;
 using std::chrono::milliseconds;
 
-constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-bool StartsAs(std::string_view bytes, std::string_view whole) {
-  const size_t n = std::min(bytes.size(), whole.size());
-  return bytes.substr(0, n) == whole.substr(0, n);
-}
-
-// The remote endpoint as rpc::ConnectionActivityReader names it ("" when unknown).
-std::string PeerOf(const tcp::socket& socket) {
-  boost::system::error_code error;
-  const tcp::endpoint remote = socket.remote_endpoint(error);
-  if (error) return "";
-  const std::string port = std::to_string(remote.port());
-  const boost::asio::ip::address address = remote.address();
-  return rpc::PeerEndpoint(address.is_v4() ? "ipv4:" + address.to_string() + ":" + port
-                                           : "ipv6:[" + address.to_string() + "]:" + port);
-}
+// What the port says about refused and broken connections: a flood of them is logged at
+// most this often, with a count of what was not.
+constexpr std::chrono::seconds kLogPeriod{1};
+constexpr int kLogsPerPeriod = 10;
 
 }  // namespace
 
-Opening ClassifyOpening(std::string_view first_bytes) {
-  if (StartsAs(first_bytes, rpc::kSessionMagic)) {
-    return first_bytes.size() >= rpc::kSessionMagic.size() ? Opening::kSession
-                                                            : Opening::kIncomplete;
-  }
-  if (StartsAs(first_bytes, kHttp2Preface)) {
-    return first_bytes.size() >= kHttp2Preface.size() ? Opening::kHttp2 : Opening::kIncomplete;
-  }
-  return Opening::kUnknown;
-}
-
-// A connection whose first bytes have not yet said what it is.
-struct Sniffer {
-  Sniffer(tcp::socket s, boost::asio::io_context& io)
-      : socket(std::move(s)), deadline(io), again(io) {}
-  tcp::socket socket;
-  boost::asio::steady_timer deadline;  // the handshake timeout
-  boost::asio::steady_timer again;     // the next look at a preface that is still arriving
-  std::array<char, kHttp2Preface.size()> bytes{};
-  milliseconds wait{5};
-  bool done = false;
-};
-
-class Session;
+class Handshake;
 
 struct SessionPort::State : std::enable_shared_from_this<SessionPort::State> {
-  explicit State(boost::asio::io_context& context)
-      : io(context), acceptor(context), retry(context), drain_deadline(context) {}
+  State(boost::asio::io_context& context, NodeSessions& node_sessions, Options o)
+      : io(context),
+        sessions(node_sessions),
+        options(std::move(o)),
+        token_key(rpc::TokenKey(options.token)),
+        drain_deadline(context) {}
 
-  void Accept();
-  void OnAccepted(tcp::socket socket);
-  void Peek(const std::shared_ptr<Sniffer>& sniffer);
-  void Drop(const std::shared_ptr<Sniffer>& sniffer);
-  void StopAccepting();
-  void Drained();
-  void Close();
+  void Warn(const std::string& peer, const std::string& why);
 
   boost::asio::io_context& io;
-  tcp::acceptor acceptor;
-  boost::asio::steady_timer retry;  // the next accept after an error (out of descriptors)
+  NodeSessions& sessions;
+  Options options;
+  std::string token_key;
+  milliseconds handshake{rpc::HandshakeTimeoutMs()};
+  std::set<std::shared_ptr<Handshake>> handshakes;
   boost::asio::steady_timer drain_deadline;
   std::function<void()> drained;  // set while draining
-  Scheduler* scheduler = nullptr;
-  std::string token;
-  rpc::Server* grpc = nullptr;
-  milliseconds handshake{rpc::HandshakeTimeoutMs()};
   bool closed = false;
-  std::unordered_set<std::shared_ptr<Sniffer>> sniffers;
-  std::unordered_map<Session*, std::shared_ptr<Session>> sessions;
+  std::chrono::steady_clock::time_point log_period_start{};
+  int logged = 0;
+  uint64_t unlogged = 0;
 };
 
-// A node's session: the scheduler's NodeLink for it.
-class Session : public NodeLink, public std::enable_shared_from_this<Session> {
+void SessionPort::State::Warn(const std::string& peer, const std::string& why) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - log_period_start >= kLogPeriod) {
+    if (unlogged > 0) {
+      common::Logger("scheduler")
+          ->warn("{} more refused or broken sessions were not logged", unlogged);
+    }
+    log_period_start = now;
+    logged = 0;
+    unlogged = 0;
+  }
+  if (logged++ >= kLogsPerPeriod) {
+    ++unlogged;
+    return;
+  }
+  common::Logger("scheduler")->warn("closing the session from {}: {}", peer, why);
+}
+
+// A session's connection, once its handshake succeeded: the session's Wire. Its frames are
+// sealed both ways.
+class FrameWire : public NodeSession::Wire {
  public:
-  Session(std::shared_ptr<SessionPort::State> port, tcp::socket socket,
-          boost::asio::steady_timer::time_point open_by)
+  FrameWire(std::shared_ptr<SessionPort::State> port, std::shared_ptr<rpc::FrameConnection> conn,
+            const rpc::FrameKeys& keys)
       : port_(std::move(port)),
-        peer_(PeerOf(socket)),
-        conn_(std::make_shared<rpc::FrameConnection>(std::move(socket))),
-        timer_(port_->io) {
-    timer_.expires_at(open_by);
-  }
-  ~Session() override { conn_->Close(); }
-
-  void Start() {
-    timer_.async_wait([weak = weak_from_this()](const boost::system::error_code& error) {
-      auto self = weak.lock();
-      if (error || !self || self->opened_ || self->conn_->closed()) return;
-      self->conn_->Close();
-      self->OnEnd();
-    });
-    conn_->Start([this](rpc::FrameType type, std::string_view payload) { OnFrame(type, payload); },
-                 [this](const std::string& why, bool malformed) {
-                   if (malformed) Log(why);
-                   OnEnd();
-                 });
+        conn_(std::move(conn)),
+        sealer_(keys.scheduler_to_node),
+        opener_(keys.node_to_scheduler),
+        linger_(port_->io) {}
+  ~FrameWire() override {
+    linger_.cancel();
+    conn_->Close();
   }
 
-  void Send(const v1::NodeCommand& command) override {
-    conn_->Send(rpc::FrameType::kCommand, &command);
+  // Starts reading the session's frames; `session` must hold this wire from now on.
+  void Start(NodeSession* session) {
+    session_ = session;
+    conn_->set_max_payload(rpc::kMaxFramePayload);
   }
-  // Ends the session once everything sent is written; a node that does not close its end
-  // within the handshake timeout is closed on.
-  void Close() override {
+  bool OnFrame(rpc::FrameType type, std::string_view payload);
+  void OnEnd(const std::string& why, bool malformed) {
+    if (malformed) port_->Warn(conn_->peer(), why);
+    if (session_ != nullptr) session_->OnWireEnded(this, why);  // may destroy this
+  }
+
+  void SendAccepted(uint64_t session, uint64_t acked) {
+    v1::SessionAccepted accepted;
+    accepted.set_session(session);
+    accepted.set_acked(acked);
+    Seal(rpc::FrameType::kAccepted, accepted);
+  }
+  void SendCommand(const v1::NodeCommand& command) override {
+    Seal(rpc::FrameType::kCommand, command);
+  }
+  void SendPong(uint64_t acked) override {
+    if (conn_->queued_bytes() > 0) return;  // the node is behind: a later pong acks as much
+    v1::SessionAck ack;
+    ack.set_acked(acked);
+    Seal(rpc::FrameType::kPong, ack);
+  }
+  // A node that does not close its end within the handshake timeout is closed on.
+  void CloseAfterWrites() override {
     conn_->CloseAfterWrites();
-    Linger();
+    linger_.expires_after(port_->handshake);
+    linger_.async_wait([this](const boost::system::error_code& error) {
+      if (error || conn_->closed()) return;
+      conn_->Close();
+      if (session_ != nullptr) session_->OnWireEnded(this, "the node did not close its end");
+    });
   }
-  common::TimePoint LastHeartbeat() const override { return last_heartbeat_; }
-  std::string PeerEndpoint() const override { return peer_; }
+  void Drop() override { conn_->Close(); }
+  std::string PeerEndpoint() const override { return conn_->peer(); }
 
-  // The port is closing: no word to the scheduler.
+ private:
+  void Seal(rpc::FrameType type, const google::protobuf::MessageLite& message) {
+    conn_->Send(type, sealer_.Seal(type, message.SerializeAsString()));
+  }
+  // Ends the connection on a frame that cannot be trusted or understood.
+  bool Fail(const std::string& why) {
+    port_->Warn(conn_->peer(), why);
+    conn_->Close();
+    if (session_ != nullptr) session_->OnWireEnded(this, why);  // may destroy this
+    return false;
+  }
+
+  std::shared_ptr<SessionPort::State> port_;
+  std::shared_ptr<rpc::FrameConnection> conn_;
+  rpc::FrameSealer sealer_;
+  rpc::FrameOpener opener_;
+  boost::asio::steady_timer linger_;
+  NodeSession* session_ = nullptr;
+};
+
+bool FrameWire::OnFrame(rpc::FrameType type, std::string_view payload) {
+  std::string_view body;
+  if (!opener_.Open(type, payload, &body)) return Fail("a forged or corrupted frame");
+  switch (type) {
+    case rpc::FrameType::kEvent: {
+      v1::NodeEvent event;
+      if (!event.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+        return Fail("a malformed event");
+      }
+      if (port_->closed) return true;
+      if (!session_->OnEvent(this, event)) return Fail("an event out of order");
+      return !conn_->closed();
+    }
+    case rpc::FrameType::kPing: {
+      v1::SessionAck ack;
+      if (!ack.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+        return Fail("a malformed ping");
+      }
+      session_->OnPing(this, ack.acked());
+      return !conn_->closed();
+    }
+    default:
+      return Fail("an unexpected frame (type " + std::to_string(static_cast<int>(type)) + ")");
+  }
+}
+
+// One connection's handshake: hello, challenge, open, accepted (or refused).
+class Handshake : public std::enable_shared_from_this<Handshake> {
+ public:
+  Handshake(std::shared_ptr<SessionPort::State> port, tcp::socket socket,
+            std::shared_ptr<rpc::PreAuthSlot> slot)
+      : port_(std::move(port)),
+        conn_(std::make_shared<rpc::FrameConnection>(std::move(socket))),
+        slot_(std::move(slot)),
+        deadline_(port_->io) {}
+
+  void Start(const std::string& magic);
   void Shut() {
-    timer_.cancel();
+    deadline_.cancel();
     conn_->Close();
   }
 
  private:
-  void Linger() {
-    timer_.expires_after(port_->handshake);
-    timer_.async_wait([weak = weak_from_this()](const boost::system::error_code& error) {
-      auto self = weak.lock();
-      if (error || !self || self->conn_->closed()) return;
-      self->conn_->Close();
-      self->OnEnd();
-    });
-  }
-
-  void OnFrame(rpc::FrameType type, std::string_view payload) {
-    auto self = shared_from_this();  // the scheduler may end the session from inside
-    if (refused_) return;
-    if (!opened_) return Open(type, payload);
-    switch (type) {
-      case rpc::FrameType::kPing:
-        last_heartbeat_ = Now();
-        conn_->Send(rpc::FrameType::kPong);
-        return;
-      case rpc::FrameType::kEvent: {
-        v1::NodeEvent event;
-        if (!event.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
-          return Fail("a malformed event");
-        }
-        last_heartbeat_ = Now();
-        // A heartbeat is counted here, as the gRPC session counts it: no trip further.
-        if (event.has_heartbeat() || port_->closed) return;
-        port_->scheduler->OnNodeEvent(node_id_, event);
-        return;
-      }
-      default:
-        return Fail("an unexpected frame (type " + std::to_string(static_cast<int>(type)) + ")");
-    }
-  }
-
-  void Open(rpc::FrameType type, std::string_view payload) {
-    v1::SessionOpen open;
-    if (type != rpc::FrameType::kOpen ||
-        !open.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
-      return Fail("no session opening");
-    }
-    if (!port_->token.empty() && !common::SecretsEqual(open.token(), port_->token)) {
-      refused_ = true;
-      v1::SessionRefused refused;
-      refused.set_reason("wrong or missing token");
-      refused.set_unauthenticated(true);
-      conn_->Send(rpc::FrameType::kRefused, &refused);
-      return Close();
-    }
-    opened_ = true;
-    timer_.cancel();
-    last_heartbeat_ = Now();
-    conn_->Send(rpc::FrameType::kAccepted);
-    if (!port_->closed) node_id_ = port_->scheduler->AddNode(this);
-  }
-
-  void Log(const std::string& why) {
-    common::Logger("scheduler")->warn("closing the session from {}: {}", peer_, why);
-  }
-  void Fail(const std::string& why) {
-    Log(why);
-    conn_->Close();
-    OnEnd();
-  }
-
-  // The connection is gone: the scheduler hears of it, and the port forgets the session.
-  void OnEnd() {
-    auto self = shared_from_this();
-    timer_.cancel();
-    if (opened_ && !port_->closed) port_->scheduler->OnNodeDisconnected(node_id_);
-    opened_ = false;
-    port_->sessions.erase(this);
-    if (port_->drained && port_->sessions.empty()) port_->Drained();
-  }
-
-  static common::TimePoint Now() {
-    return common::TimePoint(std::chrono::steady_clock::now().time_since_epoch());
+  bool OnFrame(rpc::FrameType type, std::string_view payload);
+  bool OnHello(std::string_view payload);
+  bool OnOpen(std::string_view payload);
+  // Refuses with `refused` (sent as kRefused, then the connection closes); false.
+  bool Refuse(v1::SessionRefused refused, bool log = true);
+  bool Fail(const std::string& why);
+  void Done() {
+    deadline_.cancel();
+    port_->handshakes.erase(shared_from_this());
   }
 
   std::shared_ptr<SessionPort::State> port_;
-  std::string peer_;
   std::shared_ptr<rpc::FrameConnection> conn_;
-  boost::asio::steady_timer timer_;  // the opening deadline, then the linger after Close
-  int node_id_ = -1;
-  bool opened_ = false;
+  std::shared_ptr<rpc::PreAuthSlot> slot_;
+  boost::asio::steady_timer deadline_;
+  rpc::Handshake handshake_;
+  bool challenged_ = false;
   bool refused_ = false;
-  common::TimePoint last_heartbeat_ = common::TimePoint::min();
 };
 
-void SessionPort::State::Accept() {
-  acceptor.async_accept(
-      [self = shared_from_this()](const boost::system::error_code& error, tcp::socket socket) {
-        if (self->closed) return;
-        if (error) {
-          if (error == boost::asio::error::operation_aborted) return;
-          // Out of descriptors, most likely: try again shortly instead of spinning.
-          self->retry.expires_after(milliseconds(100));
-          self->retry.async_wait([self](const boost::system::error_code& e) {
-            if (!e && !self->closed) self->Accept();
-          });
-          return;
-        }
-        self->OnAccepted(std::move(socket));
-        self->Accept();
-      });
-}
-
-void SessionPort::State::OnAccepted(tcp::socket socket) {
-  boost::system::error_code ignored;
-  socket.set_option(tcp::no_delay(true), ignored);
-  fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);  // Asio's accept does not set it
-  auto sniffer = std::make_shared<Sniffer>(std::move(socket), io);
-  sniffers.insert(sniffer);
-  sniffer->deadline.expires_after(handshake);
-  sniffer->deadline.async_wait([self = shared_from_this(), weak = std::weak_ptr(sniffer)](
-                                   const boost::system::error_code& error) {
-    auto sniffer = weak.lock();
-    if (error || self->closed || !sniffer || sniffer->done) return;
-    self->Drop(sniffer);
+void Handshake::Start(const std::string& magic) {
+  auto self = shared_from_this();
+  port_->handshakes.insert(self);
+  slot_->OnEvict([weak = weak_from_this()] {
+    if (auto self = weak.lock()) {
+      self->conn_->Close();
+      self->Done();
+    }
   });
-  Peek(sniffer);
-}
-
-// Looks at the first bytes without taking them, so that gRPC reads the whole preface.
-void SessionPort::State::Peek(const std::shared_ptr<Sniffer>& sniffer) {
-  sniffer->socket.async_receive(
-      boost::asio::buffer(sniffer->bytes), tcp::socket::message_peek,
-      [self = shared_from_this(), sniffer](const boost::system::error_code& error, size_t n) {
-        if (self->closed || sniffer->done) return;
-        if (error || n == 0) return self->Drop(sniffer);
-        switch (ClassifyOpening(std::string_view(sniffer->bytes.data(), n))) {
-          case Opening::kUnknown:
-            return self->Drop(sniffer);
-          case Opening::kIncomplete:
-            // Rare (a preface split across packets): look again soon, less often each time.
-            sniffer->again.expires_after(sniffer->wait);
-            sniffer->wait = std::min(sniffer->wait * 2, milliseconds(200));
-            sniffer->again.async_wait([self, sniffer](const boost::system::error_code& e) {
-              if (!e && !self->closed && !sniffer->done) self->Peek(sniffer);
-            });
-            return;
-          case Opening::kSession: {
-            std::array<char, rpc::kSessionMagic.size()> magic;
-            boost::system::error_code read_error;
-            boost::asio::read(sniffer->socket, boost::asio::buffer(magic), read_error);
-            if (read_error) return self->Drop(sniffer);
-            sniffer->done = true;
-            self->sniffers.erase(sniffer);
-            auto session = std::make_shared<Session>(self, std::move(sniffer->socket),
-                                                     sniffer->deadline.expiry());
-            sniffer->deadline.cancel();
-            self->sessions[session.get()] = session;
-            session->Start();
-            return;
-          }
-          case Opening::kHttp2: {
-            sniffer->done = true;
-            self->sniffers.erase(sniffer);
-            sniffer->deadline.cancel();
-            boost::system::error_code release_error;
-            const int fd = sniffer->socket.release(release_error);
-            if (release_error) return;
-            self->grpc->AddConnection(self->acceptor.native_handle(), fd);
-            return;
-          }
-        }
+  deadline_.expires_after(port_->handshake);
+  deadline_.async_wait([weak = weak_from_this()](const boost::system::error_code& error) {
+    auto self = weak.lock();
+    if (error || !self) return;
+    self->conn_->Close();
+    self->Done();
+  });
+  conn_->Start(
+      [this](rpc::FrameType type, std::string_view payload) { return OnFrame(type, payload); },
+      [this](const std::string& why, bool malformed) {
+        if (malformed) port_->Warn(conn_->peer(), why);
+        Done();
       });
-}
-
-void SessionPort::State::Drop(const std::shared_ptr<Sniffer>& sniffer) {
-  sniffer->done = true;
-  boost::system::error_code ignored;
-  sniffer->socket.close(ignored);
-  sniffer->deadline.cancel();
-  sniffer->again.cancel();
-  sniffers.erase(sniffer);
-}
-
-void SessionPort::State::StopAccepting() {
-  boost::system::error_code ignored;
-  acceptor.close(ignored);
-  retry.cancel();
-  for (const auto& sniffer : sniffers) {
-    sniffer->done = true;
-    sniffer->socket.close(ignored);
-    sniffer->deadline.cancel();
-    sniffer->again.cancel();
+  v1::SessionRefused refused;
+  if (magic != rpc::kSessionMagic) {
+    refused.set_reason("the scheduler speaks gangrun's session protocol " +
+                       std::string(rpc::kSessionMagic) + " and this launcher " + magic +
+                       ": run the same gangrun version on every host");
+    // Version 1 launchers read a refusal as frame type 3.
+    refused_ = true;
+    conn_->Send(static_cast<rpc::FrameType>(3), refused.SerializeAsString());
+    conn_->CloseAfterWrites();
+    return;
   }
-  sniffers.clear();
-}
-
-void SessionPort::State::Drained() {
-  auto done = std::move(drained);
-  drained = nullptr;
-  drain_deadline.cancel();
-  Close();
-  if (done) done();
-}
-
-void SessionPort::State::Close() {
-  if (closed) return;
-  closed = true;
-  StopAccepting();
-  drain_deadline.cancel();
-  auto open = std::move(sessions);
-  sessions.clear();
-  for (auto& [raw, session] : open) session->Shut();
-}
-
-absl::StatusOr<std::unique_ptr<SessionPort>> SessionPort::Open(boost::asio::io_context& io,
-                                                               const std::string& listen_address) {
-  auto parsed = common::ParseHostPort(listen_address, "the scheduler's address", true);
-  if (!parsed.ok()) return parsed.status();
-  boost::system::error_code error;
-  boost::asio::ip::address address = boost::asio::ip::make_address(parsed->host, error);
-  if (error) {
-    auto resolved = common::ResolveHost(parsed->host);
-    if (!resolved.ok()) return resolved.status();
-    address = boost::asio::ip::make_address(resolved->front(), error);
-    if (error) return absl::InvalidArgumentError("cannot listen on " + listen_address);
+  if (port_->options.tls) {
+    refused.set_reason(
+        "the scheduler at this port uses TLS, but this launcher does not (give it "
+        "the job's --tls_ca/--tls_cert/--tls_key)");
+    Refuse(refused, false);
   }
-  std::unique_ptr<SessionPort> port(new SessionPort());
-  port->state_ = std::make_shared<State>(io);
-  tcp::acceptor& acceptor = port->state_->acceptor;
-  tcp::endpoint endpoint(address, static_cast<uint16_t>(parsed->port));
-  // A wildcard listens on IPv6 and IPv4, as gRPC's does.
-  if (address.is_unspecified()) {
-    acceptor.open(tcp::v6(), error);
-    if (!error) {
-      acceptor.set_option(boost::asio::ip::v6_only(false), error);
-      endpoint = tcp::endpoint(tcp::v6(), endpoint.port());
-    } else {
-      endpoint = tcp::endpoint(tcp::v4(), endpoint.port());
+}
+
+bool Handshake::OnFrame(rpc::FrameType type, std::string_view payload) {
+  if (refused_) return true;  // the node reads the refusal and closes
+  if (!challenged_) {
+    if (type != rpc::FrameType::kHello) return Fail("no session opening");
+    return OnHello(payload);
+  }
+  if (type != rpc::FrameType::kOpen) return Fail("no answer to the challenge");
+  return OnOpen(payload);
+}
+
+bool Handshake::OnHello(std::string_view payload) {
+  v1::SessionHello hello;
+  if (!hello.ParseFromArray(payload.data(), static_cast<int>(payload.size())) ||
+      hello.nonce().size() != rpc::kNonceBytes) {
+    return Fail("a malformed opening");
+  }
+  if (hello.has_token() && port_->options.token.empty()) {
+    v1::SessionRefused refused;
+    refused.set_reason(
+        "the scheduler's job has no token, but this launcher has one (a token "
+        "mismatch: give both the same --token_file, or neither)");
+    refused.set_unauthenticated(true);
+    return Refuse(refused);
+  }
+  challenged_ = true;
+  handshake_.node_nonce = hello.nonce();
+  handshake_.scheduler_nonce = rpc::RandomBytes(rpc::kNonceBytes);
+  handshake_.run_id = port_->options.run_id;
+  handshake_.resume = hello.resume();
+  v1::SessionChallenge challenge;
+  challenge.set_nonce(handshake_.scheduler_nonce);
+  challenge.set_run_id(handshake_.run_id);
+  challenge.set_token_required(!port_->options.token.empty());
+  challenge.set_proof(rpc::SchedulerProof(port_->token_key, handshake_));
+  conn_->Send(rpc::FrameType::kChallenge, challenge.SerializeAsString());
+  return true;
+}
+
+bool Handshake::OnOpen(std::string_view payload) {
+  v1::SessionOpen open;
+  if (!open.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    return Fail("a malformed answer to the challenge");
+  }
+  v1::SessionRefused refused;
+  NodeSession* resumed = nullptr;
+  if (handshake_.resume != 0) {
+    resumed = port_->sessions.Find(handshake_.resume);
+    if (resumed == nullptr) {
+      refused.set_reason("no such session here (the scheduler lost that node, or restarted)");
+      refused.set_unknown_session(true);
+      return Refuse(refused);
     }
   }
-  if (!acceptor.is_open()) acceptor.open(endpoint.protocol(), error);
-  if (error) return absl::UnavailableError("cannot listen on " + listen_address + ": " + error.message());
-  fcntl(acceptor.native_handle(), F_SETFD, FD_CLOEXEC);
-  acceptor.set_option(tcp::acceptor::reuse_address(true), error);
-  acceptor.bind(endpoint, error);
-  if (error == boost::asio::error::address_in_use) {
-    return absl::AlreadyExistsError(listen_address + " is taken");
+  const std::string& key = resumed != nullptr ? resumed->key() : port_->token_key;
+  if (!rpc::MacsEqual(open.proof(), rpc::NodeProof(key, handshake_))) {
+    refused.set_reason("the scheduler refused this launcher's token (wrong or missing)");
+    refused.set_unauthenticated(true);
+    return Refuse(refused);
   }
-  if (!error) acceptor.listen(tcp::socket::max_listen_connections, error);
-  if (error) return absl::UnavailableError("cannot listen on " + listen_address + ": " + error.message());
-  port->port_ = acceptor.local_endpoint(error).port();
-  return port;
+  if (port_->closed) return Fail("the scheduler is closing");
+  // Proven: the connection leaves the pre-authentication budget and becomes a session's.
+  slot_->Release();
+  auto self = shared_from_this();
+  Done();
+  auto wire = std::make_unique<FrameWire>(port_, conn_, rpc::DeriveFrameKeys(key, handshake_));
+  FrameWire* raw = wire.get();
+  conn_->SetHandlers(
+      [raw](rpc::FrameType type, std::string_view payload) { return raw->OnFrame(type, payload); },
+      [raw](const std::string& why, bool malformed) { raw->OnEnd(why, malformed); });
+  if (resumed != nullptr) {
+    // Accepted first: the session then sends again what the node has not acknowledged.
+    raw->Start(resumed);
+    raw->SendAccepted(resumed->id(), resumed->last_event());
+    resumed->Attach(std::move(wire), open.acked());
+  } else {
+    NodeSession* session =
+        port_->sessions.Create(rpc::ResumeKey(port_->token_key, handshake_), std::move(wire));
+    raw->Start(session);
+    raw->SendAccepted(session->id(), 0);
+  }
+  return !conn_->closed();
 }
 
-void SessionPort::Start(Scheduler& scheduler, std::string token, rpc::Server* grpc) {
-  state_->scheduler = &scheduler;
-  state_->token = std::move(token);
-  state_->grpc = grpc;
-  state_->Accept();
+bool Handshake::Refuse(v1::SessionRefused refused, bool log) {
+  if (log) port_->Warn(conn_->peer(), refused.reason());
+  refused_ = true;
+  conn_->Send(rpc::FrameType::kRefused, refused.SerializeAsString());
+  conn_->CloseAfterWrites();
+  return true;  // reading goes on until the node closes (or the deadline)
+}
+
+bool Handshake::Fail(const std::string& why) {
+  port_->Warn(conn_->peer(), why);
+  conn_->Close();
+  Done();
+  return false;
+}
+
+SessionPort::SessionPort(boost::asio::io_context& io, NodeSessions& sessions, Options options)
+    : state_(std::make_shared<State>(io, sessions, std::move(options))) {}
+
+SessionPort::~SessionPort() { Close(); }
+
+rpc::Port::SessionHandler SessionPort::Handler() {
+  return [state = state_](tcp::socket socket, std::string magic,
+                          std::shared_ptr<rpc::PreAuthSlot> slot) {
+    if (state->closed || state->drained) return;
+    auto handshake = std::make_shared<Handshake>(state, std::move(socket), std::move(slot));
+    handshake->Start(magic);
+  };
 }
 
 void SessionPort::Drain(std::chrono::milliseconds within, std::function<void()> done) {
@@ -405,23 +363,36 @@ void SessionPort::Drain(std::chrono::milliseconds within, std::function<void()> 
     boost::asio::post(state.io, std::move(done));
     return;
   }
-  state.StopAccepting();
   state.drained = std::move(done);
+  for (const auto& handshake : std::set(state.handshakes)) handshake->Shut();
+  state.handshakes.clear();
+  auto finish = [weak = std::weak_ptr(state_)] {
+    auto state = weak.lock();
+    if (!state || !state->drained) return;
+    auto done = std::move(state->drained);
+    state->drained = nullptr;
+    state->drain_deadline.cancel();
+    done();
+  };
   state.drain_deadline.expires_after(within);
-  state.drain_deadline.async_wait([state = state_](const boost::system::error_code& error) {
-    if (!error && state->drained) state->Drained();
+  state.drain_deadline.async_wait([finish](const boost::system::error_code& error) {
+    if (!error) finish();
   });
-  if (state.sessions.empty()) {
-    boost::asio::post(state.io, [state = state_] {
-      if (state->drained) state->Drained();
-    });
+  if (state.sessions.size() == 0) {
+    boost::asio::post(state.io, finish);
+  } else {
+    state.sessions.OnEmpty([&io = state.io, finish] { boost::asio::post(io, finish); });
   }
 }
 
 void SessionPort::Close() {
-  if (state_) state_->Close();
+  State& state = *state_;
+  if (state.closed) return;
+  state.closed = true;
+  state.drain_deadline.cancel();
+  for (const auto& handshake : std::set(state.handshakes)) handshake->Shut();
+  state.handshakes.clear();
+  state.sessions.DropAll();
 }
-
-SessionPort::~SessionPort() { Close(); }
 
 }  // namespace gangrun::scheduler

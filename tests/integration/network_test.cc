@@ -103,8 +103,8 @@ TEST_F(NetworkTest, TlsMismatchesAreNamedAsSuch) {
   auto plain = Start(Job(2, 1, "1"), {});
   EXPECT_EQ(RunToEnd(plain).code, 3) << plain.Stderr();
   EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(20));
-  EXPECT_NE(plain.Stderr().find("expects TLS (or is not a gangrun scheduler), but this launcher "
-                                "does not use it"),
+  EXPECT_NE(plain.Stderr().find("uses TLS, but this launcher does not (give it the job's "
+                                "--tls_ca/--tls_cert/--tls_key)"),
             std::string::npos)
       << plain.Stderr();
   kill(master.pid, SIGTERM);

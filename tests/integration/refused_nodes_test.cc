@@ -6,6 +6,7 @@
 #include "common/net.h"
 #include "gangrun/v1/session.grpc.pb.h"
 #include "tests/integration/launcher_fixture.h"
+#include "tests/testing/session_client.h"
 
 namespace gangrun::testing {
 namespace {
@@ -86,11 +87,10 @@ TEST_F(RefusedNodesTest, EveryRankSeesTheSameRunIdWithoutOneGiven) {
 
 TEST_F(RefusedNodesTest, HostileJoinWithAbsurdNumbersIsRefusedAndHurtsNobody) {
   auto a = Master({"--worker_num", "2", "--local_worker_num", "1"});
-  auto stub = v1::Scheduler::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + port_, grpc::InsecureChannelCredentials()));
+  ASSERT_TRUE(WaitForStderr(a, "waiting for 1 of 2", std::chrono::seconds(20))) << a.Stderr();
   for (int32_t workers : {INT32_MAX, -1, 0}) {
-    grpc::ClientContext context;
-    auto stream = stub->Session(&context);
+    SessionClient client(std::stoi(port_));
+    ASSERT_TRUE(client.Open("").accepted);
     v1::NodeEvent event;
     auto* join = event.mutable_join();
     join->set_node_name("intruder");
@@ -98,15 +98,11 @@ TEST_F(RefusedNodesTest, HostileJoinWithAbsurdNumbersIsRefusedAndHurtsNobody) {
     join->set_node_rank(INT32_MAX);
     join->set_local_worker_num(workers);
     join->set_free_port(-3);
-    ASSERT_TRUE(stream->Write(event));
-    v1::NodeCommand command;
-    ASSERT_TRUE(stream->Read(&command));
-    EXPECT_TRUE(command.has_rejected());
-    EXPECT_NE(command.rejected().reason().find("node 'intruder'"), std::string::npos);
-    stream->WritesDone();
-    while (stream->Read(&command)) {
-    }
-    stream->Finish();
+    ASSERT_TRUE(client.SendEvent(event));
+    auto command = client.ReadCommand();
+    ASSERT_TRUE(command.has_value());
+    EXPECT_TRUE(command->has_rejected()) << command->DebugString();
+    EXPECT_NE(command->rejected().reason().find("node 'intruder'"), std::string::npos);
   }
   auto b = Node({"--worker_num", "2", "--local_worker_num", "1"});
   EXPECT_EQ(RunToEnd(a).code, 0) << a.Stderr();

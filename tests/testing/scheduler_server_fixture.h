@@ -1,7 +1,8 @@
 #pragma once
-// A real scheduler server on 127.0.0.1:0 (token "s3cret", a job of 2 workers, long timeouts)
-// whose io_context runs on a thread of the test; for tests of what reaches the scheduler over
-// the network. The scheduler is not started: only what clients do moves it.
+// A real scheduler server on 127.0.0.1:0 (token "s3cret" unless Token() says otherwise, run id
+// "job-a", a job of 2 workers, long timeouts) whose io_context runs on a thread of the test;
+// for tests of what reaches the scheduler over the network. The scheduler is not started:
+// only what clients do moves it.
 
 #include <gtest/gtest.h>
 
@@ -24,9 +25,11 @@ class SchedulerServerFixture : public ::testing::Test {
  protected:
   static constexpr char kToken[] = "s3cret";
 
+  virtual std::string Token() const { return kToken; }
+
   void SetUp() override {
     auto server = scheduler::SchedulerServer::Start(io_, scheduler_, store_,
-                                                    {"127.0.0.1:0", kToken, nullptr});
+                                                    {"127.0.0.1:0", Token(), nullptr, "job-a"});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     thread_ = std::thread([this] { io_.run(); });
@@ -51,6 +54,7 @@ class SchedulerServerFixture : public ::testing::Test {
                                     options.world_size = 2;
                                     options.cluster_timeout = std::chrono::seconds(60);
                                     options.node_timeout = std::chrono::seconds(60);
+                                    options.run_id = "job-a";
                                     return options;
                                   }()};
   scheduler::KvStore store_{clock_};

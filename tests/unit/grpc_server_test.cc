@@ -13,6 +13,7 @@
 #include "gangrun/v1/session.grpc.pb.h"
 #include "node/grpc_link.h"
 #include "tests/testing/scheduler_server_fixture.h"
+#include "tests/testing/session_client.h"
 
 namespace gangrun::scheduler {
 namespace {
@@ -84,20 +85,25 @@ TEST_F(GrpcServerTest, EventsBeforeJoinAndSecondJoinsAreRefused) {
   grpc::ClientContext context;
   Authorize(context, "s3cret");
   auto stream = status_->Session(&context);
+  v1::NodeEvent start;
+  start.mutable_start();
+  ASSERT_TRUE(stream->Write(start));
+  v1::NodeCommand command;
+  ASSERT_TRUE(stream->Read(&command));
+  ASSERT_TRUE(command.has_opened()) << command.DebugString();
+  EXPECT_NE(command.opened().session(), 0u);
+  EXPECT_EQ(command.opened().key().size(), 32u);
   v1::NodeEvent early;
+  early.set_seq(1);
   early.set_generation(7);
   early.mutable_worker_exited()->set_rank(0);
   early.mutable_worker_exited()->mutable_exit()->set_exit_code(1);
   ASSERT_TRUE(stream->Write(early));  // ignored: not a member
-  v1::NodeEvent join;
-  join.mutable_join()->set_node_name("n");
-  join.mutable_join()->set_host_address("127.0.0.1");
-  join.mutable_join()->set_free_port(40000);
-  join.mutable_join()->set_local_worker_num(1);
-  join.mutable_join()->set_node_rank(0);
+  v1::NodeEvent join = testing::TestJoin(0);
+  join.set_seq(2);
   ASSERT_TRUE(stream->Write(join));
+  join.set_seq(3);
   ASSERT_TRUE(stream->Write(join));  // a second join on the same stream
-  v1::NodeCommand command;
   ASSERT_TRUE(stream->Read(&command));
   EXPECT_TRUE(command.has_rejected());
   EXPECT_NE(command.rejected().reason().find("already"), std::string::npos)
@@ -106,6 +112,33 @@ TEST_F(GrpcServerTest, EventsBeforeJoinAndSecondJoinsAreRefused) {
   while (stream->Read(&command)) {
   }
   stream->Finish();
+}
+
+TEST_F(GrpcServerTest, AStreamThatDoesNotStartASessionIsRefused) {
+  grpc::ClientContext context;
+  Authorize(context, "s3cret");
+  auto stream = status_->Session(&context);
+  ASSERT_TRUE(stream->Write(testing::TestJoin(0)));
+  v1::NodeCommand command;
+  ASSERT_TRUE(stream->Read(&command));
+  EXPECT_TRUE(command.has_refused()) << command.DebugString();
+  while (stream->Read(&command)) {
+  }
+  stream->Finish();
+  // Nor does a resume of a session that is not there, or one with the wrong key.
+  grpc::ClientContext other;
+  Authorize(other, "s3cret");
+  auto resume = status_->Session(&other);
+  v1::NodeEvent start;
+  start.mutable_start()->set_session(42);
+  start.mutable_start()->set_key("guess");
+  ASSERT_TRUE(resume->Write(start));
+  ASSERT_TRUE(resume->Read(&command));
+  ASSERT_TRUE(command.has_refused()) << command.DebugString();
+  EXPECT_TRUE(command.refused().unknown_session());
+  while (resume->Read(&command)) {
+  }
+  resume->Finish();
 }
 
 }  // namespace

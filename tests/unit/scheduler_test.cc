@@ -152,7 +152,7 @@ TEST_F(SchedulerTest, NegativeTimeoutWaitsForever) {
   EXPECT_FALSE(outcome.has_value());
 }
 
-TEST_F(SchedulerTest, SilentNodeIsLostAfterNodeTimeoutAndTheJobStops) {
+TEST_F(SchedulerTest, SilentNodeIsLostAfterNodeTimeoutAndOneIntervalAndTheJobStops) {
   Make(2, seconds(60), seconds(4));
   RecordingLink a, b;
   int ia = Join(a, "a", "10.0.0.1", 0, 1);
@@ -163,6 +163,10 @@ TEST_F(SchedulerTest, SilentNodeIsLostAfterNodeTimeoutAndTheJobStops) {
     clock.Advance(seconds(1));
     scheduler->OnNodeEvent(ia, heartbeat);
   }
+  // 5 s of silence: the node timeout (4 s) and the heartbeat it owed (1 s) cost nothing.
+  ASSERT_FALSE(a.commands.back().has_abort());
+  clock.Advance(seconds(1));
+  scheduler->OnNodeEvent(ia, heartbeat);
   ASSERT_TRUE(a.commands.back().has_abort());
   EXPECT_NE(a.commands.back().abort().reason().find("node 'b'"), std::string::npos);
   Exited(ia, 0, 0, true, SIGTERM);

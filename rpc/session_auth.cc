@@ -1,0 +1,158 @@
+#include "rpc/session_auth.h"
+
+#include <openssl/core_names.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/check.h"
+#include "common/secret.h"
+
+namespace gangrun::rpc {
+namespace {
+
+// Labels keep each use of the token apart: a MAC made for one purpose is no proof for another.
+constexpr std::string_view kTokenLabel = "gangrun/v2 token";
+constexpr std::string_view kSchedulerLabel = "gangrun/v2 scheduler proof";
+constexpr std::string_view kNodeLabel = "gangrun/v2 node proof";
+constexpr std::string_view kResumeLabel = "gangrun/v2 resume key";
+constexpr std::string_view kFramesUpLabel = "gangrun/v2 frames node->scheduler";
+constexpr std::string_view kFramesDownLabel = "gangrun/v2 frames scheduler->node";
+
+EVP_MAC* HmacAlgorithm() {
+  static EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  GANGRUN_CHECK(mac != nullptr, "OpenSSL provides HMAC");
+  return mac;
+}
+
+void AppendLengthPrefixed(std::string& out, std::string_view part) {
+  const auto size = static_cast<uint32_t>(part.size());
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>(size >> shift));
+  out.append(part);
+}
+
+// Eight bytes, big-endian.
+std::string Number(uint64_t value) {
+  std::string out;
+  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>(value >> shift));
+  return out;
+}
+
+}  // namespace
+
+struct Hmac::State {
+  EVP_MAC_CTX* keyed = nullptr;  // initialised with the key; copied for every MAC
+  ~State() { EVP_MAC_CTX_free(keyed); }
+};
+
+Hmac::Hmac(std::string_view key) : state_(std::make_unique<State>()) {
+  state_->keyed = EVP_MAC_CTX_new(HmacAlgorithm());
+  char digest[] = "SHA256";
+  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                         OSSL_PARAM_construct_end()};
+  // Keys are never empty here (TokenKey and the derived keys are 32 bytes): OpenSSL reads a
+  // null or empty key as "keep the previous one".
+  GANGRUN_CHECK(!key.empty(), "an HMAC key is not empty");
+  const int initialised = EVP_MAC_init(
+      state_->keyed, reinterpret_cast<const unsigned char*>(key.data()), key.size(), params);
+  GANGRUN_CHECK(initialised == 1, "HMAC-SHA256 initialises");
+}
+
+Hmac::~Hmac() = default;
+
+std::string Hmac::Tag(std::string_view header, std::string_view body) {
+  EVP_MAC_CTX* ctx = EVP_MAC_CTX_dup(state_->keyed);
+  GANGRUN_CHECK(ctx != nullptr, "an HMAC context copies");
+  EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(header.data()), header.size());
+  EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(body.data()), body.size());
+  unsigned char out[EVP_MAX_MD_SIZE];
+  size_t length = 0;
+  EVP_MAC_final(ctx, out, &length, sizeof(out));
+  EVP_MAC_CTX_free(ctx);
+  return std::string(reinterpret_cast<char*>(out), std::min(length, kTagBytes));
+}
+
+std::string RandomBytes(size_t count) {
+  std::string out(count, '\0');
+  size_t done = 0;
+  while (done < count) {
+    const ssize_t n = getrandom(out.data() + done, count - done, 0);
+    if (n < 0 && errno == EINTR) continue;
+    GANGRUN_CHECK(n > 0, "the kernel gives random bytes");
+    done += static_cast<size_t>(n);
+  }
+  return out;
+}
+
+uint64_t RandomId() {
+  uint64_t id = 0;
+  while (id == 0) std::memcpy(&id, RandomBytes(sizeof(id)).data(), sizeof(id));
+  return id;
+}
+
+std::string Mac(std::string_view key, std::initializer_list<std::string_view> parts) {
+  std::string message;
+  for (std::string_view part : parts) AppendLengthPrefixed(message, part);
+  unsigned char out[EVP_MAX_MD_SIZE];
+  size_t length = 0;
+  const unsigned char* made =
+      EVP_Q_mac(nullptr, "HMAC", nullptr, "SHA256", nullptr, key.data(), key.size(),
+                reinterpret_cast<const unsigned char*>(message.data()), message.size(), out,
+                sizeof(out), &length);
+  GANGRUN_CHECK(made != nullptr, "HMAC-SHA256 computes");
+  return std::string(reinterpret_cast<char*>(out), length);
+}
+
+bool MacsEqual(std::string_view a, std::string_view b) { return common::SecretsEqual(a, b); }
+
+std::string TokenKey(std::string_view token) {
+  std::string message;
+  AppendLengthPrefixed(message, kTokenLabel);
+  AppendLengthPrefixed(message, token);
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  unsigned int length = 0;
+  EVP_Digest(message.data(), message.size(), digest, &length, EVP_sha256(), nullptr);
+  return std::string(reinterpret_cast<char*>(digest), length);
+}
+
+std::string SchedulerProof(std::string_view token_key, const Handshake& h) {
+  return Mac(token_key,
+             {kSchedulerLabel, h.node_nonce, h.scheduler_nonce, h.run_id, Number(h.resume)});
+}
+
+std::string NodeProof(std::string_view key, const Handshake& h) {
+  return Mac(key, {kNodeLabel, h.scheduler_nonce, h.node_nonce, h.run_id, Number(h.resume)});
+}
+
+std::string ResumeKey(std::string_view token_key, const Handshake& h) {
+  return Mac(token_key, {kResumeLabel, h.node_nonce, h.scheduler_nonce, h.run_id});
+}
+
+FrameKeys DeriveFrameKeys(std::string_view key, const Handshake& h) {
+  return {Mac(key, {kFramesUpLabel, h.node_nonce, h.scheduler_nonce, Number(h.resume)}),
+          Mac(key, {kFramesDownLabel, h.node_nonce, h.scheduler_nonce, Number(h.resume)})};
+}
+
+std::string FrameSealer::Seal(FrameType type, std::string_view body) {
+  std::string header = Number(index_++);
+  header.push_back(static_cast<char>(type));
+  std::string out(body);
+  out += mac_.Tag(header, body);
+  return out;
+}
+
+bool FrameOpener::Open(FrameType type, std::string_view payload, std::string_view* body) {
+  if (payload.size() < kTagBytes) return false;
+  const std::string_view content = payload.substr(0, payload.size() - kTagBytes);
+  std::string header = Number(index_);
+  header.push_back(static_cast<char>(type));
+  if (!MacsEqual(mac_.Tag(header, content), payload.substr(content.size()))) return false;
+  ++index_;
+  *body = content;
+  return true;
+}
+
+}  // namespace gangrun::rpc

@@ -1,0 +1,109 @@
+#pragma once
+// How a node session proves itself without its token ever crossing the wire, and how every
+// later frame is bound to it (docs/WIRE.md).
+//
+// The opening is a challenge-response: the node sends a fresh nonce (kHello), the scheduler
+// answers with its own nonce, the job's run id and a proof that it knows the token
+// (kChallenge), the node answers with its proof (kOpen). Each proof is an HMAC-SHA256 keyed
+// by the token over both nonces, the run id, the session being resumed and the direction, so
+// no recording is valid twice (the other side's nonce is new every time) and a recording
+// made for one job, one session or one direction proves nothing in another. From the
+// scheduler's kAccepted on, every frame ends with a tag: an HMAC keyed per connection and per
+// direction over the frame's index on the connection, its type and its body, so a frame
+// cannot be injected, dropped, replayed or reordered unnoticed.
+//
+// A session that a node later resumes on a new connection (a partition, a reset) proves
+// itself with the session's resume key, derived from its first handshake and never sent.
+//
+// A job without a token has no secret: its proofs and tags use the empty token and
+// authenticate nothing (anyone may join such a job), but they still keep recordings of one
+// connection from being taken for another.
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "rpc/frame_format.h"
+
+namespace gangrun::rpc {
+
+inline constexpr size_t kNonceBytes = 16;
+inline constexpr size_t kTagBytes = 16;
+
+// `count` bytes from the kernel's random source.
+std::string RandomBytes(size_t count);
+// A random non-zero 64-bit number.
+uint64_t RandomId();
+
+// HMAC-SHA256 of `parts`, each prefixed by its length (no two lists of parts alike).
+std::string Mac(std::string_view key, std::initializer_list<std::string_view> parts);
+// Compares two MACs in a time that does not depend on where they differ.
+bool MacsEqual(std::string_view a, std::string_view b);
+
+// What both ends of one handshake agree on.
+struct Handshake {
+  std::string node_nonce;
+  std::string scheduler_nonce;
+  std::string run_id;
+  uint64_t resume = 0;  // the session being resumed; 0 = a new session
+};
+
+// The job's token as a key (32 bytes, also for "").
+std::string TokenKey(std::string_view token);
+// The proofs of each side: `key` is TokenKey(token) for a new session, the session's resume
+// key for a resumed one (the scheduler proves itself with the token key either way).
+std::string SchedulerProof(std::string_view token_key, const Handshake& handshake);
+std::string NodeProof(std::string_view key, const Handshake& handshake);
+// A new session's resume key.
+std::string ResumeKey(std::string_view token_key, const Handshake& handshake);
+
+// The two keys of one connection's frames.
+struct FrameKeys {
+  std::string node_to_scheduler;
+  std::string scheduler_to_node;
+};
+FrameKeys DeriveFrameKeys(std::string_view key, const Handshake& handshake);
+
+// Keyed HMAC-SHA256 with its key set up once; not thread-safe.
+class Hmac {
+ public:
+  explicit Hmac(std::string_view key);
+  ~Hmac();
+  Hmac(const Hmac&) = delete;
+  Hmac& operator=(const Hmac&) = delete;
+  // The first kTagBytes of the MAC of `header` followed by `body`.
+  std::string Tag(std::string_view header, std::string_view body);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// Tags the frames of one direction of one connection, in the order they are sent.
+class FrameSealer {
+ public:
+  explicit FrameSealer(std::string_view key) : mac_(key) {}
+  // `body` followed by the tag of (this frame's index, `type`, `body`).
+  std::string Seal(FrameType type, std::string_view body);
+
+ private:
+  Hmac mac_;
+  uint64_t index_ = 0;
+};
+
+// Checks the frames of the other direction, in the order they arrive.
+class FrameOpener {
+ public:
+  explicit FrameOpener(std::string_view key) : mac_(key) {}
+  // The body of `payload` when its tag is the one the peer's FrameSealer gave its next frame;
+  // false otherwise (the connection must end: nothing after a bad tag can be trusted).
+  bool Open(FrameType type, std::string_view payload, std::string_view* body);
+
+ private:
+  Hmac mac_;
+  uint64_t index_ = 0;
+};
+
+}  // namespace gangrun::rpc
