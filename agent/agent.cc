@@ -66,7 +66,8 @@ Agent::~Agent() {
 
 void Agent::Start() {
   GANGRUN_ON_STRAND(strand_);
-  channel_ = rpc::MakeChannel(options_.master, options_.credentials, "", std::chrono::seconds(10));
+  channel_ = rpc::MakeChannel(options_.master, options_.credentials, options_.token, "",
+                              std::chrono::seconds(10));
   stub_ = v1::Daemon::NewStub(channel_);
   sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
     if (!ec) Reap();
@@ -81,7 +82,7 @@ void Agent::Connect() {
       io_, [this](const v1::AgentCommand& command) { OnCommand(command); },
       [this](const grpc::Status& status) { OnStreamDone(status); });
   // wait_for_ready: the daemon may start after us (or restart); we wait for it.
-  stream_->Begin(options_.token, true,
+  stream_->Begin(true,
                  [this](auto* context, auto* reactor) { stub_->async()->Agent(context, reactor); });
   v1::AgentEvent event;
   auto* reg = event.mutable_register_();

@@ -161,7 +161,7 @@ int Rendezvous(const Params& params, const std::string& self) {
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   if (per_channel > 1) {
     for (int i = 0; i < nodes; i += per_channel) {
-      channels.push_back(rpc::MakeChannel(target, nullptr, "", std::chrono::seconds(60)));
+      channels.push_back(rpc::MakeChannel(target, nullptr, "", "", std::chrono::seconds(60)));
     }
   }
   const Cpu cpu_at_start = CpuOf(*server_pid);

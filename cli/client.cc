@@ -10,10 +10,9 @@ namespace gangrun::cli {
 
 rpc::Access ClientAccessFromEnv(const launcher::EnvLookup& env) {
   rpc::Access access;
-  access.token = env("GANGRUN_TOKEN").value_or("");
-  access.tls_ca = env("GANGRUN_TLS_CA").value_or("");
-  access.tls_cert = env("GANGRUN_TLS_CERT").value_or("");
-  access.tls_key = env("GANGRUN_TLS_KEY").value_or("");
+  for (const rpc::AccessOption& option : rpc::AccessOptions()) {
+    access.*option.field = env(option.variable()).value_or("");
+  }
   return access;
 }
 
@@ -21,10 +20,10 @@ void AddClientOptions(CLI::App& app, ClientTarget& target, const launcher::EnvLo
   target.master = env("GANGRUN_MASTER").value_or("");
   target.access = ClientAccessFromEnv(env);
   app.add_option("--master", target.master, "the scheduler, HOST:PORT (GANGRUN_MASTER)");
-  app.add_option("--token", target.access.token, "the job's token (GANGRUN_TOKEN)");
-  app.add_option("--tls_ca", target.access.tls_ca, "CA bundle (GANGRUN_TLS_CA)");
-  app.add_option("--tls_cert", target.access.tls_cert, "client certificate (GANGRUN_TLS_CERT)");
-  app.add_option("--tls_key", target.access.tls_key, "client key (GANGRUN_TLS_KEY)");
+  for (const rpc::AccessOption& option : rpc::AccessOptions()) {
+    app.add_option(std::string("--") + option.name, target.access.*option.field,
+                   std::string(option.help) + " (" + option.variable() + ")");
+  }
 }
 
 std::optional<CommandResult> ParseArgs(CLI::App& app, const std::string& command,
@@ -48,12 +47,12 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenClientChannel(const ClientTar
   }
   RETURN_IF_ERROR(common::ParseHostPort(target.master, "--master").status());
   ASSIGN_OR_RETURN(auto credentials, rpc::MakeChannelCredentials(target.access));
-  return rpc::MakeChannel(target.master, credentials, "", std::chrono::seconds(30));
+  ASSIGN_OR_RETURN(const std::string token, rpc::ResolveToken(target.access));
+  return rpc::MakeChannel(target.master, credentials, token, "", std::chrono::seconds(30));
 }
 
-std::unique_ptr<grpc::ClientContext> CallContext(const std::string& token, int seconds) {
+std::unique_ptr<grpc::ClientContext> CallContext(int seconds) {
   auto context = std::make_unique<grpc::ClientContext>();
-  rpc::AddToken(*context, token);
   context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
   return context;
 }

@@ -1,7 +1,8 @@
 #pragma once
-// What the client commands (status, stop, scale, health, submit) share: --master and the access
-// options (--token, --tls_ca, --tls_cert, --tls_key, defaulting to GANGRUN_MASTER,
-// GANGRUN_TOKEN, GANGRUN_TLS_*), parsed with CLI11, and the channel they open.
+// What the client commands (status, stop, scale, health, submit, kv) share: --master and the
+// access options (rpc::AccessOptions: --token, --token_file, --tls_ca, --tls_cert, --tls_key,
+// defaulting to GANGRUN_MASTER and GANGRUN_<OPTION>), parsed with CLI11, and the channel they
+// open, whose calls prove the token (read from --token_file when given).
 
 #include <grpcpp/grpcpp.h>
 
@@ -22,8 +23,8 @@ struct ClientTarget {
   rpc::Access access;  // token and TLS files
 };
 
-// The token and TLS files a client command starts from: GANGRUN_TOKEN, GANGRUN_TLS_CA,
-// GANGRUN_TLS_CERT, GANGRUN_TLS_KEY.
+// The token and TLS files a client command starts from: GANGRUN_TOKEN, GANGRUN_TOKEN_FILE,
+// GANGRUN_TLS_CA, GANGRUN_TLS_CERT, GANGRUN_TLS_KEY.
 rpc::Access ClientAccessFromEnv(const launcher::EnvLookup& env);
 
 // Adds --master and the access options to `app`, with defaults from the environment.
@@ -37,8 +38,8 @@ std::optional<CommandResult> ParseArgs(CLI::App& app, const std::string& command
 // A channel to target.master (TLS when the access options ask for it).
 absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenClientChannel(const ClientTarget& target);
 
-// A context with the token and a deadline of `seconds`.
-std::unique_ptr<grpc::ClientContext> CallContext(const std::string& token, int seconds = 10);
+// A context with a deadline of `seconds` (the channel adds the token's proof).
+std::unique_ptr<grpc::ClientContext> CallContext(int seconds = 10);
 
 // A failed call as the command's result: arguments the server refused are bad usage
 // (InvalidArgument), anything else means the server is unreachable or refused us

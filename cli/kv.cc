@@ -41,7 +41,6 @@ absl::Status Result(const grpc::Status& status) {
 
 struct Client {
   std::unique_ptr<v1::KeyValue::Stub> stub;
-  std::string token;
 };
 
 absl::Status Put(Client& c, const std::string& key, const std::string& value) {
@@ -49,13 +48,13 @@ absl::Status Put(Client& c, const std::string& key, const std::string& value) {
   request.set_key(key);
   request.set_value(value);
   v1::PutResponse response;
-  return Result(c.stub->Put(CallContext(c.token, 30).get(), request, &response));
+  return Result(c.stub->Put(CallContext(30).get(), request, &response));
 }
 
 absl::Status Get(Client& c, const std::string& key, std::optional<double> wait_seconds) {
   v1::GetRequest request;
   request.set_key(key);
-  auto context = CallContext(c.token, 30);
+  auto context = CallContext(30);
   if (wait_seconds) {
     request.set_wait_ms(static_cast<int64_t>(*wait_seconds * 1000));
     context->set_deadline(std::chrono::system_clock::now() +
@@ -73,7 +72,7 @@ absl::Status Add(Client& c, const std::string& key, int64_t delta) {
   request.set_key(key);
   request.set_delta(delta);
   v1::AddResponse response;
-  grpc::Status status = c.stub->Add(CallContext(c.token, 30).get(), request, &response);
+  grpc::Status status = c.stub->Add(CallContext(30).get(), request, &response);
   if (status.ok()) std::printf("%lld\n", static_cast<long long>(response.value()));
   return Result(status);
 }
@@ -82,7 +81,7 @@ absl::Status Delete(Client& c, const std::string& key) {
   v1::DeleteRequest request;
   request.set_key(key);
   v1::DeleteResponse response;
-  return Result(c.stub->Delete(CallContext(c.token, 30).get(), request, &response));
+  return Result(c.stub->Delete(CallContext(30).get(), request, &response));
 }
 
 }  // namespace
@@ -100,9 +99,10 @@ CommandResult RunKv(const CommandArgs& command) {
   const rpc::Access access = ClientAccessFromEnv(command.env);
   auto credentials = rpc::MakeChannelCredentials(access);
   if (!credentials.ok()) return Usage(std::string(credentials.status().message()));
-  Client client{
-      v1::KeyValue::NewStub(rpc::MakeChannel(*target, *credentials, "", std::chrono::seconds(30))),
-      access.token};
+  auto token = rpc::ResolveToken(access);
+  if (!token.ok()) return Usage(std::string(token.status().message()));
+  Client client{v1::KeyValue::NewStub(
+      rpc::MakeChannel(*target, *credentials, *token, "", std::chrono::seconds(30)))};
   if (verb == "put" && args.size() == 3) return Put(client, args[1], args[2]);
   if (verb == "get" && args.size() == 2) return Get(client, args[1], std::nullopt);
   if (verb == "wait" && (args.size() == 2 || args.size() == 4)) {

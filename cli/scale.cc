@@ -23,8 +23,8 @@ CommandResult RunScale(const CommandArgs& command) {
   v1::ScaleRequest request;
   request.set_worker_num(worker_num);
   v1::ScaleResponse response;
-  grpc::Status status = v1::Scheduler::NewStub(*channel)->Scale(
-      CallContext(target.access.token).get(), request, &response);
+  grpc::Status status =
+      v1::Scheduler::NewStub(*channel)->Scale(CallContext().get(), request, &response);
   if (!status.ok()) return CallFailed(status);
   std::printf("gangrun scale: the job at %s now aims for %d workers\n", target.master.c_str(),
               worker_num);

@@ -10,16 +10,10 @@
 namespace gangrun::cli {
 
 void AddServiceOptions(CLI::App& app, ServiceOptions& o, bool server) {
-  app.add_option("--token", o.access.token,
-                 "shared secret (visible in ps: prefer --token_file or GANGRUN_TOKEN)")
-      ->envname("GANGRUN_TOKEN");
-  app.add_option("--token_file", o.access.token_file, "file holding the shared secret")
-      ->envname("GANGRUN_TOKEN_FILE");
-  app.add_option("--tls_cert", o.access.tls_cert, "TLS certificate (PEM)")
-      ->envname("GANGRUN_TLS_CERT");
-  app.add_option("--tls_key", o.access.tls_key, "TLS private key (PEM)")
-      ->envname("GANGRUN_TLS_KEY");
-  app.add_option("--tls_ca", o.access.tls_ca, "TLS CA bundle (PEM)")->envname("GANGRUN_TLS_CA");
+  for (const rpc::AccessOption& option : rpc::AccessOptions()) {
+    app.add_option(std::string("--") + option.name, o.access.*option.field, option.help)
+        ->envname(option.variable());
+  }
   if (!server) return;
   app.add_option("--metrics_port", o.metrics_port,
                  "serve Prometheus metrics on http://0.0.0.0:PORT/metrics (-1: off)")

@@ -123,16 +123,14 @@ CommandResult RunStatus(const CommandArgs& command) {
   if (!channel.ok()) return channel.status();
   // A job's own scheduler first; a daemon answers UNIMPLEMENTED there.
   v1::GetStatusResponse job;
-  grpc::Status status =
-      v1::Scheduler::NewStub(*channel)->GetStatus(CallContext(target.access.token).get(), {}, &job);
+  grpc::Status status = v1::Scheduler::NewStub(*channel)->GetStatus(CallContext().get(), {}, &job);
   if (status.ok()) {
     std::fputs((json ? ToJson(job) : FormatJobStatus(job)).c_str(), stdout);
     return absl::OkStatus();
   }
   if (status.error_code() != grpc::StatusCode::UNIMPLEMENTED) return CallFailed(status);
   v1::DaemonStatusResponse daemon;
-  status =
-      v1::Daemon::NewStub(*channel)->Status(CallContext(target.access.token).get(), {}, &daemon);
+  status = v1::Daemon::NewStub(*channel)->Status(CallContext().get(), {}, &daemon);
   if (!status.ok()) return CallFailed(status);
   std::fputs((json ? ToJson(daemon) : FormatDaemonStatus(daemon)).c_str(), stdout);
   return absl::OkStatus();

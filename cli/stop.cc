@@ -26,11 +26,10 @@ CommandResult RunStop(const CommandArgs& command) {
   request.set_signal(SIGTERM);
   request.set_reason("stopped by gangrun stop");
   v1::StopJobResponse response;
-  grpc::Status status = v1::Scheduler::NewStub(*channel)->Stop(
-      CallContext(target.access.token).get(), request, &response);
+  grpc::Status status =
+      v1::Scheduler::NewStub(*channel)->Stop(CallContext().get(), request, &response);
   if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-    status = v1::Daemon::NewStub(*channel)->Stop(CallContext(target.access.token).get(), request,
-                                                 &response);
+    status = v1::Daemon::NewStub(*channel)->Stop(CallContext().get(), request, &response);
   }
   if (!status.ok()) return CallFailed(status);
   if (response.stopped() == 0) {

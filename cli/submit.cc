@@ -78,7 +78,7 @@ SubmitArgs Split(const std::vector<std::string>& args) {
 // The job to submit, from a launcher's command line.
 absl::StatusOr<v1::SubmitJob> MakeJob(const std::vector<std::string>& launch,
                                       const std::string& export_mode,
-                                      const launcher::EnvLookup& env, std::string* token) {
+                                      const launcher::EnvLookup& env, rpc::Access* access) {
   auto parsed = launcher::ParseCommandLine(launcher::Personality::kGangrun, launch, env);
   if (!parsed.ok()) return Usage(std::string(parsed.status().message()));
   for (const char* chosen :
@@ -87,7 +87,7 @@ absl::StatusOr<v1::SubmitJob> MakeJob(const std::vector<std::string>& launch,
       return Usage(std::string("--") + chosen + " is chosen by the daemon");
   }
   launcher::Options& options = parsed->options;
-  *token = options.access.token;  // the daemon's token may come as a launcher option
+  *access = options.access;  // the daemon's token may come as a launcher option
   if (options.elastic()) return Usage("--worker_num MIN:MAX is not supported by gangrun submit");
   const bool local_given = parsed->given.count("local_worker_num") > 0;
   if (!local_given)
@@ -113,17 +113,15 @@ absl::StatusOr<v1::SubmitJob> MakeJob(const std::vector<std::string>& launch,
 
 class SubmitSession {
  public:
-  SubmitSession(std::shared_ptr<grpc::Channel> channel, std::string token)
-      : stub_(v1::Daemon::NewStub(std::move(channel))),
-        token_(std::move(token)),
-        signals_(io_, SIGINT, SIGTERM, SIGHUP) {}
+  explicit SubmitSession(std::shared_ptr<grpc::Channel> channel)
+      : stub_(v1::Daemon::NewStub(std::move(channel))), signals_(io_, SIGINT, SIGTERM, SIGHUP) {}
 
   CommandResult Run(const v1::SubmitJob& job) {
     common::ConsoleScope console(io_);
     stream_ = std::make_unique<Stream>(
         io_, [this](const v1::SubmitReply& reply) { OnReply(reply); },
         [this](const grpc::Status& status) { OnDone(status); });
-    stream_->Begin(token_, /*wait_for_ready=*/false, [this](auto* context, auto* reactor) {
+    stream_->Begin(/*wait_for_ready=*/false, [this](auto* context, auto* reactor) {
       stub_->async()->Submit(context, reactor);
     });
     v1::SubmitEvent event;
@@ -197,7 +195,6 @@ class SubmitSession {
 
   boost::asio::io_context io_;
   std::unique_ptr<v1::Daemon::Stub> stub_;
-  std::string token_;
   boost::asio::signal_set signals_;
   std::unique_ptr<Stream> stream_;
   std::optional<CommandResult> result_;
@@ -223,13 +220,16 @@ CommandResult RunSubmit(const CommandArgs& command) {
   ClientTarget target;
   target.master = args.master.empty() ? command.env("GANGRUN_MASTER").value_or("") : args.master;
   target.access = ClientAccessFromEnv(command.env);
-  std::string token;
-  auto job = MakeJob(args.launch, args.export_mode, command.env, &token);
+  rpc::Access launcher_access;
+  auto job = MakeJob(args.launch, args.export_mode, command.env, &launcher_access);
   if (!job.ok()) return job.status();
-  if (target.access.token.empty()) target.access.token = token;
+  if (target.access.token.empty() && target.access.token_file.empty()) {
+    target.access.token = launcher_access.token;
+    target.access.token_file = launcher_access.token_file;
+  }
   auto channel = OpenClientChannel(target);
   if (!channel.ok()) return Usage(std::string(channel.status().message()));
-  SubmitSession session(*channel, target.access.token);
+  SubmitSession session(*channel);
   return session.Run(*job);
 }
 

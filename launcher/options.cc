@@ -316,9 +316,9 @@ std::vector<OptionDef> MsrunOptions() {
   };
 }
 
-// gangrun's own options.
+// gangrun's own options; the access options come from their one list (rpc::AccessOptions).
 std::vector<OptionDef> GangrunOptions() {
-  return {
+  std::vector<OptionDef> defs = {
       {"max_restarts", "restarts allowed after failures (default 0)" + Range(0, 1000000),
        Int(&Options::max_restarts, 0, 1000000)},
       {"restart_backoff",
@@ -361,12 +361,6 @@ std::vector<OptionDef> GangrunOptions() {
        "a rank slower per step than this multiple of the job's median is a straggler "
        "(default 1.5) [1..1000]",
        Seconds(&Options::straggler_factor, 1.0, 1000, "a factor")},
-      {"token", "shared secret of the job (visible in ps: prefer --token_file or GANGRUN_TOKEN)",
-       AccessString(&rpc::Access::token)},
-      {"token_file", "file holding the shared secret", AccessString(&rpc::Access::token_file)},
-      {"tls_cert", "TLS certificate (PEM)", AccessString(&rpc::Access::tls_cert)},
-      {"tls_key", "TLS private key (PEM)", AccessString(&rpc::Access::tls_key)},
-      {"tls_ca", "TLS CA bundle (PEM); enables mutual TLS", AccessString(&rpc::Access::tls_ca)},
       {"run_id", "job id, exported as TORCHELASTIC_RUN_ID/GANGRUN_RUN_ID",
        String(&Options::run_id)},
       {"dry_run", "print the rank/command/environment plan and exit", Bool(&Options::dry_run)},
@@ -387,6 +381,10 @@ std::vector<OptionDef> GangrunOptions() {
            Range(-1, 65535),
        Int(&Options::health_port, -1, 65535)},
   };
+  for (const rpc::AccessOption& option : rpc::AccessOptions()) {
+    defs.push_back({option.name, option.help, AccessString(option.field)});
+  }
+  return defs;
 }
 
 const std::vector<OptionDef>& Definitions() {

@@ -40,10 +40,10 @@ ConnectionFactory GrpcSessionConnection::Factory(boost::asio::io_context& io, Op
 void GrpcSessionConnection::Open(uint64_t session, const std::string& key, uint64_t acked) {
   session_ = session;
   key_ = key;
-  channel_ = options_.channel
-                 ? options_.channel
-                 : rpc::MakeChannel(options_.target, options_.credentials, options_.tls_target_name,
-                                    options_.keepalive, options_.keepalive_timeout);
+  channel_ = options_.channel ? options_.channel
+                              : rpc::MakeChannel(options_.target, options_.credentials,
+                                                 options_.token, options_.tls_target_name,
+                                                 options_.keepalive, options_.keepalive_timeout);
   stub_ = v1::Scheduler::NewStub(channel_);
   auto alive = alive_;
   stream_ = std::make_unique<Stream>(
@@ -55,7 +55,7 @@ void GrpcSessionConnection::Open(uint64_t session, const std::string& key, uint6
         if (*alive) OnDone(status);
       });
   // A new session waits for the scheduler to listen; a resume is bounded.
-  stream_->Begin(options_.token, session == 0, [this](auto* context, auto* reactor) {
+  stream_->Begin(session == 0, [this](auto* context, auto* reactor) {
     stub_->async()->Session(context, reactor);
   });
   v1::NodeEvent start;

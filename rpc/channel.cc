@@ -1,16 +1,15 @@
 #include "rpc/channel.h"
 
+#include "rpc/call_auth.h"
+
 namespace gangrun::rpc {
 
 using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 
-void AddToken(grpc::ClientContext& context, const std::string& token) {
-  if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
-}
-
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
                                            std::shared_ptr<grpc::ChannelCredentials> credentials,
+                                           const std::string& token,
                                            const std::string& tls_target_name,
                                            common::Duration keepalive,
                                            common::Duration keepalive_timeout) {
@@ -34,8 +33,11 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
   args.SetInt(GRPC_ARG_ENABLE_CHANNELZ, 0);
   args.SetMaxReceiveMessageSize(8 << 20);
   if (!tls_target_name.empty()) args.SetSslTargetNameOverride(tls_target_name);
-  return grpc::CreateCustomChannel(
-      target, credentials ? credentials : grpc::InsecureChannelCredentials(), args);
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
+  if (auto interceptor = CallAuthInterceptor(token)) interceptors.push_back(std::move(interceptor));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      target, credentials ? credentials : grpc::InsecureChannelCredentials(), args,
+      std::move(interceptors));
 }
 
 }  // namespace gangrun::rpc

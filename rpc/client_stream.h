@@ -37,8 +37,7 @@ class ClientStream : public grpc::ClientBidiReactor<Out, In> {
   // `start(context, reactor)` calls the stub's async method, e.g.
   // [&](auto* c, auto* r) { stub->async()->Session(c, r); }.
   template <typename StartCall>
-  void Begin(const std::string& token, bool wait_for_ready, StartCall start) {
-    AddToken(context_, token);
+  void Begin(bool wait_for_ready, StartCall start) {
     context_.set_wait_for_ready(wait_for_ready);
     start(&context_, this);
     begun_ = true;

@@ -5,6 +5,7 @@
 #include <openssl/x509.h>
 #include <sys/stat.h>
 
+#include <cctype>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -70,6 +71,24 @@ void WarnIfReadableByOthers(const std::string& path) {
 }
 
 }  // namespace
+
+const std::vector<AccessOption>& AccessOptions() {
+  static const std::vector<AccessOption> options = {
+      {"token", "the job's shared secret (visible in ps: prefer --token_file or GANGRUN_TOKEN)",
+       &Access::token},
+      {"token_file", "file holding the job's shared secret", &Access::token_file},
+      {"tls_cert", "TLS certificate (PEM)", &Access::tls_cert},
+      {"tls_key", "TLS private key (PEM)", &Access::tls_key},
+      {"tls_ca", "TLS CA bundle (PEM); enables mutual TLS", &Access::tls_ca},
+  };
+  return options;
+}
+
+std::string AccessOption::variable() const {
+  std::string upper = name;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return "GANGRUN_" + upper;
+}
 
 absl::Status CheckTlsFiles(const Access& access) {
   ERR_clear_error();

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -24,6 +25,17 @@ struct Access {
                            // client certificates signed by it (mutual TLS)
   bool uses_tls() const { return !tls_cert.empty() || !tls_key.empty() || !tls_ca.empty(); }
 };
+
+// The access options, in the one list every command takes them from (the launcher's option
+// table, the client commands, the daemon and the agent): the flag's name without "--", its
+// help, and its field. Each defaults to the variable GANGRUN_<NAME>.
+struct AccessOption {
+  const char* name;
+  const char* help;
+  std::string Access::*field;
+  std::string variable() const;  // GANGRUN_TOKEN, GANGRUN_TOKEN_FILE, ...
+};
+const std::vector<AccessOption>& AccessOptions();
 
 // Null (insecure) when no TLS option is set.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(

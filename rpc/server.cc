@@ -23,15 +23,6 @@ int HandshakeTimeoutMs() {
   return value;
 }
 
-bool Authorized(const grpc::ServerContextBase& context, const std::string& token) {
-  if (token.empty()) return true;
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find("authorization");
-  if (it == metadata.end()) return false;
-  return common::SecretsEqual(std::string_view(it->second.data(), it->second.size()),
-                              "Bearer " + token);
-}
-
 class Server::Health : public grpc::health::v1::Health::CallbackService {
  public:
   Health() { Set("", true); }

@@ -27,10 +27,6 @@ namespace gangrun::rpc {
 int HandshakeTimeoutMs();
 inline constexpr int kMaxConnectionIdleMs = 60000;
 
-// True when `context` carries "authorization: Bearer <token>" (always true for ""). The
-// comparison takes the same time wherever a wrong token differs.
-bool Authorized(const grpc::ServerContextBase& context, const std::string& token);
-
 // A started gRPC server. Its owner destroys it after the calls' targets can no longer be
 // reached (ShutdownAsync first, from the io_context that finishes the calls).
 class Server {

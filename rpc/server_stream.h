@@ -17,22 +17,28 @@
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "common/mutex.h"
+#include "rpc/call_auth.h"
 
 namespace gangrun::rpc {
 
-// True when `context` carries "authorization: Bearer <token>" (always true for "").
-bool Authorized(const grpc::ServerContextBase& context, const std::string& token);
+// A refusal as gRPC says it.
+inline grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
 
-// A unary call: refused with UNAUTHENTICATED without the token, otherwise `work(reactor)` runs
-// on the io_context (the owner's strand) and finishes the call there.
+// A unary call of `method`: refused when `auth` refuses it, otherwise `work(reactor)` runs on
+// the io_context (the owner's strand) and finishes the call there.
 template <typename Work>
 grpc::ServerUnaryReactor* ServeOnStrand(boost::asio::io_context& io,
                                         grpc::CallbackServerContext* context,
-                                        const std::string& token, Work work) {
+                                        CallAuthenticator& auth, std::string_view method,
+                                        Work work) {
   auto* reactor = context->DefaultReactor();
-  if (!Authorized(*context, token)) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong or missing token"));
+  if (absl::Status allowed = auth.Check(*context, method); !allowed.ok()) {
+    reactor->Finish(ToGrpcStatus(allowed));
     return reactor;
   }
   boost::asio::post(io, [reactor, work = std::move(work)]() mutable { work(reactor); });
@@ -73,11 +79,11 @@ class ServerStream : public grpc::ServerBidiReactor<In, Out> {
     std::function<void()> on_end;
   };
 
-  // Starts reading, or refuses the call at once when `authorized` is false.
-  ServerStream(std::shared_ptr<Handle> handle, bool authorized, Handlers handlers)
+  // Starts reading, or refuses the call at once when `authorized` is not OK.
+  ServerStream(std::shared_ptr<Handle> handle, const absl::Status& authorized, Handlers handlers)
       : handle_(std::move(handle)), handlers_(std::move(handlers)) {
-    if (!authorized) {
-      FinishOnce(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong or missing token"));
+    if (!authorized.ok()) {
+      FinishOnce(ToGrpcStatus(authorized));
       return;
     }
     {

@@ -10,12 +10,12 @@ namespace gangrun::scheduler {
 class DaemonServer::Service : public v1::Daemon::CallbackService {
  public:
   Service(boost::asio::io_context& io, Daemon& daemon, std::string token)
-      : io_(io), daemon_(daemon), token_(std::move(token)) {}
+      : io_(io), daemon_(daemon), auth_(std::move(token)) {}
 
   grpc::ServerBidiReactor<v1::AgentEvent, v1::AgentCommand>* Agent(
       grpc::CallbackServerContext* context) override {
     return Open<Daemon::AgentStream>(
-        context, [](Daemon& d, auto handle) { return d.AddAgent(std::move(handle)); },
+        context, "Agent", [](Daemon& d, auto handle) { return d.AddAgent(std::move(handle)); },
         [](Daemon& d, int id, const v1::AgentEvent& e) { d.OnAgentEvent(id, e); },
         [](Daemon& d, int id) { d.OnAgentGone(id); });
   }
@@ -23,7 +23,7 @@ class DaemonServer::Service : public v1::Daemon::CallbackService {
   grpc::ServerBidiReactor<v1::SubmitEvent, v1::SubmitReply>* Submit(
       grpc::CallbackServerContext* context) override {
     return Open<Daemon::SubmitStream>(
-        context, [](Daemon& d, auto handle) { return d.AddSubmitter(std::move(handle)); },
+        context, "Submit", [](Daemon& d, auto handle) { return d.AddSubmitter(std::move(handle)); },
         [](Daemon& d, int id, const v1::SubmitEvent& e) { d.OnSubmitEvent(id, e); },
         [](Daemon& d, int id) { d.OnSubmitterGone(id); });
   }
@@ -31,17 +31,19 @@ class DaemonServer::Service : public v1::Daemon::CallbackService {
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* context,
                                    const v1::DaemonStatusRequest*,
                                    v1::DaemonStatusResponse* response) override {
-    return rpc::ServeOnStrand(io_, context, token_, [this, response](grpc::ServerUnaryReactor* r) {
-      *response = daemon_.Status();
-      r->Finish(grpc::Status::OK);
-    });
+    return rpc::ServeOnStrand(io_, context, auth_, rpc::MethodPath<v1::Daemon>("Status"),
+                              [this, response](grpc::ServerUnaryReactor* r) {
+                                *response = daemon_.Status();
+                                r->Finish(grpc::Status::OK);
+                              });
   }
 
   grpc::ServerUnaryReactor* Stop(grpc::CallbackServerContext* context,
                                  const v1::StopJobRequest* request,
                                  v1::StopJobResponse* response) override {
     return rpc::ServeOnStrand(
-        io_, context, token_, [this, request, response](grpc::ServerUnaryReactor* r) {
+        io_, context, auth_, rpc::MethodPath<v1::Daemon>("Stop"),
+        [this, request, response](grpc::ServerUnaryReactor* r) {
           response->set_stopped(daemon_.Stop(request->job_id(), StopSignal(request->signal()),
                                              request->reason().empty()
                                                  ? "stopped by gangrun stop"
@@ -59,11 +61,12 @@ class DaemonServer::Service : public v1::Daemon::CallbackService {
   // A stream whose events go to the daemon in order: added first, then each message, then
   // its end, all posted to the io_context.
   template <typename Stream, typename Add, typename OnEvent, typename OnGone>
-  Stream* Open(grpc::CallbackServerContext* context, Add add, OnEvent on_event, OnGone on_gone) {
-    const bool authorized = rpc::Authorized(*context, token_);
+  Stream* Open(grpc::CallbackServerContext* context, std::string_view method, Add add,
+               OnEvent on_event, OnGone on_gone) {
+    const absl::Status authorized = auth_.Check(*context, rpc::MethodPath<v1::Daemon>(method));
     auto handle = std::make_shared<typename Stream::Handle>();
     auto id = std::make_shared<int>(0);  // set on the io_context before any event is posted
-    if (authorized) {
+    if (authorized.ok()) {
       boost::asio::post(io_, [this, handle, id, add] { *id = add(daemon_, handle); });
     }
     typename Stream::Handlers handlers;
@@ -78,7 +81,7 @@ class DaemonServer::Service : public v1::Daemon::CallbackService {
 
   boost::asio::io_context& io_;
   Daemon& daemon_;
-  std::string token_;
+  rpc::CallAuthenticator auth_;
 };
 
 absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(

@@ -17,10 +17,8 @@ namespace {
 
 using std::chrono::milliseconds;
 
-grpc::Status ToGrpc(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
+using rpc::MethodPath;
+using rpc::ToGrpcStatus;
 
 using SessionStream = rpc::ServerStream<v1::NodeEvent, v1::NodeCommand>;
 
@@ -109,7 +107,8 @@ void OnStreamEvent(NodeSessions& sessions, const std::shared_ptr<StreamState>& s
 }
 
 SessionStream* OpenSession(boost::asio::io_context& io, NodeSessions& sessions,
-                           const grpc::CallbackServerContext& context, bool authorized) {
+                           const grpc::CallbackServerContext& context,
+                           const absl::Status& authorized) {
   auto state = std::make_shared<StreamState>();
   state->peer = rpc::PeerEndpoint(context.peer());
   SessionStream::Handlers handlers;
@@ -186,57 +185,61 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
         scheduler_(scheduler),
         store_(store),
         sessions_(sessions),
-        token_(std::move(token)) {}
+        auth_(std::move(token)) {}
 
   grpc::ServerBidiReactor<v1::NodeEvent, v1::NodeCommand>* Session(
       grpc::CallbackServerContext* context) override {
-    return OpenSession(io_, sessions_, *context, rpc::Authorized(*context, token_));
+    return OpenSession(io_, sessions_, *context,
+                       auth_.Check(*context, MethodPath<v1::Scheduler>("Session")));
   }
 
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const v1::GetStatusRequest*,
                                       v1::GetStatusResponse* response) override {
-    return Serve(context, [this, response](grpc::ServerUnaryReactor* reactor) {
-      *response = scheduler_.Status();
-      reactor->Finish(grpc::Status::OK);
-    });
+    return Serve<v1::Scheduler>(context, "GetStatus",
+                                [this, response](grpc::ServerUnaryReactor* reactor) {
+                                  *response = scheduler_.Status();
+                                  reactor->Finish(grpc::Status::OK);
+                                });
   }
 
   grpc::ServerUnaryReactor* Scale(grpc::CallbackServerContext* context,
                                   const v1::ScaleRequest* request, v1::ScaleResponse*) override {
-    return Serve(context, [this, request](grpc::ServerUnaryReactor* reactor) {
-      reactor->Finish(ToGrpc(scheduler_.Scale(request->worker_num())));
-    });
+    return Serve<v1::Scheduler>(
+        context, "Scale", [this, request](grpc::ServerUnaryReactor* reactor) {
+          reactor->Finish(ToGrpcStatus(scheduler_.Scale(request->worker_num())));
+        });
   }
 
   grpc::ServerUnaryReactor* Stop(grpc::CallbackServerContext* context,
                                  const v1::StopJobRequest* request,
                                  v1::StopJobResponse* response) override {
-    return Serve(context, [this, request, response](grpc::ServerUnaryReactor* reactor) {
-      response->set_stopped(scheduler_.finished() ? 0 : 1);
-      scheduler_.Stop(StopSignal(request->signal()),
-                      request->reason().empty() ? "stopped by gangrun stop"
-                                                : Sanitize(request->reason(), kMaxReasonBytes));
-      reactor->Finish(grpc::Status::OK);
-    });
+    return Serve<v1::Scheduler>(
+        context, "Stop", [this, request, response](grpc::ServerUnaryReactor* reactor) {
+          response->set_stopped(scheduler_.finished() ? 0 : 1);
+          scheduler_.Stop(StopSignal(request->signal()),
+                          request->reason().empty() ? "stopped by gangrun stop"
+                                                    : Sanitize(request->reason(), kMaxReasonBytes));
+          reactor->Finish(grpc::Status::OK);
+        });
   }
 
   grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext* context, const v1::PutRequest* request,
                                 v1::PutResponse*) override {
-    return Serve(context, [this, request](grpc::ServerUnaryReactor* reactor) {
-      reactor->Finish(ToGrpc(store_.Put(request->key(), request->value())));
+    return Serve<v1::KeyValue>(context, "Put", [this, request](grpc::ServerUnaryReactor* reactor) {
+      reactor->Finish(ToGrpcStatus(store_.Put(request->key(), request->value())));
     });
   }
 
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context, const v1::GetRequest* request,
                                 v1::GetResponse* response) override {
-    if (!rpc::Authorized(*context, token_)) return Refuse(context);
+    if (auto refused = Refused<v1::KeyValue>(context, "Get")) return refused;
     auto* call = new WaitingCall(io_, store_);
     call->Begin([this, request, response](auto finish) {
       return store_.Get(request->key(), WaitFromMs(request->wait_ms()),
                         [response, finish](absl::StatusOr<std::string> value) {
                           if (value.ok()) response->set_value(*value);
-                          finish(ToGrpc(value.status()));
+                          finish(ToGrpcStatus(value.status()));
                         });
     });
     return call;
@@ -244,42 +247,49 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
 
   grpc::ServerUnaryReactor* Add(grpc::CallbackServerContext* context, const v1::AddRequest* request,
                                 v1::AddResponse* response) override {
-    return Serve(context, [this, request, response](grpc::ServerUnaryReactor* reactor) {
-      auto value = store_.Add(request->key(), request->delta());
-      if (value.ok()) response->set_value(*value);
-      reactor->Finish(ToGrpc(value.status()));
-    });
+    return Serve<v1::KeyValue>(context, "Add",
+                               [this, request, response](grpc::ServerUnaryReactor* reactor) {
+                                 auto value = store_.Add(request->key(), request->delta());
+                                 if (value.ok()) response->set_value(*value);
+                                 reactor->Finish(ToGrpcStatus(value.status()));
+                               });
   }
 
   grpc::ServerUnaryReactor* Delete(grpc::CallbackServerContext* context,
                                    const v1::DeleteRequest* request,
                                    v1::DeleteResponse* response) override {
-    return Serve(context, [this, request, response](grpc::ServerUnaryReactor* reactor) {
-      response->set_existed(store_.Delete(request->key()));
-      reactor->Finish(grpc::Status::OK);
-    });
+    return Serve<v1::KeyValue>(context, "Delete",
+                               [this, request, response](grpc::ServerUnaryReactor* reactor) {
+                                 response->set_existed(store_.Delete(request->key()));
+                                 reactor->Finish(grpc::Status::OK);
+                               });
   }
 
   grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* context,
                                     const v1::BarrierRequest* request,
                                     v1::BarrierResponse*) override {
-    if (!rpc::Authorized(*context, token_)) return Refuse(context);
+    if (auto refused = Refused<v1::KeyValue>(context, "Barrier")) return refused;
     auto* call = new WaitingCall(io_, store_);
     call->Begin([this, request](auto finish) {
       return store_.Barrier(request->name(), request->count(), WaitFromMs(request->wait_ms()),
-                            [finish](absl::Status status) { finish(ToGrpc(status)); });
+                            [finish](absl::Status status) { finish(ToGrpcStatus(status)); });
     });
     return call;
   }
 
  private:
-  template <typename Work>
-  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context, Work work) {
-    return rpc::ServeOnStrand(io_, context, token_, std::move(work));
+  template <typename Service, typename Work>
+  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context, std::string_view method,
+                                  Work work) {
+    return rpc::ServeOnStrand(io_, context, auth_, MethodPath<Service>(method), std::move(work));
   }
-  static grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* context) {
+  // A refused call's reactor (finished), or null for a call that may go on.
+  template <typename Service>
+  grpc::ServerUnaryReactor* Refused(grpc::CallbackServerContext* context, std::string_view method) {
+    absl::Status allowed = auth_.Check(*context, MethodPath<Service>(method));
+    if (allowed.ok()) return nullptr;
     auto* reactor = context->DefaultReactor();
-    reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong or missing token"));
+    reactor->Finish(ToGrpcStatus(allowed));
     return reactor;
   }
 
@@ -287,7 +297,7 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
   Scheduler& scheduler_;
   KvStore& store_;
   NodeSessions& sessions_;
-  std::string token_;
+  rpc::CallAuthenticator auth_;
 };
 
 absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(

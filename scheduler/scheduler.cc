@@ -48,6 +48,12 @@ void Scheduler::OnNodeEvent(int node_id, const v1::NodeEvent& event) {
   node.last_seen = node.last_message = clock_.Now();
   if (event.has_heartbeat()) return;
   if (event.has_join()) return OnJoin(node_id, node, event.join());
+  if (event.has_stop_request() && !node.joined) {
+    // Only a node may ask to stop the job this way; anyone else uses Scheduler.Stop, with the
+    // job's credentials.
+    common::Logger("scheduler")->warn("ignoring a stop request from a session that never joined");
+    return;
+  }
   if (event.has_stop_request()) {
     v1::StopRequest request;
     request.set_signal(StopSignal(event.stop_request().signal()));

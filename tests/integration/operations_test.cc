@@ -2,6 +2,7 @@
 // (scheduler, agents, submit), sd_notify and PID 1.
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -22,10 +23,11 @@ using std::chrono::seconds;
 class OperationsTest : public LauncherTest {
  protected:
   // Runs `gangrun <args>` to its end; returns (exit code, stdout).
-  std::pair<int, std::string> Command(const std::vector<std::string>& args) {
+  std::pair<int, std::string> Command(const std::vector<std::string>& args,
+                                      const std::vector<std::string>& env = {}) {
     std::vector<std::string> argv = {GangrunBinary()};
     argv.insert(argv.end(), args.begin(), args.end());
-    auto run = Launch(argv, {}, dir_.path(), dir_.path());
+    auto run = Launch(argv, env, dir_.path(), dir_.path());
     int code = RunToEnd(run).code;
     return {code, run.Stdout() + run.Stderr()};
   }
@@ -60,6 +62,32 @@ TEST_F(OperationsTest, StatusShowsNodesRanksAndPidsAndStopEndsTheJobCleanly) {
   EXPECT_EQ(Command({"status", "--master", "127.0.0.1:" + port}).first, 3);
   EXPECT_EQ(Command({"status"}).first, 2);
   EXPECT_EQ(Command({"stop", "--bogus"}).first, 2);
+}
+
+TEST_F(OperationsTest, ClientCommandsReadTheTokenFromAFile) {
+  const std::string port = FreePort(), token_file = dir_.File("token");
+  std::ofstream(token_file) << "s3cret\n";
+  chmod(token_file.c_str(), 0600);
+  auto job = Start({"--worker_num", "1", "--local_worker_num", "1", "--master_port", port,
+                    "--token_file", token_file},
+                   {"--hang"});
+  ASSERT_EQ(WaitReady(1).size(), 1u);
+  const std::string master = "127.0.0.1:" + port;
+  auto [none, none_text] = Command({"status", "--master", master});
+  EXPECT_EQ(none, 3) << none_text;
+  EXPECT_NE(none_text.find("the call carries no token"), std::string::npos) << none_text;
+  auto [flag, flag_text] = Command({"status", "--master", master, "--token_file", token_file});
+  EXPECT_EQ(flag, 0) << flag_text;
+  auto [env, env_text] =
+      Command({"status", "--master", master}, {"GANGRUN_TOKEN_FILE=" + token_file});
+  EXPECT_EQ(env, 0) << env_text;
+  auto [missing, missing_text] =
+      Command({"status", "--master", master, "--token_file", dir_.File("absent")});
+  EXPECT_EQ(missing, 2) << missing_text;
+  auto [stop, stop_text] =
+      Command({"stop", "--master", master}, {"GANGRUN_TOKEN_FILE=" + token_file});
+  EXPECT_EQ(stop, 0) << stop_text;
+  EXPECT_EQ(RunToEnd(job).code, 128 + SIGTERM);
 }
 
 TEST_F(OperationsTest, MetricsEndpointServesPrometheusText) {

@@ -210,7 +210,8 @@ time.sleep(3600)
   std::ofstream(go) << "go\n";  // unblocks the worker
   // The node read at most its budget (10,000 a second per rank) whatever was sent.
   int64_t reports = 0;
-  for (int i = 0; i < 200 && reports == 0; ++i) {
+  const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+  while (reports == 0 && std::chrono::steady_clock::now() < deadline) {
     auto [code, json_text] = Command({"status", "--master", "127.0.0.1:" + port, "--json"});
     if (code != 0) continue;
     auto json = nlohmann::json::parse(json_text.substr(0, json_text.rfind('}') + 1));

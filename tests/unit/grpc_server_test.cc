@@ -12,6 +12,7 @@
 #include "gangrun/v1/kv.grpc.pb.h"
 #include "gangrun/v1/session.grpc.pb.h"
 #include "node/grpc_link.h"
+#include "rpc/call_auth.h"
 #include "tests/testing/scheduler_server_fixture.h"
 #include "tests/testing/session_client.h"
 
@@ -22,16 +23,17 @@ class GrpcServerTest : public testing::SchedulerServerFixture {
  protected:
   void SetUp() override {
     SchedulerServerFixture::SetUp();
-    auto channel = rpc::MakeChannel(Target(), nullptr, "", std::chrono::seconds(30));
+    auto channel = Channel("s3cret");
     kv_ = v1::KeyValue::NewStub(channel);
     status_ = v1::Scheduler::NewStub(channel);
   }
-  static void Authorize(grpc::ClientContext& context, const std::string& token) {
-    rpc::AddToken(context, token);
+  // A channel whose calls prove `token` ("" = none).
+  std::shared_ptr<grpc::Channel> Channel(const std::string& token) {
+    return rpc::MakeChannel(Target(), nullptr, token, "", std::chrono::seconds(30));
   }
 
-  std::unique_ptr<v1::KeyValue::Stub> kv_;
-  std::unique_ptr<v1::Scheduler::Stub> status_;
+  std::unique_ptr<v1::KeyValue::Stub> kv_;       // with the token
+  std::unique_ptr<v1::Scheduler::Stub> status_;  // with the token
 };
 
 TEST_F(GrpcServerTest, CallsWithoutTheTokenAreRefused) {
@@ -40,17 +42,45 @@ TEST_F(GrpcServerTest, CallsWithoutTheTokenAreRefused) {
   put.set_value("v");
   v1::PutResponse response;
   grpc::ClientContext none;
-  EXPECT_EQ(kv_->Put(&none, put, &response).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(v1::KeyValue::NewStub(Channel(""))->Put(&none, put, &response).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
   grpc::ClientContext wrong;
-  Authorize(wrong, "guess");
-  EXPECT_EQ(kv_->Put(&wrong, put, &response).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(v1::KeyValue::NewStub(Channel("guess"))->Put(&wrong, put, &response).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
   grpc::ClientContext right;
-  Authorize(right, "s3cret");
   EXPECT_TRUE(kv_->Put(&right, put, &response).ok());
   grpc::ClientContext status_context;
   v1::GetStatusResponse status;
-  EXPECT_EQ(status_->GetStatus(&status_context, {}, &status).error_code(),
-            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(
+      v1::Scheduler::NewStub(Channel(""))->GetStatus(&status_context, {}, &status).error_code(),
+      grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(GrpcServerTest, ARecordedCallIsRefusedAndTheTokenIsNotInIt) {
+  // What a wire tap sees of a call: its credential, which is not the token and proves it only
+  // for that method, that moment and that nonce.
+  const std::string credential =
+      rpc::CallCredential("s3cret", rpc::MethodPath<v1::KeyValue>("Put"), rpc::UnixMillis());
+  EXPECT_EQ(credential.find("s3cret"), std::string::npos);
+  auto plain = v1::KeyValue::NewStub(Channel(""));
+  v1::PutRequest put;
+  put.set_key("k");
+  v1::PutResponse response;
+  grpc::ClientContext first;
+  first.AddMetadata("authorization", credential);
+  EXPECT_TRUE(plain->Put(&first, put, &response).ok());
+  grpc::ClientContext replayed;
+  replayed.AddMetadata("authorization", credential);
+  grpc::Status again = plain->Put(&replayed, put, &response);
+  EXPECT_EQ(again.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(again.error_message().find("replays"), std::string::npos) << again.error_message();
+  // The same credential for another method proves nothing.
+  grpc::ClientContext other;
+  other.AddMetadata("authorization", credential);
+  v1::DeleteResponse deleted;
+  v1::DeleteRequest del;
+  del.set_key("k");
+  EXPECT_EQ(plain->Delete(&other, del, &deleted).error_code(), grpc::StatusCode::UNAUTHENTICATED);
 }
 
 TEST_F(GrpcServerTest, HugeMessagesAreRefusedWithoutHarm) {
@@ -59,11 +89,9 @@ TEST_F(GrpcServerTest, HugeMessagesAreRefusedWithoutHarm) {
   huge.set_value(std::string(9 << 20, 'x'));
   v1::PutResponse response;
   grpc::ClientContext context;
-  Authorize(context, "s3cret");
   EXPECT_EQ(kv_->Put(&context, huge, &response).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   v1::GetStatusResponse status;
   grpc::ClientContext after;
-  Authorize(after, "s3cret");
   ASSERT_TRUE(status_->GetStatus(&after, {}, &status).ok());
   EXPECT_EQ(status.phase(), v1::JOB_PHASE_FORMING);
   EXPECT_EQ(status.world_size(), 2);
@@ -71,7 +99,7 @@ TEST_F(GrpcServerTest, HugeMessagesAreRefusedWithoutHarm) {
 
 TEST_F(GrpcServerTest, SessionWithoutTheTokenEndsUnauthenticated) {
   grpc::ClientContext context;
-  auto stream = status_->Session(&context);
+  auto stream = v1::Scheduler::NewStub(Channel(""))->Session(&context);
   v1::NodeEvent join;
   join.mutable_join()->set_node_name("intruder");
   join.mutable_join()->set_local_worker_num(1);
@@ -83,7 +111,6 @@ TEST_F(GrpcServerTest, SessionWithoutTheTokenEndsUnauthenticated) {
 
 TEST_F(GrpcServerTest, EventsBeforeJoinAndSecondJoinsAreRefused) {
   grpc::ClientContext context;
-  Authorize(context, "s3cret");
   auto stream = status_->Session(&context);
   v1::NodeEvent start;
   start.mutable_start();
@@ -116,7 +143,6 @@ TEST_F(GrpcServerTest, EventsBeforeJoinAndSecondJoinsAreRefused) {
 
 TEST_F(GrpcServerTest, AStreamThatDoesNotStartASessionIsRefused) {
   grpc::ClientContext context;
-  Authorize(context, "s3cret");
   auto stream = status_->Session(&context);
   ASSERT_TRUE(stream->Write(testing::TestJoin(0)));
   v1::NodeCommand command;
@@ -127,7 +153,6 @@ TEST_F(GrpcServerTest, AStreamThatDoesNotStartASessionIsRefused) {
   stream->Finish();
   // Nor does a resume of a session that is not there, or one with the wrong key.
   grpc::ClientContext other;
-  Authorize(other, "s3cret");
   auto resume = status_->Session(&other);
   v1::NodeEvent start;
   start.mutable_start()->set_session(42);
@@ -143,3 +168,46 @@ TEST_F(GrpcServerTest, AStreamThatDoesNotStartASessionIsRefused) {
 
 }  // namespace
 }  // namespace gangrun::scheduler
+
+namespace gangrun::rpc {
+namespace {
+
+TEST(CallAuthenticatorTest, ACredentialPassesOnceWithinTheClockWindowOnly) {
+  CallAuthenticator auth("s3cret");
+  const int64_t now = 1'000'000'000'000;
+  const std::string method = "/gangrun.v1.Scheduler/GetStatus";
+  const std::string good = CallCredential("s3cret", method, now);
+  EXPECT_TRUE(auth.CheckCredential(good, method, now).ok());
+  EXPECT_FALSE(auth.CheckCredential(good, method, now).ok());  // replayed
+  EXPECT_FALSE(auth.CheckCredential(CallCredential("guess", method, now), method, now).ok());
+  EXPECT_FALSE(auth.CheckCredential("Bearer s3cret", method, now).ok());
+  EXPECT_FALSE(auth.CheckCredential("", method, now).ok());
+  const int64_t window = std::chrono::milliseconds(kMaxClockSkew).count();
+  EXPECT_TRUE(
+      auth.CheckCredential(CallCredential("s3cret", method, now - window + 1000), method, now)
+          .ok());
+  const absl::Status old =
+      auth.CheckCredential(CallCredential("s3cret", method, now - window - 1000), method, now);
+  EXPECT_FALSE(old.ok());
+  EXPECT_NE(old.message().find("clocks differ"), std::string::npos) << old;
+  EXPECT_FALSE(
+      auth.CheckCredential(CallCredential("s3cret", method, now + window + 1000), method, now)
+          .ok());
+  // Remembered nonces expire with the window: memory does not grow for ever.
+  EXPECT_TRUE(auth.CheckCredential(CallCredential("s3cret", method, now + 3 * window), method,
+                                   now + 3 * window)
+                  .ok());
+}
+
+TEST(CallAuthenticatorTest, AServerWithoutATokenRefusesACallThatHasOne) {
+  CallAuthenticator auth("");
+  const std::string method = "/gangrun.v1.KeyValue/Put";
+  EXPECT_TRUE(auth.CheckCredential("", method, UnixMillis()).ok());
+  const absl::Status status =
+      auth.CheckCredential(CallCredential("mine", method, UnixMillis()), method, UnixMillis());
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("token mismatch"), std::string::npos) << status;
+}
+
+}  // namespace
+}  // namespace gangrun::rpc

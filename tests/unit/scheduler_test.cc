@@ -176,6 +176,24 @@ TEST_F(SchedulerTest, SilentNodeIsLostAfterNodeTimeoutAndOneIntervalAndTheJobSto
   EXPECT_NE(outcome->message().find("no heartbeat"), std::string::npos) << outcome->message();
 }
 
+TEST_F(SchedulerTest, AStopRequestFromASessionThatNeverJoinedIsIgnored) {
+  Make(2);
+  RecordingLink a, b, stranger;
+  int ia = Join(a, "a", "10.0.0.1", 0, 1);
+  Join(b, "b", "10.0.0.2", 1, 1);
+  ASSERT_TRUE(a.started());
+  int is = scheduler->AddNode(&stranger);
+  v1::NodeEvent stop;
+  stop.mutable_stop_request()->set_signal(SIGTERM);
+  stop.mutable_stop_request()->set_reason("not a node");
+  scheduler->OnNodeEvent(is, stop);
+  EXPECT_FALSE(a.commands.back().has_abort());
+  EXPECT_EQ(scheduler->Status().phase(), v1::JOB_PHASE_RUNNING);
+  // A node's own request stops the job.
+  scheduler->OnNodeEvent(ia, stop);
+  EXPECT_TRUE(a.commands.back().has_abort());
+}
+
 TEST_F(SchedulerTest, BrokenConnectionLosesTheNodeAtOnce) {
   Make(2);
   RecordingLink a, b;

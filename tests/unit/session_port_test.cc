@@ -110,9 +110,8 @@ class SessionPortTest : public testing::SchedulerServerFixture {
   }
   v1::GetStatusResponse Status() {
     auto stub =
-        v1::Scheduler::NewStub(rpc::MakeChannel(Target(), nullptr, "", std::chrono::seconds(30)));
+        v1::Scheduler::NewStub(rpc::MakeChannel(Target(), nullptr, Token(), "", seconds(30)));
     grpc::ClientContext context;
-    rpc::AddToken(context, Token());
     v1::GetStatusResponse status;
     EXPECT_TRUE(stub->GetStatus(&context, {}, &status).ok());
     return status;
