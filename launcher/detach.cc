@@ -26,8 +26,7 @@ absl::StatusOr<std::optional<v1::JobOutcome>> RunDetached(const std::vector<std:
     return absl::InvalidArgumentError("--log_dir: " + std::string(made.message()));
   }
   const std::string log_path = dir + "/gangrun.log";
-  int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (log_fd < 0) return common::ErrnoToStatus(errno, "cannot open " + log_path);
+  ASSIGN_OR_RETURN(const int log_fd, common::OpenOwnFileForWriting(log_path, /*append=*/true));
   int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return common::ErrnoToStatus(errno, "pipe");

@@ -167,6 +167,7 @@ absl::StatusOr<node::Supervision> JobRunner::Supervision() {
   auto made = [&]() -> absl::Status {
     ASSIGN_OR_RETURN(runtime_dir_, node::RuntimeDir::Create());
     const std::string dir = runtime_dir_->path();
+    keeper_->OwnDirectory(dir);  // gone with the keeper, also after a SIGKILL of this launcher
     progress_ = std::make_unique<node::ProgressChannel>(
         io_, dir, [this](int slot, absl::string_view datagram) {
           if (node_) node_->OnProgressDatagram(slot, datagram);

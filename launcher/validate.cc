@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/files.h"
 #include "common/numbers.h"
 #include "launcher/options.h"
 #include "rpc/credentials.h"
@@ -148,6 +149,27 @@ absl::Status CheckWritableFile(const std::string& option, const std::string& pat
   return absl::OkStatus();
 }
 
+// The log directory, or (when it is still to be made) the directory it will be made in, must
+// be one that no other user can plant or swap files in (common::CheckLogDirectory).
+absl::Status CheckLogDirectorySafe(const std::string& log_dir) {
+  std::string dir = log_dir.empty() ? "." : log_dir;
+  std::string what =
+      log_dir.empty() ? "the log directory (the current directory; see --log_dir)" : "--log_dir";
+  struct stat st;
+  while (stat(dir.c_str(), &st) != 0) {
+    const size_t slash = dir.find_last_of('/');
+    if (slash == std::string::npos) {
+      dir = ".";
+    } else {
+      dir = slash == 0 ? "/" : dir.substr(0, slash);
+    }
+    what = "--log_dir " + log_dir + " would be made in";
+    if (dir == "." || dir == "/") break;
+  }
+  absl::Status safe = common::CheckLogDirectory(dir, what);
+  return safe.ok() ? safe : Invalid(std::string(safe.message()));
+}
+
 // Every CPU named by --bind_core must be one this launcher may run on.
 absl::Status CheckBindCoreCpus(const BindCore& bind) {
   if (bind.mode != BindCore::Mode::kDict) return absl::OkStatus();
@@ -220,6 +242,11 @@ absl::Status Validate(const Options& o) {
   }
   if (absl::Status s = CheckWritableDir("log_dir", o.log_dir.empty() ? "." : o.log_dir); !s.ok()) {
     return s;
+  }
+  if (absl::Status s = CheckLogDirectorySafe(o.log_dir); !s.ok()) return s;
+  // The runtime directory (progress sockets, the timer pipe, the Python hook) goes there.
+  if (absl::Status s = common::CheckSafeDirectoryPath(common::TempBase(), "$TMPDIR"); !s.ok()) {
+    return Invalid(std::string(s.message()));
   }
   if (!o.event_log.empty()) {
     if (absl::Status s = CheckWritableFile("event_log", o.event_log); !s.ok()) return s;

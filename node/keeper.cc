@@ -11,12 +11,14 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "common/descendants.h"
 #include "common/exit_status.h"
+#include "common/files.h"
 #include "common/spawn.h"
 #include "gangrun/v1/keeper.pb.h"
 
@@ -39,8 +41,9 @@ class Keeper {
       }
       if (fds[1].revents & POLLIN) OnChildSignal();
       if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-        if (!OnRequest()) return done_ ? 0 : KillEverythingAndExit(std::chrono::milliseconds(0));
-        if (done_) return 0;
+        if (!OnRequest())
+          return done_ ? Exit(0) : KillEverythingAndExit(std::chrono::milliseconds(0));
+        if (done_) return Exit(0);
       }
     }
   }
@@ -63,6 +66,9 @@ class Keeper {
       case v1::KeeperRequest::kSignal:
         if (request.signal().pgid() > 1) kill(-request.signal().pgid(), request.signal().signal());
         break;
+      case v1::KeeperRequest::kOwnDirectory:
+        owned_directory_ = request.own_directory().path();
+        break;
       case v1::KeeperRequest::kShutdown: {
         KillEverything(std::chrono::milliseconds(request.shutdown().grace_ms()));
         v1::KeeperEvent event;
@@ -81,15 +87,16 @@ class Keeper {
     v1::KeeperEvent event;
     int log_fd = -1;
     if (!spawn.log_path().empty()) {
-      int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (spawn.log_append() ? O_APPEND : O_TRUNC);
-      log_fd = open(spawn.log_path().c_str(), flags, 0600);
-      if (log_fd < 0) {
+      // Never through a link, never into somebody else's file (common/files.h).
+      auto opened = common::OpenOwnFileForWriting(spawn.log_path(), spawn.log_append());
+      if (!opened.ok()) {
         auto* failed = event.mutable_spawn_failed();
         failed->set_id(spawn.id());
-        failed->set_error("cannot open log file " + spawn.log_path() + ": " + strerror(errno));
+        failed->set_error("the log file: " + std::string(opened.status().message()));
         Send(event);
         return;
       }
+      log_fd = *opened;
     }
     if (log_fd >= 0 && !spawn.log_header().empty()) {
       (void)!write(log_fd, spawn.log_header().data(), spawn.log_header().size());
@@ -149,7 +156,16 @@ class Keeper {
 
   int KillEverythingAndExit(std::chrono::milliseconds grace) {
     KillEverything(grace);
-    return 0;
+    return Exit(0);
+  }
+
+  // Every worker is gone: what only they used goes too.
+  int Exit(int code) {
+    if (!owned_directory_.empty()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(owned_directory_, ignored);
+    }
+    return code;
   }
 
   void Send(const v1::KeeperEvent& event) {
@@ -162,6 +178,7 @@ class Keeper {
   int signal_fd_;
   bool done_ = false;
   std::set<pid_t> workers_;
+  std::string owned_directory_;
 };
 
 }  // namespace

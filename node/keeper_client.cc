@@ -143,6 +143,14 @@ void KeeperClient::SignalGroup(pid_t pgid, int sig) {
   Send(request);
 }
 
+void KeeperClient::OwnDirectory(const std::string& path) {
+  GANGRUN_ON_STRAND(strand_);
+  if (gone_) return;
+  v1::KeeperRequest request;
+  request.mutable_own_directory()->set_path(path);
+  Send(request);
+}
+
 void KeeperClient::Shutdown(common::Duration grace, std::function<void()> done) {
   GANGRUN_ON_STRAND(strand_);
   on_shutdown_ = std::move(done);

@@ -40,6 +40,9 @@ class KeeperClient : public ProcessBackend {
   // Called if the keeper goes away without being asked to (its workers died with it).
   void SetLostHandler(std::function<void()> handler) { on_lost_ = std::move(handler); }
 
+  // The keeper removes `path` (and everything in it) when it exits, also after the launcher
+  // died with SIGKILL.
+  void OwnDirectory(const std::string& path);
   // Asks the keeper to kill everything left below it (SIGTERM, SIGKILL after `grace`),
   // waits for it to exit, then calls `done`.
   void Shutdown(common::Duration grace, std::function<void()> done);

@@ -9,6 +9,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "common/status.h"
 
@@ -29,12 +30,11 @@ void DurationStat::Observe(common::Duration d) {
 }
 
 absl::StatusOr<std::unique_ptr<EventLog>> EventLog::Open(const std::string& path) {
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return absl::InvalidArgumentError("cannot open --event_log " + path + ": " +
-                                      std::strerror(errno));
+  auto opened = common::OpenOwnFileForWriting(path, /*append=*/true);
+  if (!opened.ok()) {
+    return absl::InvalidArgumentError("--event_log: " + std::string(opened.status().message()));
   }
-  return std::unique_ptr<EventLog>(new EventLog(fd, path));
+  return std::unique_ptr<EventLog>(new EventLog(*opened, path));
 }
 
 EventLog::~EventLog() { close(fd_); }

@@ -306,7 +306,7 @@ TEST_F(DaemonTest, BadDaemonOptionsAreOneClearError) {
       {{"status", "--master", "127.0.0.1:99999"}, "the port must be in 1..65535"},
       {{"status", "--master", "bad host:80"}, "is not a host name or address"},
       {{"scheduler", "--listen", "127.0.0.1:0", "--event_log", "/nonexistent/e.jsonl"},
-       "cannot open --event_log"},
+       "--event_log: cannot open /nonexistent/e.jsonl"},
       {{"scheduler", "--listen", "127.0.0.1:0", "--metrics_port", "70000"}, "--metrics_port"},
       {{"agent"}, "--master is required"},
       {{"agent", "--master", "127.0.0.1:1", "--slots", "0"}, "--slots must be at least 1"},
