@@ -8,7 +8,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
 
@@ -51,42 +54,97 @@ absl::StatusOr<TimerRequest> ParseTimerRequest(absl::string_view line) {
   return request;
 }
 
+std::optional<uint64_t> FileTimers::ProcessStartTime(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return std::nullopt;
+  std::istringstream fields(stat.substr(paren + 2));  // field 3 on
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i == 22) {
+      uint64_t start = 0;
+      if (absl::SimpleAtoi(field, &start)) return start;
+    }
+  }
+  return std::nullopt;
+}
+
+void FileTimers::Erase(std::map<Key, TimerRequest>::iterator it) {
+  by_expiration_.erase({it->second.expiration, it->first});
+  const pid_t pid = it->first.first;
+  timers_.erase(it);
+  auto next = timers_.lower_bound({pid, ""});
+  if (next == timers_.end() || next->first.first != pid) start_times_.erase(pid);
+}
+
 bool FileTimers::Apply(const TimerRequest& request) {
-  auto key = std::make_pair(request.pid, request.scope);
+  Key key(request.pid, request.scope);
+  auto it = timers_.find(key);
   if (request.expiration < 0) {
-    timers_.erase(key);
+    if (it != timers_.end()) Erase(it);
     return true;
   }
-  if (timers_.size() >= kMaxTimers && timers_.find(key) == timers_.end()) return false;
-  timers_[key] = request;
+  if (it == timers_.end()) {
+    if (timers_.size() >= kMaxTimers) return false;
+    if (start_times_.count(request.pid) == 0) {
+      auto start = start_time_of_(request.pid);
+      if (!start) return false;  // already gone: nothing to watch
+      start_times_[request.pid] = *start;
+    }
+    it = timers_.emplace(key, request).first;
+  } else {
+    by_expiration_.erase({it->second.expiration, key});
+    it->second = request;
+  }
+  by_expiration_.insert({request.expiration, key});
   return true;
 }
 
 std::vector<TimerRequest> FileTimers::TakeExpired(double wall_now) {
-  std::map<pid_t, std::vector<TimerRequest>> expired;
-  for (const auto& [key, timer] : timers_) {
-    if (timer.expiration <= wall_now) expired[key.first].push_back(timer);
+  std::set<pid_t> pids;
+  for (auto it = by_expiration_.begin(); it != by_expiration_.end() && it->first <= wall_now;
+       ++it) {
+    pids.insert(it->second.first);
   }
   std::vector<TimerRequest> taken;
-  for (auto& [pid, timers] : expired) {
-    std::sort(timers.begin(), timers.end(),
-              [](const auto& a, const auto& b) { return a.expiration < b.expiration; });
-    auto with_signal = std::find_if(timers.begin(), timers.end(),
-                                    [](const TimerRequest& t) { return t.signal > 0; });
-    taken.push_back(with_signal != timers.end() ? *with_signal : timers.front());
-    for (auto it = timers_.lower_bound({pid, ""}); it != timers_.end() && it->first.first == pid;) {
-      it = timers_.erase(it);
+  for (pid_t pid : pids) {
+    std::vector<TimerRequest> expired;
+    for (auto it = timers_.lower_bound({pid, ""}); it != timers_.end() && it->first.first == pid;
+         ++it) {
+      if (it->second.expiration <= wall_now) expired.push_back(it->second);
     }
+    std::sort(expired.begin(), expired.end(),
+              [](const auto& a, const auto& b) { return a.expiration < b.expiration; });
+    auto with_signal = std::find_if(expired.begin(), expired.end(),
+                                    [](const TimerRequest& t) { return t.signal > 0; });
+    // The pid still names the process that set the timers: signal it.
+    const auto start = start_time_of_(pid);
+    const bool same_process = start && start_times_.count(pid) && *start == start_times_[pid];
+    if (same_process)
+      taken.push_back(with_signal != expired.end() ? *with_signal : expired.front());
+    ClearPid(pid);
   }
   return taken;
 }
 
 std::optional<double> FileTimers::NextExpiration() const {
-  std::optional<double> next;
-  for (const auto& [key, timer] : timers_) {
-    if (!next || timer.expiration < *next) next = timer.expiration;
+  if (by_expiration_.empty()) return std::nullopt;
+  return by_expiration_.begin()->first;
+}
+
+void FileTimers::ClearPid(pid_t pid) {
+  for (auto it = timers_.lower_bound({pid, ""}); it != timers_.end() && it->first.first == pid;) {
+    auto next = std::next(it);
+    Erase(it);
+    it = next;
   }
-  return next;
+}
+
+void FileTimers::Clear() {
+  timers_.clear();
+  by_expiration_.clear();
+  start_times_.clear();
 }
 
 absl::StatusOr<std::unique_ptr<FifoLineReader>> FifoLineReader::Open(

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,21 +41,45 @@ struct TimerRequest {
 // One line of the protocol; InvalidArgument says what is wrong.
 absl::StatusOr<TimerRequest> ParseTimerRequest(absl::string_view line);
 
-// The timers of one node. Bounded: at most kMaxTimers at once (more are refused).
+// The timers of one node, kept in expiration order: a request, an expiry and the next
+// deadline cost O(log n) however many timers there are. Bounded: at most kMaxTimers at once
+// (more are refused).
+//
+// A timer belongs to a process, not to a pid: the process's start time is taken when its
+// first timer is set, and a timer whose pid has since been given to another process (the
+// first one exited, a later worker got its number) never fires. A node also clears a worker's
+// timers when it exits, and all of them at every generation.
 class FileTimers {
  public:
   static constexpr size_t kMaxTimers = 65536;
+  // The start time of the process `pid` (as /proc/<pid>/stat says it); nullopt when gone.
+  using StartTimeOf = std::function<std::optional<uint64_t>(pid_t pid)>;
 
-  // Acquires or releases; false when refused (the table is full).
+  // The real one: /proc/<pid>/stat's field 22.
+  static std::optional<uint64_t> ProcessStartTime(pid_t pid);
+
+  explicit FileTimers(StartTimeOf start_time_of = ProcessStartTime)
+      : start_time_of_(std::move(start_time_of)) {}
+
+  // Acquires or releases; false when refused (the table is full, or the process is gone).
   bool Apply(const TimerRequest& request);
-  // The expired timers at `wall_now`: one per pid (the one whose signal it gets), each pid's
-  // timers cleared.
+  // The expired timers at `wall_now`: one per process (the one whose signal it gets), each
+  // process's timers cleared; timers of a pid that another process now has are dropped.
   std::vector<TimerRequest> TakeExpired(double wall_now);
   std::optional<double> NextExpiration() const;
+  // Drops the timers of `pid` (it exited), or all of them (a new generation).
+  void ClearPid(pid_t pid);
+  void Clear();
   size_t size() const { return timers_.size(); }
 
  private:
-  std::map<std::pair<pid_t, std::string>, TimerRequest> timers_;
+  using Key = std::pair<pid_t, std::string>;
+  void Erase(std::map<Key, TimerRequest>::iterator it);
+
+  StartTimeOf start_time_of_;
+  std::map<Key, TimerRequest> timers_;
+  std::set<std::pair<double, Key>> by_expiration_;
+  std::map<pid_t, uint64_t> start_times_;  // of the pids that hold timers
 };
 
 // Reads the FIFO's lines on the io_context. Holds the FIFO open for reading and writing, so

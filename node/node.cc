@@ -31,7 +31,9 @@ Node::Node(ProcessBackend& backend, common::Clock& clock, SchedulerLink& link, O
       options_(std::move(options)),
       planner_(std::move(planner)),
       callbacks_(std::move(callbacks)),
-      supervision_(std::move(supervision)) {}
+      supervision_(std::move(supervision)),
+      timers_(supervision_.process_start_time ? supervision_.process_start_time
+                                              : FileTimers::ProcessStartTime) {}
 
 Node::~Node() = default;
 
@@ -111,6 +113,7 @@ void Node::OnLinkLost(const std::string& reason, bool unauthenticated) {
 void Node::FinishLocally(v1::JobOutcome outcome) {
   if (finished_) return;
   finished_ = true;
+  SayRefusedTimers();
   heartbeat_timer_.reset();
   formation_timer_.reset();
   hang_timer_.reset();
@@ -218,7 +221,7 @@ void Node::OnStart(uint64_t generation, const v1::StartGeneration& start) {
 void Node::OnProcessExited(const ProcessSpec& spec, pid_t pid, common::ExitStatus status,
                            bool stopped_by_us) {
   auto log = common::Logger("node");
-  OnWorkerGone(spec);
+  OnWorkerGone(spec, pid);
   if (spec.rank >= 0) {
     log->info("rank {} (pid {}) {}", spec.rank, pid, status.ToString());
   } else {

@@ -49,6 +49,8 @@ struct Supervision {
   std::function<double()> wall_now;
   // Sends a signal to a process (unset: kill(2)).
   std::function<void(pid_t, int)> signal_process;
+  // A process's start time, which tells a pid's process from a later one (unset: /proc).
+  FileTimers::StartTimeOf process_start_time;
 };
 
 // When a node sends a Heartbeat message (Node::SendHeartbeat; the rendezvous benchmark's
@@ -128,11 +130,12 @@ class Node {
   // supervision.cc
   void StartSupervision(const v1::StartGeneration& start, std::vector<ProcessSpec>& plan);
   void OnWorkerRunning(const ProcessSpec& spec);
-  void OnWorkerGone(const ProcessSpec& spec);
+  void OnWorkerGone(const ProcessSpec& spec, pid_t pid);
   void SendProgress();
   void ArmHangCheck();
   void CheckHangs();
   void ArmTimerCheck();
+  void SayRefusedTimers();
   void CheckTimers();
   void OnCaptureStacks(const v1::CaptureStacks& capture);
   void OnStacksCaptured(uint64_t generation, std::vector<v1::RankStack> stacks);
@@ -167,6 +170,8 @@ class Node {
   bool hang_reported_ = false;  // this generation's first hang went to the scheduler
   FileTimers timers_;
   std::unique_ptr<common::Timer> timer_check_;
+  std::optional<double> timer_check_for_;  // the expiration timer_check_ is armed for
+  uint64_t refused_timers_ = 0;
   uint64_t malformed_timer_lines_ = 0;
   std::map<int, int> rank_of_local_;  // this generation's local rank -> rank
   common::ThreadAffinity strand_;     // the io_context's thread: every entry point checks it

@@ -52,6 +52,10 @@ void AppendToLog(const std::string& path, const std::string& text) {
 
 void Node::StartSupervision(const v1::StartGeneration& start, std::vector<ProcessSpec>& plan) {
   progress_ = std::make_unique<ProgressTracker>(start.progress_rules());
+  // The last generation's timers were its workers'; none of them carries over.
+  timers_.Clear();
+  ArmTimerCheck();
+  SayRefusedTimers();
   hang_reported_ = false;
   hang_timer_.reset();
   hang_check_at_.reset();
@@ -82,8 +86,9 @@ void Node::OnWorkerRunning(const ProcessSpec& spec) {
   ArmHangCheck();
 }
 
-void Node::OnWorkerGone(const ProcessSpec& spec) {
+void Node::OnWorkerGone(const ProcessSpec& spec, pid_t pid) {
   if (progress_ && spec.rank >= 0) progress_->RemoveRank(spec.rank);
+  timers_.ClearPid(pid);
 }
 
 void Node::OnProgressDatagram(int local_rank, absl::string_view datagram) {
@@ -151,23 +156,40 @@ void Node::OnTimerLine(absl::string_view line) {
     }
     return;
   }
-  if (!timers_.Apply(*request)) {
-    common::Logger("node")->warn("too many torch timers ({}): refusing scope '{}' of pid {}",
-                                 FileTimers::kMaxTimers, request->scope, request->pid);
+  if (!timers_.Apply(*request) && refused_timers_++ == 0) {
+    // Said once; a flood is counted (SayRefusedTimers).
+    common::Logger("node")->warn(
+        "refusing the torch timer '{}' of pid {}: {} timers are set, or the process is gone",
+        request->scope, request->pid, timers_.size());
   }
   ArmTimerCheck();
 }
 
+void Node::SayRefusedTimers() {
+  if (refused_timers_ > 1) {
+    common::Logger("node")->warn("refused {} torch timer requests in all", refused_timers_);
+  }
+  refused_timers_ = 0;
+}
+
+// Worked example: a timer far in the future (torch's expires(after=1e10), or an expiration time
+// of 1e300) is checked again in a day, not armed for a time a duration cannot hold.
 void Node::ArmTimerCheck() {
   const std::optional<double> next = timers_.NextExpiration();
   if (!next || !supervision_.wall_now) {
     timer_check_.reset();
+    timer_check_for_.reset();
     return;
   }
-  const double delay = std::max(0.0, *next - supervision_.wall_now());
+  if (timer_check_ && timer_check_for_ == next) return;  // armed for it already
+  timer_check_for_ = next;
+  constexpr double kLongestWait = 24 * 3600;
+  const double delay = std::clamp(*next - supervision_.wall_now(), 0.0, kLongestWait);
   timer_check_ = clock_.After(
-      std::chrono::duration_cast<common::Duration>(std::chrono::duration<double>(delay)),
-      [this] { CheckTimers(); });
+      std::chrono::duration_cast<common::Duration>(std::chrono::duration<double>(delay)), [this] {
+        timer_check_.reset();
+        CheckTimers();
+      });
 }
 
 void Node::CheckTimers() {

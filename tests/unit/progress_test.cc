@@ -186,8 +186,13 @@ TEST(FileTimerTest, ParsesTorchsRequestsAndRefusesOthers) {
   }
 }
 
+// Timers whose processes all started at time 1 (FileTimers::StartTimeOf).
+FileTimers TestTimers() {
+  return FileTimers([](pid_t) -> std::optional<uint64_t> { return 1; });
+}
+
 TEST(FileTimerTest, ExpiresPerPidWithTheEarliestSignalledTimerAndClearsThePid) {
-  FileTimers timers;
+  FileTimers timers = TestTimers();
   timers.Apply({10, "a", 5.0, 0});
   timers.Apply({10, "b", 6.0, 9});
   timers.Apply({10, "c", 50.0, 15});
@@ -204,8 +209,43 @@ TEST(FileTimerTest, ExpiresPerPidWithTheEarliestSignalledTimerAndClearsThePid) {
   EXPECT_TRUE(timers.TakeExpired(99.0).empty());
 }
 
+TEST(FileTimerTest, ClearingAPidOrEverythingLeavesNoTrace) {
+  FileTimers timers = TestTimers();
+  timers.Apply({10, "a", 5.0, 9});
+  timers.Apply({11, "a", 6.0, 9});
+  timers.Apply({11, "b", 1e300, 9});
+  timers.ClearPid(11);
+  EXPECT_EQ(timers.size(), 1u);
+  EXPECT_DOUBLE_EQ(*timers.NextExpiration(), 5.0);
+  timers.Clear();
+  EXPECT_EQ(timers.size(), 0u);
+  EXPECT_FALSE(timers.NextExpiration());
+  EXPECT_TRUE(timers.TakeExpired(1e301).empty());
+}
+
+TEST(FileTimerTest, AProcessThatIsGoneOrReplacedGetsNoSignal) {
+  std::map<pid_t, std::optional<uint64_t>> start = {{10, 100}, {11, std::nullopt}};
+  FileTimers timers([&start](pid_t pid) { return start[pid]; });
+  EXPECT_FALSE(timers.Apply({11, "a", 5.0, 9}));  // already gone
+  ASSERT_TRUE(timers.Apply({10, "a", 5.0, 9}));
+  start[10] = 200;  // pid 10 went to another process
+  EXPECT_TRUE(timers.TakeExpired(10.0).empty());
+  EXPECT_EQ(timers.size(), 0u);
+}
+
+TEST(FileTimerTest, ManyTimersCostLogarithmicTime) {
+  FileTimers timers = TestTimers();
+  // 100,000 requests on 1,000 scopes, each renewed 100 times: the next expiration is always
+  // the first in order, however many there are.
+  for (int i = 0; i < 100000; ++i) {
+    ASSERT_TRUE(timers.Apply({10, std::to_string(i % 1000), 1000.0 + i, 9}));
+  }
+  EXPECT_EQ(timers.size(), 1000u);
+  EXPECT_DOUBLE_EQ(*timers.NextExpiration(), 1000.0 + 99000);
+}
+
 TEST(FileTimerTest, TheTableIsBounded) {
-  FileTimers timers;
+  FileTimers timers = TestTimers();
   for (size_t i = 0; i < FileTimers::kMaxTimers; ++i) {
     ASSERT_TRUE(timers.Apply({1, std::to_string(i), 1.0, 9}));
   }

@@ -58,6 +58,10 @@ class NodeSupervisionTest : public ::testing::Test {
     supervision.stacks = &sampler;
     supervision.wall_now = [this] { return wall; };
     supervision.signal_process = [this](pid_t pid, int sig) { signalled.emplace_back(pid, sig); };
+    supervision.process_start_time = [this](pid_t pid) -> std::optional<uint64_t> {
+      auto it = start_times.find(pid);
+      return it == start_times.end() ? 1 : it->second;
+    };
     node = std::make_unique<node::Node>(
         backend, clock, link, options,
         [](const v1::RankAssignment& a, uint64_t,
@@ -92,6 +96,7 @@ class NodeSupervisionTest : public ::testing::Test {
   FakeStackSampler sampler;
   double wall = 1000;
   std::vector<std::pair<pid_t, int>> signalled;
+  std::map<pid_t, uint64_t> start_times;  // unset: 1
   std::unique_ptr<node::Node> node;
 };
 
@@ -191,6 +196,53 @@ TEST_F(NodeSupervisionTest, AnExpiredTorchTimerSignalsItsWorkerAndIsReported) {
   ASSERT_EQ(expired.size(), 1u);
   EXPECT_EQ(expired[0].timer_expired().rank(), 5);
   EXPECT_EQ(expired[0].timer_expired().scope(), "step");
+}
+
+TEST_F(NodeSupervisionTest, ATimerFarInTheFutureIsCheckedDailyInsteadOfSpinning) {
+  StartGeneration(v1::ProgressRules{});
+  node->OnTimerLine(R"({"pid":11,"scope_id":"far","expiration_time":1e300,"signal":9})");
+  node->OnTimerLine(R"({"pid":10,"scope_id":"far","expiration_time":10000000000.0,"signal":9})");
+  const size_t pending = clock.pending_timers();
+  clock.Advance(seconds(25 * 3600));  // a daily check, nothing due
+  EXPECT_TRUE(signalled.empty());
+  EXPECT_EQ(clock.pending_timers(), pending);
+}
+
+TEST_F(NodeSupervisionTest, TimersDieWithTheirWorkerAndTheirGeneration) {
+  StartGeneration(v1::ProgressRules{});
+  node->OnTimerLine(R"({"pid":11,"scope_id":"step","expiration_time":1010,"signal":9})");
+  node->OnTimerLine(R"({"pid":10,"scope_id":"step","expiration_time":1010,"signal":9})");
+  // Worker 10 exits: its timers go with it, while 11's stay.
+  backend.Exit(10, common::ExitStatus::Exited(1));
+  v1::NodeCommand abort;
+  abort.set_generation(1);
+  abort.mutable_abort()->set_reason("rank 4 failed");
+  node->OnCommand(abort);
+  backend.Exit(11, common::ExitStatus::Signaled(SIGTERM));
+  // A new generation: the old workers' timers are gone, even if their pids come back.
+  v1::NodeCommand second;
+  second.set_generation(2);
+  auto* assignment = second.mutable_start()->mutable_assignment();
+  assignment->set_first_rank(4);
+  assignment->set_local_worker_num(2);
+  assignment->set_world_size(6);
+  node->OnCommand(second);
+  backend.Start(10);
+  backend.Start(11);
+  wall += 20;
+  clock.Advance(seconds(20));
+  EXPECT_TRUE(signalled.empty());
+  EXPECT_TRUE(link.Of(&v1::NodeEvent::has_timer_expired).empty());
+}
+
+TEST_F(NodeSupervisionTest, ATimerWhosePidWentToAnotherProcessNeverFires) {
+  StartGeneration(v1::ProgressRules{});
+  start_times[11] = 100;
+  node->OnTimerLine(R"({"pid":11,"scope_id":"step","expiration_time":1002,"signal":9})");
+  start_times[11] = 200;  // pid 11 is another process now
+  wall += 5;
+  clock.Advance(seconds(5));
+  EXPECT_TRUE(signalled.empty());
 }
 
 TEST_F(NodeSupervisionTest, ATimerOfAStrangerSignalsNobody) {
