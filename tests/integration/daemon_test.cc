@@ -122,6 +122,23 @@ TEST_F(DaemonTest, TwoAgentsRunTwoConsecutiveJobsWithoutNewDaemons) {
   StopDaemon(scheduler);
 }
 
+TEST_F(DaemonTest, APauseOfTheDaemonShorterThanTheNodeTimeoutCostsNothing) {
+  const std::string master = "127.0.0.1:" + FreePort();
+  auto scheduler = Scheduler({"--listen", master});
+  auto agent = Gangrun({"agent", "--master", master, "--slots", "2"});
+  auto job = Gangrun({"submit", "--master", master, "--worker_num", "2", "--node_timeout", "3",
+                      "--heartbeat_interval", "0.5", TestWorkerBinary(), "--run-ms", "5000"});
+  ASSERT_EQ(WaitReady(2).size(), 2u);
+  // What a VM pause or a swap storm looks like, for 90% of the node timeout (launchers used
+  // to give up at node_timeout - heartbeat_interval, 2.5 s here).
+  kill(scheduler.pid, SIGSTOP);
+  EXPECT_FALSE(WaitExit(job.pid, milliseconds(2700)).has_value()) << job.Stderr();
+  kill(scheduler.pid, SIGCONT);
+  EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr();
+  StopDaemon(agent);
+  StopDaemon(scheduler);
+}
+
 TEST_F(DaemonTest, StopEndsASubmittedJobAndAgentStopKillsItsWorkers) {
   const std::string master = "127.0.0.1:" + FreePort();
   auto scheduler = Scheduler({"--listen", master});

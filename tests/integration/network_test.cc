@@ -16,7 +16,7 @@ using std::chrono::seconds;
 
 // Runs a shell command quietly; true on exit status 0.
 bool Shell(const std::string& command) {
-  return std::system((command + " >/dev/null 2>&1").c_str()) == 0;
+  return std::system(("(" + command + ") >/dev/null 2>&1").c_str()) == 0;
 }
 
 class NetworkTest : public LauncherTest {
