@@ -2,19 +2,25 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/read.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/console.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/spawn.h"
+#include "common/status.h"
 #include "launcher/launch_spec.h"
+#include "launcher/launcher.h"
 #include "rpc/channel.h"
 
 namespace gangrun::agent {
@@ -170,6 +176,9 @@ void Agent::Run(const v1::RunLauncher& run) {
     close(out[1]);
     return fail(std::strerror(errno));
   }
+  auto close_pipes = [&] {
+    for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
+  };
   common::SpawnOptions spawn;
   spawn.exec_path = options_.self_exe;
   // The daemon chose the job's sizes, rank, port and run id; this host's part is where the
@@ -178,19 +187,44 @@ void Agent::Run(const v1::RunLauncher& run) {
   spec.set_master_addr(options_.master_host);
   if (spec.log_dir().empty() && !options_.log_root.empty()) {
     spec.set_log_dir(options_.log_root + "/" + run.job_id());
+    if (options_.run_as) {
+      // Made here, the run-as user's own: the launcher then finds a directory of its user's
+      // (under a log root that it may enter).
+      absl::Status made = common::MakeDirs(options_.log_root, 0755);
+      if (made.ok()) made = common::MakeDirs(spec.log_dir(), 0700);
+      if (!made.ok()) {
+        close_pipes();
+        return fail(std::string(made.message()));
+      }
+      if (chown(spec.log_dir().c_str(), options_.run_as->credentials.uid,
+                options_.run_as->credentials.gid) != 0) {
+        close_pipes();
+        return fail("cannot give " + spec.log_dir() + " to " + options_.run_as->name + ": " +
+                    std::strerror(errno));
+      }
+    }
   }
   spawn.argv = {options_.self_exe};
   for (auto& arg : launcher::LaunchArgv(spec)) spawn.argv.push_back(std::move(arg));
-  // The submitter's environment and directory (systemd's notify socket and watchdog belong
-  // to the agent, not to its jobs).
-  spawn.env = launcher::LauncherEnvironment(spec, common::CurrentEnvironment());
-  spawn.env.push_back("GANGRUN_INTERNAL_NODE_ONLY=1");
+  const std::vector<std::string> agent_env = common::CurrentEnvironment();
+  // The workers' environment (the submitter's, as --export chose), in a memfd the launcher
+  // reads; the launcher's own is the agent's.
+  std::vector<std::string> job_env = launcher::LauncherEnvironment(spec, agent_env);
+  if (options_.run_as) SetIdentity(job_env);  // who the workers are, whoever submitted
+  auto workers_env = WorkerEnvironmentFile(job_env);
+  if (!workers_env.ok()) {
+    close_pipes();
+    return fail(std::string(workers_env.status().message()));
+  }
+  spawn.env = LauncherOwnEnvironment(agent_env);
   spawn.cwd = spec.cwd();
+  if (options_.run_as) spawn.run_as = options_.run_as->credentials;
   int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  spawn.fds = {{0, devnull}, {1, out[1]}, {2, err[1]}};
+  spawn.fds = {{0, devnull}, {1, out[1]}, {2, err[1]}, {3, *workers_env}};
   spawn.parent_death_signal = SIGKILL;  // its keeper then kills the workers
   auto pid = common::Spawn(spawn);
   close(devnull);
+  close(*workers_env);
   close(out[1]);
   close(err[1]);
   if (!pid.ok()) {
@@ -206,6 +240,56 @@ void Agent::Run(const v1::RunLauncher& run) {
                                 run.job_id(), *pid, spec.master_port());
   ReadPipe(launcher, launcher->out);
   ReadPipe(launcher, launcher->err);
+}
+
+absl::StatusOr<int> Agent::WorkerEnvironmentFile(const std::vector<std::string>& env) {
+  const int fd = memfd_create("gangrun-worker-env", MFD_CLOEXEC);
+  if (fd < 0) return common::ErrnoToStatus(errno, "memfd_create");
+  std::string bytes;
+  for (const auto& entry : env) bytes.append(entry).push_back('\0');
+  for (size_t done = 0; done < bytes.size();) {
+    const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = errno;
+      close(fd);
+      return common::ErrnoToStatus(error, "cannot write the workers' environment");
+    }
+    done += static_cast<size_t>(n);
+  }
+  lseek(fd, 0, SEEK_SET);
+  return fd;
+}
+
+void Agent::SetIdentity(std::vector<std::string>& env) const {
+  env.erase(std::remove_if(env.begin(), env.end(),
+                           [](const std::string& entry) {
+                             return absl::StartsWith(entry, "HOME=") ||
+                                    absl::StartsWith(entry, "USER=") ||
+                                    absl::StartsWith(entry, "LOGNAME=");
+                           }),
+            env.end());
+  env.push_back("HOME=" + options_.run_as->home);
+  env.push_back("USER=" + options_.run_as->name);
+  env.push_back("LOGNAME=" + options_.run_as->name);
+}
+
+std::vector<std::string> Agent::LauncherOwnEnvironment(
+    const std::vector<std::string>& agent_env) const {
+  std::vector<std::string> env;
+  for (const auto& entry : agent_env) {
+    const std::string key = entry.substr(0, entry.find('='));
+    // systemd's notify socket and watchdog belong to the agent, not to its jobs.
+    if (key == "NOTIFY_SOCKET" || absl::StartsWith(key, "WATCHDOG_") ||
+        absl::StartsWith(key, "LISTEN_")) {
+      continue;
+    }
+    env.push_back(entry);
+  }
+  if (options_.run_as) SetIdentity(env);
+  env.push_back(std::string(launcher::kNodeOnlyEnv) + "=1");
+  env.push_back(std::string(launcher::kWorkerEnvFdEnv) + "=3");
+  return env;
 }
 
 void Agent::ReadPipe(const std::shared_ptr<Launcher>& launcher, Pipe& pipe) {

@@ -4,6 +4,12 @@
 // with the arguments the daemon chose) that joins the job's own scheduler port as a node,
 // relays the launcher's console output to the daemon, and reports its exit.
 //
+// Who a job runs as: the user --run_as names (the agent then runs as root and its launchers
+// drop to that user before they start), else the agent's own user. The submitter's exported
+// environment reaches the job's processes only: each launcher runs with the agent's
+// environment and gets the workers' in a memfd (so a submitter's LD_PRELOAD, say, never loads
+// into the launcher itself).
+//
 // Guarantee: the agent is a child subreaper, each launcher gets PR_SET_PDEATHSIG(SIGKILL),
 // and a killed launcher's process keeper kills its workers; so nothing a job started outlives
 // its agent. If the daemon goes away the agent keeps its launchers (their jobs end on their
@@ -24,6 +30,7 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/exit_status.h"
+#include "common/spawn.h"
 #include "gangrun/v1/daemon.grpc.pb.h"
 #include "rpc/client_stream.h"
 
@@ -41,6 +48,13 @@ class Agent {
     std::string self_exe;  // this binary, to start launchers
     std::string token;
     std::shared_ptr<grpc::ChannelCredentials> credentials;  // null = insecure
+    // Who the jobs run as (--run_as): unset, the agent's own user.
+    struct RunAs {
+      std::string name;
+      std::string home;
+      common::SpawnCredentials credentials;
+    };
+    std::optional<RunAs> run_as;
   };
   struct Callbacks {
     std::function<void()> on_registered;               // every (re)registration
@@ -66,6 +80,11 @@ class Agent {
   void OnStreamDone(const grpc::Status& status);
   void Run(const v1::RunLauncher& run);
   void ReadPipe(const std::shared_ptr<Launcher>& launcher, Pipe& pipe);
+  // A memfd holding `env` (NUL-separated), for a launcher's descriptor 3.
+  static absl::StatusOr<int> WorkerEnvironmentFile(const std::vector<std::string>& env);
+  std::vector<std::string> LauncherOwnEnvironment(const std::vector<std::string>& agent_env) const;
+  // HOME, USER and LOGNAME of the --run_as user.
+  void SetIdentity(std::vector<std::string>& env) const;
   // Relays a launcher's output, or drops and counts it while too much waits for the daemon.
   void SendOutput(Launcher& launcher, std::string lines);
   void Reap();

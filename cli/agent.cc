@@ -3,6 +3,10 @@
 
 #include "agent/agent.h"
 
+#include <grp.h>
+#include <pwd.h>
+#include <unistd.h>
+
 #include <boost/asio/io_context.hpp>
 #include <csignal>
 #include <thread>
@@ -16,9 +20,39 @@
 #include "common/net.h"
 #include "common/service.h"
 #include "common/status.h"
+#include "scheduler/peer_checks.h"
 
 namespace gangrun::cli {
 namespace {
+
+// The user --run_as names: its ids, groups and home, or why it cannot be.
+absl::StatusOr<agent::Agent::Options::RunAs> ResolveRunAs(const std::string& name) {
+  std::vector<char> buffer(16384);
+  passwd entry;
+  passwd* found = nullptr;
+  if (getpwnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found) != 0 ||
+      found == nullptr) {
+    return absl::InvalidArgumentError("--run_as: no user '" + name + "' on this host");
+  }
+  agent::Agent::Options::RunAs run_as;
+  run_as.name = name;
+  run_as.home = found->pw_dir;
+  run_as.credentials.uid = found->pw_uid;
+  run_as.credentials.gid = found->pw_gid;
+  int count = 64;
+  std::vector<gid_t> groups(static_cast<size_t>(count));
+  if (getgrouplist(name.c_str(), found->pw_gid, groups.data(), &count) < 0) {
+    groups.resize(static_cast<size_t>(count));
+    getgrouplist(name.c_str(), found->pw_gid, groups.data(), &count);
+  }
+  groups.resize(static_cast<size_t>(std::max(count, 0)));
+  run_as.credentials.groups = std::move(groups);
+  if (geteuid() != 0 && found->pw_uid != geteuid()) {
+    return absl::InvalidArgumentError("--run_as " + name +
+                                      ": the agent must run as root to run jobs as another user");
+  }
+  return run_as;
+}
 
 // The agent's options once its flags are parsed: the daemon's address resolved, the token
 // read, this host's name and address filled in.
@@ -64,8 +98,12 @@ absl::Status Serve(const agent::Agent::Options& options) {
   agent::Agent agent(io, clock, options, std::move(callbacks));
   agent_ptr = &agent;
   common::Watchdog watchdog(clock);
-  common::Logger("agent")->info("registering with the daemon at {} ({} slot(s), logs under {})",
-                                options.master, options.slots, options.log_root);
+  common::Logger("agent")->info(
+      "registering with the daemon at {} ({} slot(s), logs under {}); jobs run as {}",
+      options.master, options.slots, options.log_root,
+      options.run_as
+          ? options.run_as->name + " (uid " + std::to_string(options.run_as->credentials.uid) + ")"
+          : "this agent's user (uid " + std::to_string(geteuid()) + ")");
   agent.Start();
   RunUntilStopped(
       io, "agent", "stopping the jobs running here, then exiting",
@@ -92,6 +130,10 @@ CommandResult RunAgent(const CommandArgs& command) {
       ->envname("GANGRUN_SLOTS");
   app.add_option("--name", options.name, "name of this agent (default: hostname)")
       ->envname("GANGRUN_AGENT_NAME");
+  std::string run_as;
+  app.add_option("--run_as", run_as,
+                 "the user the jobs run as (the agent must be root); default: the agent's user")
+      ->envname("GANGRUN_RUN_AS");
   app.add_option("--log_root", options.log_root,
                  "jobs log to LOG_ROOT/<job id> unless they give --log_dir (default gangrun-logs)")
       ->envname("GANGRUN_LOG_ROOT");
@@ -99,6 +141,13 @@ CommandResult RunAgent(const CommandArgs& command) {
   AddServiceOptions(app, service, false);
   if (auto done = ParseArgs(app, "agent", command.args)) return *done;
   if (options.slots < 1) return absl::InvalidArgumentError("--slots must be at least 1");
+  if (options.slots > scheduler::kMaxAgentSlots) {
+    return absl::InvalidArgumentError("--slots must be at most " +
+                                      std::to_string(scheduler::kMaxAgentSlots));
+  }
+  if (!run_as.empty()) {
+    ASSIGN_OR_RETURN(options.run_as, ResolveRunAs(run_as));
+  }
   RETURN_IF_ERROR(Complete(options, master, service, command.self_exe));
   return Serve(options);
 }

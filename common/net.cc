@@ -49,6 +49,16 @@ socklen_t ToSockaddr(const std::string& address, int port, sockaddr_storage* sto
 
 std::string HostPort::ToString() const { return JoinHostPort(host, port); }
 
+bool IsIpv4Literal(const std::string& text) {
+  in_addr address;
+  return inet_pton(AF_INET, text.c_str(), &address) == 1;
+}
+
+bool IsIpv6Literal(const std::string& text) {
+  in6_addr address;
+  return inet_pton(AF_INET6, text.c_str(), &address) == 1;
+}
+
 std::string JoinHostPort(const std::string& host, int port) {
   if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
   return host + ":" + std::to_string(port);

@@ -27,6 +27,10 @@ absl::StatusOr<HostPort> ParseHostPort(const std::string& text, const std::strin
 // "host:port", with brackets around an IPv6 host.
 std::string JoinHostPort(const std::string& host, int port);
 
+// Whether `text` is an IPv4 / IPv6 address literal (no brackets).
+bool IsIpv4Literal(const std::string& text);
+bool IsIpv6Literal(const std::string& text);
+
 // Resolves an IPv4/IPv6 literal or a host name to its numeric addresses (literals first as
 // given). Fails with a message naming the host when it does not resolve.
 absl::StatusOr<std::vector<std::string>> ResolveHost(const std::string& host);

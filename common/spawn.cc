@@ -41,6 +41,11 @@ struct ChildContext {
   sigset_t original_mask;
   rlimit file_limit;
   bool set_file_limit;
+  bool set_credentials;
+  uid_t uid;
+  gid_t gid;
+  const gid_t* groups;
+  size_t group_count;
   const char* failed_step = nullptr;
   int error = 0;
   int report_fd = -1;  // only when the child does not share our memory (see kShareMemory)
@@ -76,6 +81,13 @@ int Fail(ChildContext* c, const char* step) {
 int ChildMain(void* arg) {
   auto* c = static_cast<ChildContext*>(arg);
   RestoreDefaultSignalActions();
+  // Raw system calls: glibc's setuid() would signal every thread of the process we share
+  // memory with. Before the parent-death signal, which a change of credentials clears.
+  if (c->set_credentials) {
+    if (syscall(SYS_setgroups, c->group_count, c->groups) < 0) return Fail(c, "setgroups");
+    if (syscall(SYS_setgid, c->gid) < 0) return Fail(c, "setgid");
+    if (syscall(SYS_setuid, c->uid) < 0) return Fail(c, "setuid");
+  }
   if (c->new_session) {
     if (setsid() < 0) return Fail(c, "setsid");
   } else if (c->new_process_group && setpgid(0, 0) < 0) {
@@ -211,6 +223,13 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& options) {
     CPU_SET(cpu, &context.cpus);
   }
 
+  context.set_credentials = options.run_as.has_value();
+  if (options.run_as) {
+    context.uid = options.run_as->uid;
+    context.gid = options.run_as->gid;
+    context.groups = options.run_as->groups.data();
+    context.group_count = options.run_as->groups.size();
+  }
   context.set_file_limit = false;
   if (options.file_limit > 0 && getrlimit(RLIMIT_NOFILE, &context.file_limit) == 0 &&
       options.file_limit < context.file_limit.rlim_cur) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,17 +16,25 @@
 
 namespace gangrun::common {
 
+// Who a spawned process runs as (the caller must be allowed to become it: root).
+struct SpawnCredentials {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary groups
+};
+
 struct SpawnOptions {
-  std::string exec_path;          // absolute or relative path of the program
-  std::vector<std::string> argv;  // argv[0] included
-  std::vector<std::string> env;   // KEY=VALUE; the complete environment
-  std::string cwd;                // "" = inherit
-  std::map<int, int> fds;         // child fd -> parent fd; every other fd >= 3 is closed
-  bool new_process_group = true;  // the child leads its own process group
-  bool new_session = false;       // setsid() instead (implies its own group)
-  int parent_death_signal = 0;    // PR_SET_PDEATHSIG, 0 = none
-  std::vector<int> cpus;          // sched_setaffinity; empty = inherit
-  uint64_t file_limit = 0;        // the child's soft RLIMIT_NOFILE; 0 = inherit
+  std::string exec_path;                   // absolute or relative path of the program
+  std::vector<std::string> argv;           // argv[0] included
+  std::vector<std::string> env;            // KEY=VALUE; the complete environment
+  std::string cwd;                         // "" = inherit
+  std::map<int, int> fds;                  // child fd -> parent fd; every other fd >= 3 is closed
+  bool new_process_group = true;           // the child leads its own process group
+  bool new_session = false;                // setsid() instead (implies its own group)
+  int parent_death_signal = 0;             // PR_SET_PDEATHSIG, 0 = none
+  std::vector<int> cpus;                   // sched_setaffinity; empty = inherit
+  uint64_t file_limit = 0;                 // the child's soft RLIMIT_NOFILE; 0 = inherit
+  std::optional<SpawnCredentials> run_as;  // unset: this process's user
 };
 
 // Starts the program; returns its pid once it has exec'd, or why it could not.

@@ -1,13 +1,19 @@
 // Gathering what the launcher needs to know about this host before it starts anything, and
 // printing the plan for --dry_run.
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/net.h"
+#include "common/numbers.h"
 #include "common/spawn.h"
 #include "common/status.h"
 #include "launcher/bind_core.h"
@@ -32,6 +38,33 @@ std::string ShellQuote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
+}
+
+}  // namespace
+
+namespace {
+
+// What the workers' environment starts from: this process's, or, for a launcher an agent
+// started, the one the agent handed over (kWorkerEnvFdEnv).
+absl::StatusOr<std::vector<std::string>> WorkerBaseEnvironment() {
+  const char* fd_text = std::getenv(kWorkerEnvFdEnv);
+  if (fd_text == nullptr) return common::CurrentEnvironment();
+  const auto fd = common::ParseInt(fd_text, 3, 1 << 20);
+  if (!fd) return absl::InvalidArgumentError(std::string(kWorkerEnvFdEnv) + " is not a descriptor");
+  std::string bytes;
+  char buffer[65536];
+  for (ssize_t n; (n = read(static_cast<int>(*fd), buffer, sizeof(buffer))) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return common::ErrnoToStatus(errno, "cannot read the workers' environment");
+    bytes.append(buffer, static_cast<size_t>(n));
+  }
+  close(static_cast<int>(*fd));
+  unsetenv(kWorkerEnvFdEnv);
+  std::vector<std::string> env;
+  for (absl::string_view entry : absl::StrSplit(bytes, '\0', absl::SkipEmpty())) {
+    env.emplace_back(entry);
+  }
+  return env;
 }
 
 }  // namespace
@@ -70,7 +103,8 @@ absl::StatusOr<HostFacts> GatherHostFacts(const Options& options) {
   facts.log_dir = options.log_dir;
   ASSIGN_OR_RETURN(facts.token, rpc::ResolveToken(options.access));
   std::string path_env = "/usr/local/bin:/usr/bin:/bin";
-  for (auto& entry : common::CurrentEnvironment()) {
+  ASSIGN_OR_RETURN(std::vector<std::string> inherited, WorkerBaseEnvironment());
+  for (auto& entry : inherited) {
     if (absl::StartsWith(entry, "GANGRUN_INTERNAL_")) continue;
     if (absl::StartsWith(entry, "PATH=")) path_env = entry.substr(5);
     if (absl::StartsWith(entry, "ASCEND_RT_VISIBLE_DEVICES=")) {

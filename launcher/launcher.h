@@ -50,5 +50,8 @@ inline constexpr char kReadyFdEnv[] = "GANGRUN_INTERNAL_READY_FD";
 // Set by `gangrun agent` for the launchers it starts: the daemon hosts the job's scheduler,
 // so this launcher only joins it as a node, even on the daemon's own host.
 inline constexpr char kNodeOnlyEnv[] = "GANGRUN_INTERNAL_NODE_ONLY";
+// An agent-started launcher's descriptor with its workers' environment (NUL-separated
+// KEY=VALUE entries): the launcher's own environment is the agent's.
+inline constexpr char kWorkerEnvFdEnv[] = "GANGRUN_INTERNAL_WORKER_ENV_FD";
 
 }  // namespace gangrun::launcher

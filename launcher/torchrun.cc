@@ -4,12 +4,14 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "common/net.h"
 #include "common/numbers.h"
 #include "common/status.h"
 #include "launcher/command_line.h"
@@ -206,26 +208,37 @@ absl::Status ApplyRdzvConf(const Values& v, Options& o, std::vector<std::string>
   return absl::OkStatus();
 }
 
-// HOST[:PORT], with IPv6 in brackets.
+// HOST[:PORT]: a name or an IPv4 address with an optional port, an IPv6 address alone (::1) or
+// in brackets with one ([::1]:29400). Anything else ("h:1:2") is refused, not looked up.
 absl::Status ApplyEndpoint(const Values& v, int default_port, Options& o) {
   const std::string text = v.Get("rdzv_endpoint", "");
-  const std::string expected = "HOST[:PORT] (IPv6 in brackets)";
+  const std::string expected = "HOST[:PORT] (an IPv6 address alone or in brackets)";
   std::string host = text;
   int port = default_port;
-  const size_t colon = text.rfind(':');
   const bool bracketed = !text.empty() && text[0] == '[';
-  if (colon != std::string::npos && (!bracketed || text[colon - 1] == ']')) {
+  const size_t colons = static_cast<size_t>(std::count(text.begin(), text.end(), ':'));
+  if (!bracketed && colons > 1) {
+    if (!common::IsIpv6Literal(text)) return v.Bad("rdzv_endpoint", expected);
+  } else if (const size_t colon = text.rfind(':');
+             colon != std::string::npos && (!bracketed || text[colon - 1] == ']')) {
     auto parsed = common::ParseInt(text.substr(colon + 1), 1, 65535);
     if (!parsed) return v.Bad("rdzv_endpoint", expected);
     port = static_cast<int>(*parsed);
     host = text.substr(0, colon);
   }
   if (bracketed) {
-    if (host.size() < 3 || host.back() != ']') return v.Bad("rdzv_endpoint", expected);
+    if (host.size() < 3 || host.back() != ']' ||
+        !common::IsIpv6Literal(host.substr(1, host.size() - 2))) {
+      return v.Bad("rdzv_endpoint", expected);
+    }
     host = host.substr(1, host.size() - 2);
   }
   if (host.empty()) return v.Bad("rdzv_endpoint", expected);
   if (port < 0) return v.Bad("rdzv_endpoint", "HOST:PORT (the static backend needs the port)");
+  // The one HOST:PORT codec checks the host's spelling (nothing is looked up here).
+  if (!common::ParseHostPort(common::JoinHostPort(host, port < 1 ? 1 : port), "").ok()) {
+    return v.Bad("rdzv_endpoint", expected);
+  }
   o.master_addr = host == "localhost" ? "127.0.0.1" : host;
   o.master_port = port;
   return absl::OkStatus();

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "common/files.h"
+#include "common/net.h"
 #include "common/numbers.h"
 #include "launcher/options.h"
 #include "rpc/credentials.h"
@@ -207,6 +208,11 @@ absl::Status ValidateValues(const Options& o) {
   if (absl::Status s = CheckSimulation(o); !s.ok()) return s;
   if (o.access.tls_cert.empty() != o.access.tls_key.empty()) {
     return Invalid("--tls_cert and --tls_key must be given together");
+  }
+  if (!o.local_addr.empty() && !common::IsIpv4Literal(o.local_addr) &&
+      !common::IsIpv6Literal(o.local_addr)) {
+    return Invalid("--local_addr '" + QuoteValue(o.local_addr) +
+                   "' is not an IPv4 or IPv6 address");
   }
   if (o.worker_log_name.find('/') != std::string::npos) {
     return Invalid("--worker_log_name must be a file name prefix, without '/'");

@@ -43,6 +43,17 @@ void Daemon::ExpectHello(int id, std::shared_ptr<Handle> handle) {
   });
 }
 
+absl::Status Daemon::CheckAgentNameFree(const std::string& name) const {
+  for (const auto& [id, other] : agents_) {
+    if (!other.registered || other.info.name() != name) continue;
+    return absl::AlreadyExistsError(
+        "an agent named '" + name + "' is already registered (pid " +
+        std::to_string(other.info.pid()) + ", address " + other.info.address() +
+        "); give each agent its own --name (a restarted agent's old session ends first)");
+  }
+  return absl::OkStatus();
+}
+
 int Daemon::AddAgent(std::shared_ptr<AgentStream::Handle> handle) {
   GANGRUN_ON_STRAND(strand_);
   int id = next_id_++;
@@ -60,6 +71,7 @@ void Daemon::OnAgentEvent(int agent_id, const v1::AgentEvent& event) {
     v1::AgentCommand reply;
     absl::Status valid = agent.registered ? absl::FailedPreconditionError("already registered")
                                           : CheckAgentRegister(event.register_());
+    if (valid.ok()) valid = CheckAgentNameFree(event.register_().name());
     if (!valid.ok()) {
       common::Logger("daemon")->warn("refused an agent: {}", std::string(valid.message()));
       reply.mutable_rejected()->set_reason(std::string(valid.message()));

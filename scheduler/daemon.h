@@ -101,6 +101,8 @@ class Daemon {
   // Output waiting for one submitter; past this, output is dropped and counted.
   static constexpr size_t kMaxQueuedOutput = 8 << 20;
 
+  // Agents' names are how people and placements tell them apart: one agent per name.
+  absl::Status CheckAgentNameFree(const std::string& name) const;
   void TryPlace();
   void PlacePending();
   void ReportWaiting(Job& job, const std::string& why);

@@ -45,6 +45,17 @@ void NodeSession::Close() {
   if (wire_) wire_->CloseAfterWrites();
 }
 
+void NodeSession::Drop() {
+  if (ended_) return;
+  closing_ = true;  // no resume, no more events
+  if (wire_) wire_->Drop();
+  wire_.reset();
+  boost::asio::post(sessions_.io(), [&sessions = sessions_, id = id_] {
+    auto it = sessions.sessions_.find(id);
+    if (it != sessions.sessions_.end()) it->second->End("dropped by the scheduler");
+  });
+}
+
 void NodeSession::Attach(std::unique_ptr<Wire> wire, uint64_t acked) {
   std::unique_ptr<Wire> old = std::move(wire_);
   wire_ = std::move(wire);

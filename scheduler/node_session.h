@@ -62,6 +62,7 @@ class NodeSession : public NodeLink {
   // NodeLink, for the scheduler.
   void Send(const v1::NodeCommand& command) override;
   void Close() override;
+  void Drop() override;
   common::TimePoint LastHeartbeat() const override { return last_heard_; }
   std::string PeerEndpoint() const override { return wire_ ? wire_->PeerEndpoint() : ""; }
 

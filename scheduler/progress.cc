@@ -119,7 +119,6 @@ void Scheduler::FinishCapture() {
   if (state_ != State::kCapturing || !capture_) return;
   std::vector<v1::StackGroup> groups = GroupStacks(capture_->stacks);
   StopReason reason{StopReason::Kind::kHung, capture_->message, capture_->root_cause, groups};
-  if (!groups.empty()) reason.message += "; " + DescribeGroups(groups);
   // Where to look first: the odd one out (the smallest odd group), else the rank that hung.
   const v1::StackGroup* odd = nullptr;
   for (const auto& group : groups) {
@@ -127,6 +126,7 @@ void Scheduler::FinishCapture() {
       odd = &group;
     }
   }
+  if (odd == nullptr && !groups.empty()) reason.message += "; " + DescribeGroups(groups);
   if (odd != nullptr) {
     const int rank = odd->ranks(0);
     reason.root_cause.set_rank(rank);
@@ -137,6 +137,18 @@ void Scheduler::FinishCapture() {
       reason.root_cause.set_host(node.join.node_name);
       reason.root_cause.set_pid(w->second.pid());
     }
+    // The headline leads with where to look, then how the hang was noticed.
+    std::vector<v1::StackGroup> others;
+    for (const auto& group : groups) {
+      if (&group != odd) others.push_back(group);
+    }
+    std::vector<int> odd_ranks(odd->ranks().begin(), odd->ranks().end());
+    reason.message =
+        (odd->ranks_size() == 1 ? "rank " + std::to_string(rank) + " on " +
+                                      reason.root_cause.host() + " is the odd one out"
+                                : "ranks " + RankList(odd_ranks) + " are the odd ones out") +
+        ", in " + odd->where() + (others.empty() ? "" : "; " + DescribeGroups(others)) +
+        "; noticed when " + capture_->message;
   }
   nlohmann::json json_groups = nlohmann::json::array();
   for (const auto& group : groups) {

@@ -116,6 +116,10 @@ void Scheduler::OnNodeLost(int node_id, NodeState& node, FailureCause cause,
                            const std::string& reason) {
   const std::string why = clock_.Now() < stall_note_until_ ? reason + stall_note_ : reason;
   node.lost = true;
+  // Lost is final: a node that comes back after this (a cut that heals) is refused its old
+  // session and ends, instead of finding a job that no longer counts it.
+  if (node.link != nullptr) node.link->Drop();
+  node.link = nullptr;
   common::Logger("scheduler")->error("lost {}: {}", Describe(node), why);
   CountFailure(cause);
   Record(Event::kNodeLost, {{"node", node.join.node_name},

@@ -77,6 +77,9 @@ class NodeLink {
   virtual void Send(const v1::NodeCommand& command) = 0;
   // Ends the connection once everything sent so far is delivered.
   virtual void Close() {}
+  // The node is lost: its connection goes now, and nothing may resume its session. The
+  // transport reports the end (OnNodeDisconnected) later, from its own loop turn.
+  virtual void Drop() {}
   // When the transport last heard a heartbeat itself (transports may count heartbeats
   // without delivering them as events, which keeps them off the scheduler's strand).
   virtual common::TimePoint LastHeartbeat() const { return common::TimePoint::min(); }

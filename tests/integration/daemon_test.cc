@@ -122,6 +122,84 @@ TEST_F(DaemonTest, TwoAgentsRunTwoConsecutiveJobsWithoutNewDaemons) {
   StopDaemon(scheduler);
 }
 
+// The launcher an agent starts, from one of its workers: worker -> keeper -> launcher.
+pid_t LauncherOf(pid_t worker) {
+  auto parent = [](pid_t pid) {
+    const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+    return static_cast<pid_t>(std::stoi(Split(stat.substr(stat.rfind(')') + 2), ' ')[1]));
+  };
+  return parent(parent(worker));
+}
+
+TEST_F(DaemonTest, TheExportedEnvironmentReachesTheWorkersButNeverTheLauncher) {
+  const std::string master = "127.0.0.1:" + FreePort();
+  auto scheduler = Scheduler({"--listen", master});
+  auto agent = Gangrun({"agent", "--master", master, "--slots", "1"});
+  auto job = Gangrun({"submit", "--master", master, "--worker_num", "1", TestWorkerBinary(),
+                      "--env", dir_.File("env"), "--hang"},
+                     {"LD_PRELOAD=/nonexistent/gangrun-test.so", "SUBMITTER_MARK=1"});
+  auto ready = WaitReady(1);
+  ASSERT_EQ(ready.size(), 1u);
+  const std::string worker_env = ReadFile(dir_.File("env.0"));
+  EXPECT_NE(worker_env.find("\nSUBMITTER_MARK=1\n"), std::string::npos) << worker_env;
+  EXPECT_NE(worker_env.find("\nLD_PRELOAD=/nonexistent/gangrun-test.so\n"), std::string::npos);
+  std::string launcher_env =
+      ReadFile("/proc/" + std::to_string(LauncherOf(ready[0].pid)) + "/environ");
+  std::replace(launcher_env.begin(), launcher_env.end(), '\0', '\n');
+  EXPECT_EQ(launcher_env.find("SUBMITTER_MARK"), std::string::npos) << launcher_env;
+  EXPECT_EQ(launcher_env.find("LD_PRELOAD"), std::string::npos) << launcher_env;
+  kill(job.pid, SIGTERM);
+  RunToEnd(job);
+  StopDaemon(agent);
+  StopDaemon(scheduler);
+}
+
+TEST_F(DaemonTest, JobsRunAsTheUserTheAgentIsGiven) {
+  ASSERT_EQ(geteuid(), 0u) << "run as root, as CI does";
+  const std::string master = "127.0.0.1:" + FreePort();
+  // The other user reaches the test's directory, its FIFO and a directory of its own.
+  chmod(dir_.path().c_str(), 0755);
+  chmod(fifo_.path().c_str(), 0666);
+  const std::string out = dir_.File("out");
+  ASSERT_EQ(mkdir(out.c_str(), 0755), 0);
+  ASSERT_EQ(chown(out.c_str(), 65534, 65534), 0);  // nobody
+  auto scheduler = Scheduler({"--listen", master});
+  auto agent = Gangrun({"agent", "--master", master, "--slots", "1", "--run_as", "nobody",
+                        "--log_root", dir_.File("logs")});
+  ASSERT_TRUE(WaitForStderr(agent, "jobs run as nobody (uid 65534)", seconds(10)))
+      << agent.Stderr();
+  auto job = Gangrun({"submit", "--master", master, "--worker_num", "1", TestWorkerBinary(),
+                      "--env", out + "/env", "--hang"});
+  auto ready = WaitReady(1);
+  ASSERT_EQ(ready.size(), 1u) << job.Stderr();
+  for (pid_t pid : {ready[0].pid, LauncherOf(ready[0].pid)}) {
+    const std::string status = ReadFile("/proc/" + std::to_string(pid) + "/status");
+    EXPECT_NE(status.find("\nUid:\t65534\t65534\t65534\t65534\n"), std::string::npos) << status;
+  }
+  EXPECT_NE(ReadFile(out + "/env.0").find("\nUSER=nobody\n"), std::string::npos);
+  kill(job.pid, SIGTERM);
+  RunToEnd(job);
+  StopDaemon(agent);
+  StopDaemon(scheduler);
+  // A user that does not exist is one clear line.
+  auto bad = Gangrun({"agent", "--master", master, "--run_as", "no-such-user-here"});
+  EXPECT_EQ(RunToEnd(bad).code, 2) << bad.Stderr();
+  EXPECT_NE(bad.Stderr().find("--run_as: no user 'no-such-user-here'"), std::string::npos);
+}
+
+TEST_F(DaemonTest, ASecondAgentWithTheSameNameIsRefused) {
+  const std::string master = "127.0.0.1:" + FreePort();
+  auto scheduler = Scheduler({"--listen", master});
+  auto first = Gangrun({"agent", "--master", master, "--name", "twin"});
+  ASSERT_TRUE(WaitForStderr(scheduler, "agent 1 'twin'", seconds(10))) << scheduler.Stderr();
+  auto second = Gangrun({"agent", "--master", master, "--name", "twin"});
+  EXPECT_EQ(RunToEnd(second).code, 3) << second.Stderr();
+  EXPECT_NE(second.Stderr().find("an agent named 'twin' is already registered"), std::string::npos)
+      << second.Stderr();
+  StopDaemon(first);
+  StopDaemon(scheduler);
+}
+
 TEST_F(DaemonTest, APauseOfTheDaemonShorterThanTheNodeTimeoutCostsNothing) {
   const std::string master = "127.0.0.1:" + FreePort();
   auto scheduler = Scheduler({"--listen", master});
@@ -327,6 +405,7 @@ TEST_F(DaemonTest, BadDaemonOptionsAreOneClearError) {
       {{"scheduler", "--listen", "127.0.0.1:0", "--metrics_port", "70000"}, "--metrics_port"},
       {{"agent"}, "--master is required"},
       {{"agent", "--master", "127.0.0.1:1", "--slots", "0"}, "--slots must be at least 1"},
+      {{"agent", "--master", "127.0.0.1:1", "--slots", "1000000000"}, "--slots must be at most"},
       {{"submit", "--master", "127.0.0.1:1", "--worker_num", "2:4", "/bin/true"}, "MIN:MAX"},
   };
   for (const auto& [args, message] : cases) {

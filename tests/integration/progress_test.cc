@@ -78,8 +78,9 @@ TEST_F(ProgressTest, AHangIsStoppedAndTheReportNamesTheOddOneOutAndItsFunction) 
   EXPECT_EQ(status.code, 5) << err;
   EXPECT_NE(err.find("job hung"), std::string::npos) << err;
   EXPECT_NE(err.find("3 ranks (0-1,3) in all_reduce_wait (train.py:"), std::string::npos) << err;
-  EXPECT_NE(err.find("rank 2 in load_batch (train.py:"), std::string::npos) << err;
-  EXPECT_NE(err.find("the odd one out"), std::string::npos) << err;
+  // The headline leads with where to look.
+  EXPECT_NE(err.find("job hung. rank 2 on "), std::string::npos) << err;
+  EXPECT_NE(err.find(" is the odd one out, in load_batch (train.py:"), std::string::npos) << err;
   EXPECT_NE(err.find("root cause: rank 2"), std::string::npos) << err;
   // Every rank's stack is in its log.
   EXPECT_NE(Log(2).find("in load_batch"), std::string::npos) << Log(2);

@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -190,11 +191,21 @@ TEST_F(TorchrunTest, BadCommandLinesAreOneClearLine) {
            {{"--nproc_per_node", "many", "t.py"}, "invalid value 'many' for --nproc_per_node"},
            {{"--no_python", "-m", "x"}, "don't use both"},
            {{"--nproc_per_node", "1", "missing.py"}, "training script missing.py does not exist"},
+           {{"--local_addr", "999.1.1.1", "--no_python", "/bin/true"},
+            "--local_addr '999.1.1.1' is not an IPv4 or IPv6 address"},
+           {{"--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:29400:1", "--no_python",
+             "/bin/true"},
+            "invalid value '127.0.0.1:29400:1' for --rdzv_endpoint"},
        }) {
     auto job = Torchrun(args);
     EXPECT_EQ(RunToEnd(job).code, 2) << job.Stderr();
     EXPECT_NE(job.Stderr().find(message), std::string::npos) << job.Stderr();
     EXPECT_EQ(Split(job.Stderr(), '\n').size(), 1u) << job.Stderr();
+  }
+  // Refused before anything was made: no torchelastic_* directory is left behind.
+  for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+    EXPECT_EQ(entry.path().filename().string().rfind("torchelastic_", 0), std::string::npos)
+        << entry.path();
   }
 }
 

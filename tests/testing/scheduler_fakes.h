@@ -15,6 +15,7 @@ class FakeNodeLink : public scheduler::NodeLink {
   explicit FakeNodeLink(bool in_process = false) : in_process_(in_process) {}
   void Send(const v1::NodeCommand& command) override { commands.push_back(command); }
   void Close() override { closed = true; }
+  void Drop() override { dropped = true; }
   bool InProcess() const override { return in_process_; }
   std::string PeerEndpoint() const override { return peer; }
 
@@ -25,7 +26,8 @@ class FakeNodeLink : public scheduler::NodeLink {
 
   std::vector<v1::NodeCommand> commands;
   bool closed = false;
-  std::string peer;  // its connection's remote endpoint ("" = no TCP connection)
+  bool dropped = false;  // lost: the scheduler let go of it
+  std::string peer;      // its connection's remote endpoint ("" = no TCP connection)
 
  private:
   bool in_process_;

@@ -208,6 +208,19 @@ TEST(TorchrunOptionsTest, C10dRendezvousHostsTheSchedulerAtTheEndpoint) {
   o = Parse({"--rdzv_backend", "c10d", "--rdzv_endpoint", "localhost:29401", "t.py"}).options;
   EXPECT_EQ(o.master_addr, "127.0.0.1");
   EXPECT_EQ(o.master_port, 29401);
+  // An IPv6 address alone is an address, not a name to look up; two colons otherwise are wrong.
+  o = Parse({"--rdzv_backend", "c10d", "--rdzv_endpoint", "::1", "t.py"}).options;
+  EXPECT_EQ(o.master_addr, "::1");
+  EXPECT_EQ(o.master_port, kTorchC10dPort);
+  o = Parse({"--rdzv_backend", "c10d", "--rdzv_endpoint", "[fd00::2]:7", "t.py"}).options;
+  EXPECT_EQ(o.master_addr, "fd00::2");
+  EXPECT_EQ(o.master_port, 7);
+  for (const char* bad : {"127.0.0.1:29400:1", "[nope]:5", "a b:3", "h:0", "[::1]:x", ":5"}) {
+    EXPECT_NE(
+        Error({"--rdzv_backend", "c10d", "--rdzv_endpoint", bad, "t.py"}).find("invalid value"),
+        std::string::npos)
+        << bad;
+  }
   EXPECT_NE(Error({"--rdzv_backend", "c10d", "t.py"}).find("needs --rdzv_endpoint"),
             std::string::npos);
   EXPECT_EQ(Error({"--rdzv_backend", "etcd", "--rdzv_endpoint", "h:1", "t.py"}),
