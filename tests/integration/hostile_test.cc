@@ -1,0 +1,105 @@
+// Hostile peers against a real master launcher: connections that prove nothing cost it a small
+// bounded amount each, within a bounded number, and the job's real nodes still get in.
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "tests/integration/launcher_fixture.h"
+#include "tests/testing/session_client.h"
+
+namespace gangrun::testing {
+namespace {
+
+using std::chrono::seconds;
+
+constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+constexpr std::string_view kEmptySettings =
+    std::string_view("\x00\x00\x00\x04\x00\x00\x00\x00\x00", 9);
+
+// Resident memory of `pid` in KiB (VmRSS).
+long ResidentKiB(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return -1;
+}
+
+class HostileTest : public LauncherTest {
+ protected:
+  void SetUp() override {
+    rlimit limit;
+    getrlimit(RLIMIT_NOFILE, &limit);
+    limit.rlim_cur = limit.rlim_max;  // the attacker needs more descriptors than the master
+    setrlimit(RLIMIT_NOFILE, &limit);
+    port_ = FreePort();
+  }
+  void TearDown() override {
+    for (int fd : fds_) close(fd);
+    LauncherTest::TearDown();
+  }
+  std::vector<std::string> Job(const std::string& rank) {
+    return {GangrunBinary(), "--worker_num", "2",  "--local_worker_num", "1",  "--master_port",
+            port_,           "--node_rank",  rank, "--cluster_time_out", "60", TestWorkerBinary()};
+  }
+  // Opens `count` connections that each send `bytes` and then nothing.
+  void Open(int count, std::string_view bytes) {
+    for (int i = 0; i < count; ++i) {
+      int fd = DialLoopback(std::stoi(port_));
+      ASSERT_GE(fd, 0) << "connection " << i;
+      ASSERT_TRUE(SendAll(fd, bytes));
+      fds_.push_back(fd);
+    }
+  }
+  // A real handshake after them: the master's accept loop has handled every earlier one.
+  void RoundTrip() {
+    SessionClient client(std::stoi(port_));
+    EXPECT_TRUE(client.connected());
+    EXPECT_TRUE(client.Open("").accepted);
+  }
+
+  std::string port_;
+  std::vector<int> fds_;
+};
+
+TEST_F(HostileTest, FiveHundredConnectionsThatProveNothingCostUnder64MiB) {
+  auto master = Launch(Job("0"), {}, dir_.path(), dir_.path());
+  ASSERT_TRUE(WaitForStderr(master, "waiting for 1 of 2", seconds(20))) << master.Stderr();
+  RoundTrip();
+  const long idle = ResidentKiB(master.pid);
+  // Session openings whose first frame announces its largest handshake size and stops, and
+  // HTTP/2 prefaces with an empty SETTINGS frame: 250 of each.
+  const std::string hello = std::string("GRS2") + std::string("\x00\x00\x04\x00\x01", 5) + "x";
+  Open(250, hello);
+  Open(250, std::string(kHttp2Preface) + std::string(kEmptySettings));
+  RoundTrip();
+  const long loaded = ResidentKiB(master.pid);
+  std::printf("master resident memory: %ld KiB idle, %ld KiB with 500 connections\n", idle, loaded);
+  EXPECT_LT(loaded - idle, 64 * 1024)
+      << "idle " << idle << " KiB, with 500 connections " << loaded << " KiB";
+  // The job's real node still joins.
+  auto node = Launch(Job("1"), {}, dir_.path(), dir_.path());
+  EXPECT_EQ(RunToEnd(node).code, 0) << node.Stderr();
+  EXPECT_EQ(RunToEnd(master).code, 0) << master.Stderr();
+}
+
+TEST_F(HostileTest, DescriptorsCannotBeExhaustedBeforeAuthentication) {
+  // A master with 1,024 descriptors, and 1,100 HTTP/2 connections that say nothing more.
+  std::vector<std::string> argv = {"/usr/bin/prlimit", "--nofile=1024:1024"};
+  for (const auto& arg : Job("0")) argv.push_back(arg);
+  auto master = Launch(argv, {}, dir_.path(), dir_.path());
+  ASSERT_TRUE(WaitForStderr(master, "waiting for 1 of 2", seconds(20))) << master.Stderr();
+  Open(1100, std::string(kHttp2Preface) + std::string(kEmptySettings));
+  RoundTrip();
+  auto node = Launch(Job("1"), {}, dir_.path(), dir_.path());
+  EXPECT_EQ(RunToEnd(node).code, 0) << node.Stderr();
+  EXPECT_EQ(RunToEnd(master).code, 0) << master.Stderr();
+  EXPECT_NE(master.Stderr().find("gRPC connections, its bound"), std::string::npos)
+      << master.Stderr();
+}
+
+}  // namespace
+}  // namespace gangrun::testing
