@@ -9,7 +9,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libboost1.81-dev libspdlog-dev libgtest-dev libgmock-dev
   nlohmann-json3-dev libcli11-dev libssl-dev
-  python3 python3-yaml procps iproute2 openssl elfutils
+  python3 python3-yaml procps iproute2 iptables openssl elfutils util-linux
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(openmpi-bin libopenmpi-dev time)
