@@ -184,22 +184,24 @@ void Agent::Run(const v1::RunLauncher& run) {
   // The daemon chose the job's sizes, rank, port and run id; this host's part is where the
   // daemon is and, unless the job says, where the logs go.
   v1::LaunchSpec spec = run.spec();
-  spec.set_master_addr(options_.master_host);
-  if (spec.log_dir().empty() && !options_.log_root.empty()) {
-    spec.set_log_dir(options_.log_root + "/" + run.job_id());
+  launcher::SetLaunchOption(spec, "master_addr", options_.master_host);
+  const std::string log_dir = launcher::LaunchOption(spec, "log_dir");
+  if (log_dir.empty() && !options_.log_root.empty()) {
+    const std::string job_logs = options_.log_root + "/" + run.job_id();
+    launcher::SetLaunchOption(spec, "log_dir", job_logs);
     if (options_.run_as) {
       // Made here, the run-as user's own: the launcher then finds a directory of its user's
       // (under a log root that it may enter).
       absl::Status made = common::MakeDirs(options_.log_root, 0755);
-      if (made.ok()) made = common::MakeDirs(spec.log_dir(), 0700);
+      if (made.ok()) made = common::MakeDirs(job_logs, 0700);
       if (!made.ok()) {
         close_pipes();
         return fail(std::string(made.message()));
       }
-      if (chown(spec.log_dir().c_str(), options_.run_as->credentials.uid,
+      if (chown(job_logs.c_str(), options_.run_as->credentials.uid,
                 options_.run_as->credentials.gid) != 0) {
         close_pipes();
-        return fail("cannot give " + spec.log_dir() + " to " + options_.run_as->name + ": " +
+        return fail("cannot give " + job_logs + " to " + options_.run_as->name + ": " +
                     std::strerror(errno));
       }
     }
@@ -237,7 +239,7 @@ void Agent::Run(const v1::RunLauncher& run) {
   launcher->pid = *pid;
   launchers_[run.job_id()] = launcher;
   common::Logger("agent")->info("job {}: launcher started (pid {}), scheduler port {}",
-                                run.job_id(), *pid, spec.master_port());
+                                run.job_id(), *pid, launcher::LaunchOption(spec, "master_port"));
   ReadPipe(launcher, launcher->out);
   ReadPipe(launcher, launcher->err);
 }

@@ -20,7 +20,7 @@
 #include "common/net.h"
 #include "common/service.h"
 #include "common/status.h"
-#include "scheduler/peer_checks.h"
+#include "daemon/checks.h"
 
 namespace gangrun::cli {
 namespace {
@@ -141,9 +141,9 @@ CommandResult RunAgent(const CommandArgs& command) {
   AddServiceOptions(app, service, false);
   if (auto done = ParseArgs(app, "agent", command.args)) return *done;
   if (options.slots < 1) return absl::InvalidArgumentError("--slots must be at least 1");
-  if (options.slots > scheduler::kMaxAgentSlots) {
+  if (options.slots > daemon::kMaxAgentSlots) {
     return absl::InvalidArgumentError("--slots must be at most " +
-                                      std::to_string(scheduler::kMaxAgentSlots));
+                                      std::to_string(daemon::kMaxAgentSlots));
   }
   if (!run_as.empty()) {
     ASSIGN_OR_RETURN(options.run_as, ResolveRunAs(run_as));

@@ -23,7 +23,7 @@ absl::StatusOr<std::string> RunParser(CLI::App& app, const std::vector<std::stri
   return std::string();
 }
 
-absl::Status ApplyOption(const OwnOption& def, const std::optional<std::string>& flag_value,
+absl::Status ApplyOption(const OptionRow& def, const std::optional<std::string>& flag_value,
                          const std::string& variable, const EnvLookup& env, ParseResult& result) {
   std::string value, source = "--" + def.name;
   if (flag_value) {

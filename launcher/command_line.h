@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "launcher/option_table.h"
 #include "launcher/options.h"
 
 namespace gangrun::launcher {
@@ -24,7 +25,7 @@ absl::StatusOr<std::string> RunParser(CLI::App& app, const std::vector<std::stri
 // variable `variable`, and records it in result.given (and result.flags for a flag). Nothing
 // happens when neither is set. Errors name where the value came from, e.g. "invalid value 'x'
 // for GANGRUN_GRACE_PERIOD: expected ...".
-absl::Status ApplyOption(const OwnOption& def, const std::optional<std::string>& flag_value,
+absl::Status ApplyOption(const OptionRow& def, const std::optional<std::string>& flag_value,
                          const std::string& variable, const EnvLookup& env, ParseResult& result);
 
 // The task script and its arguments from what the parser left (a leading "--" dropped); an

@@ -1,7 +1,8 @@
 #pragma once
-// The one owner of the launch contract: launcher options <-> the typed LaunchSpec that carries
-// a submitted job through the daemon and the agents, and a LaunchSpec -> a launcher's command
-// line (what an agent starts). Nobody else spells launcher flags.
+// The one owner of the launch contract: launcher options <-> the LaunchSpec that carries a
+// submitted job through the daemon and the agents, and a LaunchSpec -> a launcher's command
+// line (what an agent starts), all through the option table (launcher/option_table.h). Nobody
+// else spells launcher flags.
 
 #include <string>
 #include <vector>
@@ -12,15 +13,23 @@
 
 namespace gangrun::launcher {
 
-// Every option (the token excepted: it never travels in a spec).
+// Every option that travels (the token and --dry_run do not), and the task.
 v1::LaunchSpec ToLaunchSpec(const Options& options);
 
-// The options a spec describes, in the gangrun personality. Not validated: ValidateValues.
+// The options a spec describes, in the gangrun personality; InvalidArgument for a value the
+// option refuses or an option the table does not know. Not validated: ValidateValues.
 absl::StatusOr<Options> FromLaunchSpec(const v1::LaunchSpec& spec);
 
-// `--option value` for every option, then `--`, the task script and its arguments: a command
-// line that ParseCommandLine turns back into the same options, whatever GANGRUN_* variables
-// the launcher's environment holds.
+// Sets one option of a spec (the daemon's choices: sizes, node rank, port, run id; the
+// agent's: the master address and the log directory). `name` must be a travelling option.
+void SetLaunchOption(v1::LaunchSpec& spec, const std::string& name, const std::string& value);
+// One option's value as the spec carries it ("" when absent).
+std::string LaunchOption(const v1::LaunchSpec& spec, const std::string& name);
+
+// `--option value` for every option of the spec, in the table's order, then `--`, the task
+// script and its arguments: a command line that ParseCommandLine turns back into the same
+// options, whatever GANGRUN_* variables the launcher's environment holds (a spec made by
+// ToLaunchSpec names every option).
 std::vector<std::string> LaunchArgv(const v1::LaunchSpec& spec);
 
 // gangrun submit --export: what of the submitter's environment (KEY=VALUE strings) and which

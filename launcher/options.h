@@ -110,15 +110,6 @@ struct ParseResult {
   std::vector<std::string> warnings;  // to log before the job starts
 };
 
-// gangrun's own options (--grace_period, --hang_timeout, --token, ...), which every personality
-// accepts: its name without "--", and its setter.
-struct OwnOption {
-  std::string name;
-  std::string help;
-  std::function<absl::Status(Options&, const std::string&)> set;
-};
-const std::vector<OwnOption>& GangrunOwnOptions();
-
 // A value as an error message shows it: on one line (control characters escaped) and short.
 std::string QuoteValue(const std::string& value);
 

@@ -15,6 +15,7 @@
 #include "common/numbers.h"
 #include "common/status.h"
 #include "launcher/command_line.h"
+#include "launcher/option_table.h"
 
 namespace gangrun::launcher {
 namespace {
@@ -461,7 +462,7 @@ absl::StatusOr<ParseResult> ParseTorchrunCommandLine(const std::vector<std::stri
                                            ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
                                            ->type_name("VALUE");
   }
-  for (const auto& def : GangrunOwnOptions()) {
+  for (const auto& def : GangrunOptionRows()) {
     if (given.count(def.name)) continue;  // torchrun's --max_restarts
     given[def.name] = app.add_option(Spellings(def.name), texts[def.name], def.help)
                           ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
@@ -480,7 +481,7 @@ absl::StatusOr<ParseResult> ParseTorchrunCommandLine(const std::vector<std::stri
   result.options.personality = Personality::kTorchrun;
   ASSIGN_OR_RETURN(const Values torch, ReadTorchValues(given, texts, env, result));
   RETURN_IF_ERROR(ApplyTorchrunOptions(torch, env, counts, result));
-  for (const auto& def : GangrunOwnOptions()) {
+  for (const auto& def : GangrunOptionRows()) {
     if (IsTorchOption(def.name)) continue;
     std::optional<std::string> flag_value;
     if (given.at(def.name)->count() > 0) flag_value = texts[def.name];

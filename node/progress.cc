@@ -15,15 +15,15 @@ common::Duration FromSeconds(double seconds) {
   return std::chrono::duration_cast<common::Duration>(Seconds(seconds));
 }
 
-bool ValidName(absl::string_view name) {
+}  // namespace
+
+bool IsSectionName(absl::string_view name) {
   if (name.empty() || name.size() > kMaxSectionName) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
     return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ||
            c == ':' || c == '/';
   });
 }
-
-}  // namespace
 
 absl::StatusOr<ProgressDatagram> ParseProgress(absl::string_view datagram) {
   if (datagram.size() > kMaxProgressDatagram) {
@@ -45,7 +45,7 @@ absl::StatusOr<ProgressDatagram> ParseProgress(absl::string_view datagram) {
   if (words[0] != "begin" && words[0] != "end") {
     return absl::InvalidArgumentError("expected 'step [N]', 'begin NAME' or 'end NAME'");
   }
-  if (words.size() != 2 || !ValidName(words[1])) {
+  if (words.size() != 2 || !IsSectionName(words[1])) {
     return absl::InvalidArgumentError(
         "a section name is 1 to 64 letters, digits or _ - . : / characters");
   }

@@ -57,6 +57,10 @@ struct ProgressDatagram {
   std::string name;   // kBegin, kEnd
 };
 
+// A section's name: 1 to kMaxSectionName letters, digits, _ - . : / (also what
+// --section_timeout accepts).
+bool IsSectionName(absl::string_view name);
+
 // One datagram, e.g. "step 12", "begin checkpoint\n". InvalidArgument says what is wrong.
 absl::StatusOr<ProgressDatagram> ParseProgress(absl::string_view datagram);
 

@@ -5,11 +5,6 @@
 #include <csignal>
 
 namespace gangrun::scheduler {
-namespace {
-
-absl::Status Refuse(const v1::JoinRequest& join, const std::string& why) {
-  return absl::InvalidArgumentError(DescribeJoin(join) + " " + why);
-}
 
 bool IsNumericAddress(const std::string& address) {
   unsigned char buf[sizeof(in6_addr)];
@@ -23,6 +18,12 @@ bool IsCleanName(const std::string& name) {
     if (c < 0x20 || c == 0x7f) return false;
   }
   return true;
+}
+
+namespace {
+
+absl::Status Refuse(const v1::JoinRequest& join, const std::string& why) {
+  return absl::InvalidArgumentError(DescribeJoin(join) + " " + why);
 }
 
 std::string ElasticText(int min, int max) {
@@ -93,48 +94,6 @@ absl::Status CheckJoinRequest(const v1::JoinRequest& join, const JobIdentity& jo
     return Refuse(join, "runs as " + Sanitize(join.personality(), 16) +
                             ", but the job's scheduler runs as " + job.personality);
   }
-  return absl::OkStatus();
-}
-
-absl::Status CheckAgentRegister(const v1::AgentRegister& reg) {
-  if (!IsCleanName(reg.name())) {
-    return absl::InvalidArgumentError("an agent needs a printable name of 1 to " +
-                                      std::to_string(kMaxNameBytes) + " bytes");
-  }
-  if (!reg.address().empty() && !IsNumericAddress(reg.address())) {
-    return absl::InvalidArgumentError("agent '" + reg.name() + "' gives no numeric address");
-  }
-  if (reg.slots() < 1 || reg.slots() > kMaxAgentSlots) {
-    return absl::InvalidArgumentError("agent '" + reg.name() + "' offers " +
-                                      std::to_string(reg.slots()) +
-                                      " slots; an agent needs "
-                                      "--slots in 1.." +
-                                      std::to_string(kMaxAgentSlots));
-  }
-  if (reg.pid() < 0)
-    return absl::InvalidArgumentError("agent '" + reg.name() + "' gives a negative pid");
-  return absl::OkStatus();
-}
-
-absl::Status CheckSubmitJob(const v1::SubmitJob& job) {
-  const v1::LaunchSpec& spec = job.spec();
-  if (spec.worker_num() < 1 || spec.worker_num() > kMaxWorldSize) {
-    return absl::InvalidArgumentError("--worker_num must be in 1.." +
-                                      std::to_string(kMaxWorldSize));
-  }
-  if (job.local_worker_num_given() &&
-      (spec.local_worker_num() < 1 || spec.local_worker_num() > kMaxAgentSlots)) {
-    return absl::InvalidArgumentError("--local_worker_num must be in 1.." +
-                                      std::to_string(kMaxAgentSlots));
-  }
-  if (job.local_worker_num_given() && spec.worker_num() % spec.local_worker_num() != 0) {
-    return absl::InvalidArgumentError("--worker_num must be a multiple of --local_worker_num");
-  }
-  if (spec.cluster_time_out() > 365 * 24 * 3600) {
-    return absl::InvalidArgumentError("--cluster_time_out must be at most a year");
-  }
-  if (spec.task_script().empty()) return absl::InvalidArgumentError("missing task script");
-  if (spec.task_args_size() > 65536) return absl::InvalidArgumentError("too many task arguments");
   return absl::OkStatus();
 }
 

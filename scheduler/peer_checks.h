@@ -1,20 +1,18 @@
 #pragma once
-// What the scheduler and the daemon accept from a peer. A peer may be buggy, from another
-// job, or hostile; nothing it sends is used before it is checked against the job's own
-// options: counts, ranks, ports, names and lengths. A refused join names the node and the
+// What the scheduler accepts from a peer (daemon/checks.h: what the daemon accepts). A peer may be
+// buggy, from another job, or hostile; nothing it sends is used before it is checked against the
+// job's own options: counts, ranks, ports, names and lengths. A refused join names the node and the
 // difference; the rest of the job goes on.
 
 #include <string>
 
 #include "absl/status/status.h"
-#include "gangrun/v1/daemon.pb.h"
 #include "gangrun/v1/session.pb.h"
 
 namespace gangrun::scheduler {
 
 // The largest job any scheduler runs (launcher/options.h's kMaxWorkers).
 inline constexpr int kMaxWorldSize = 1 << 20;
-inline constexpr int kMaxAgentSlots = 4096;
 inline constexpr size_t kMaxNameBytes = 255;
 inline constexpr size_t kMaxReasonBytes = 1024;
 inline constexpr int kMaxLogTailLines = 100;
@@ -41,7 +39,8 @@ std::string Sanitize(const std::string& text, size_t max_bytes);
 int StopSignal(int signal);
 
 // Checks an agent's registration and a submitted job's sizes.
-absl::Status CheckAgentRegister(const v1::AgentRegister& reg);
-absl::Status CheckSubmitJob(const v1::SubmitJob& job);
+// A name a peer gives (printable, 1 to kMaxNameBytes bytes), and a numeric address.
+bool IsCleanName(const std::string& name);
+bool IsNumericAddress(const std::string& address);
 
 }  // namespace gangrun::scheduler

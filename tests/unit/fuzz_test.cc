@@ -11,8 +11,8 @@
 #include <random>
 
 #include "common/logging.h"
+#include "daemon/daemon.h"
 #include "launcher/options.h"
-#include "scheduler/daemon.h"
 #include "scheduler/kv_store.h"
 #include "scheduler/peer_checks.h"
 #include "scheduler/scheduler.h"
@@ -281,21 +281,19 @@ TEST(FuzzTest, DaemonSurvivesAnyAgentOrSubmitterMessage) {
   boost::asio::io_context io;
   testing::FakeClock clock;
   // Jobs are never placed here (their configuration is refused), so no server starts.
-  scheduler::Daemon daemon(
-      io, clock, {"127.0.0.1", "", nullptr, nullptr},
-      [](const v1::SubmitJob&) -> absl::StatusOr<scheduler::Daemon::JobConfig> {
-        return absl::InvalidArgumentError("refused by the test");
-      });
+  daemon::Daemon daemon(io, clock, {"127.0.0.1", "", nullptr, nullptr},
+                        [](const v1::SubmitJob&) -> absl::StatusOr<daemon::Daemon::JobConfig> {
+                          return absl::InvalidArgumentError("refused by the test");
+                        });
   std::vector<int> agents, submitters;
   for (int i = 0; i < 5000; ++i) {
     switch (random.Int(0, 5)) {
       case 0:
-        agents.push_back(
-            daemon.AddAgent(std::make_shared<scheduler::Daemon::AgentStream::Handle>()));
+        agents.push_back(daemon.AddAgent(std::make_shared<daemon::Daemon::AgentStream::Handle>()));
         break;
       case 1:
         submitters.push_back(
-            daemon.AddSubmitter(std::make_shared<scheduler::Daemon::SubmitStream::Handle>()));
+            daemon.AddSubmitter(std::make_shared<daemon::Daemon::SubmitStream::Handle>()));
         break;
       case 2:
         if (!agents.empty()) {
@@ -323,14 +321,14 @@ TEST(FuzzTest, DaemonSurvivesAnyAgentOrSubmitterMessage) {
           } else {
             auto* job = event.mutable_job();
             auto* spec = job->mutable_spec();
-            spec->set_worker_num(static_cast<int32_t>(random.Number()));
-            spec->set_local_worker_num(static_cast<int32_t>(random.Number()));
+            for (const char* name : {"worker_num", "local_worker_num", "cluster_time_out",
+                                     "bind_core", "heartbeat_interval"}) {
+              if (random.Chance(70)) (*spec->mutable_options())[name] = random.Text();
+            }
+            if (random.Chance(20)) (*spec->mutable_options())[random.Text()] = random.Text();
             job->set_local_worker_num_given(random.Chance(50));
-            spec->set_cluster_time_out(static_cast<int32_t>(random.Number()));
             spec->set_task_script(random.Text());
             for (int n = random.Int(0, 3); n > 0; --n) spec->add_task_args(random.Text());
-            spec->set_bind_core(random.Text());
-            spec->set_heartbeat_interval(static_cast<double>(random.Number()));
           }
           daemon.OnSubmitEvent(random.Pick(submitters), event);
         }

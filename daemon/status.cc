@@ -1,11 +1,20 @@
 // The daemon as operators see it: its status (agents and every job) and its metrics. Part of
 // the Daemon actor (daemon.h): the same strand, the same state.
 
+#include "daemon/daemon.h"
 #include "proto/conversions.h"
-#include "scheduler/daemon.h"
 #include "scheduler/metrics.h"
 
-namespace gangrun::scheduler {
+namespace gangrun::daemon {
+
+using scheduler::Event;
+using scheduler::kMaxReasonBytes;
+using scheduler::KvStore;
+using scheduler::Sanitize;
+using scheduler::Scheduler;
+using scheduler::SchedulerServer;
+using scheduler::StopSignal;
+using scheduler::Telemetry;
 
 v1::DaemonStatusResponse Daemon::Status() const {
   v1::DaemonStatusResponse status;
@@ -28,15 +37,15 @@ v1::DaemonStatusResponse Daemon::Status() const {
       auto* waiting = status.add_jobs();
       waiting->set_job_id(id);
       waiting->set_phase(v1::JOB_PHASE_WAITING);
-      waiting->set_world_size(job->spec.spec().worker_num());
-      waiting->set_min_world_size(job->spec.spec().worker_num());
+      waiting->set_world_size(job->config.world_size);
+      waiting->set_min_world_size(job->config.world_size);
     }
   }
   return status;
 }
 
 std::string Daemon::Metrics() const {
-  std::vector<JobView> views;
+  std::vector<scheduler::JobView> views;
   int running = 0, waiting = 0, used = 0, slots = 0, agents = 0;
   for (const auto& [id, job] : jobs_) {
     if (job->scheduler) {
@@ -68,7 +77,7 @@ std::string Daemon::Metrics() const {
         std::string("gangrun_jobs_finished_total{outcome=\"") + kind + "\"} " +
         std::to_string(it == jobs_finished_.end() ? 0 : it->second));
   }
-  return RenderMetrics(views, extra);
+  return scheduler::RenderMetrics(views, extra);
 }
 
-}  // namespace gangrun::scheduler
+}  // namespace gangrun::daemon

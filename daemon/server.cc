@@ -1,11 +1,20 @@
 // The Daemon service over gRPC: agent and submit streams, Status and Stop. As for the job
 // schedulers, reactors only post to the io_context, where the Daemon actor lives.
 
+#include "daemon/daemon.h"
 #include "gangrun/v1/daemon.grpc.pb.h"
-#include "scheduler/daemon.h"
 #include "scheduler/peer_checks.h"
 
-namespace gangrun::scheduler {
+namespace gangrun::daemon {
+
+using scheduler::Event;
+using scheduler::kMaxReasonBytes;
+using scheduler::KvStore;
+using scheduler::Sanitize;
+using scheduler::Scheduler;
+using scheduler::SchedulerServer;
+using scheduler::StopSignal;
+using scheduler::Telemetry;
 
 class DaemonServer::Service : public v1::Daemon::CallbackService {
  public:
@@ -89,15 +98,28 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
     const std::string& token, std::shared_ptr<grpc::ServerCredentials> credentials) {
   std::unique_ptr<DaemonServer> server(new DaemonServer());
   server->service_ = std::make_unique<Service>(io, daemon, token);
-  auto started = rpc::Server::Start(listen_address, credentials, {server->service_.get()});
-  if (!started.ok()) {
-    return absl::UnavailableError("cannot listen on " + listen_address +
-                                  " (address in use or not local)");
+  // The daemon's port has the same bounds before authentication as a job's (rpc/port.h).
+  auto port = rpc::Port::Open(io, {listen_address, credentials != nullptr, 0, 0});
+  if (!port.ok()) {
+    return absl::UnavailableError("cannot listen on " + listen_address + " (" +
+                                  std::string(port.status().message()) + ")");
   }
+  auto started = rpc::Server::Start("", credentials, {server->service_.get()});
+  if (!started.ok()) return started.status();
   server->server_ = std::move(*started);
+  server->port_ = std::move(*port);
+  server->port_->Start(nullptr, server->server_.get());
   return server;
 }
 
-DaemonServer::~DaemonServer() { server_.reset(); }
+void DaemonServer::ShutdownAsync(boost::asio::io_context& io, std::function<void()> done) {
+  port_->StopAccepting();
+  server_->ShutdownAsync(io, std::move(done));
+}
 
-}  // namespace gangrun::scheduler
+DaemonServer::~DaemonServer() {
+  if (port_) port_->StopAccepting();
+  server_.reset();
+}
+
+}  // namespace gangrun::daemon

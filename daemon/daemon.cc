@@ -1,4 +1,4 @@
-#include "scheduler/daemon.h"
+#include "daemon/daemon.h"
 
 #include <csignal>
 #include <random>
@@ -6,11 +6,21 @@
 
 #include "common/logging.h"
 #include "common/status.h"
+#include "daemon/checks.h"
 #include "proto/conversions.h"
 #include "scheduler/metrics.h"
 #include "scheduler/peer_checks.h"
 
-namespace gangrun::scheduler {
+namespace gangrun::daemon {
+
+using scheduler::Event;
+using scheduler::kMaxReasonBytes;
+using scheduler::KvStore;
+using scheduler::Sanitize;
+using scheduler::Scheduler;
+using scheduler::SchedulerServer;
+using scheduler::StopSignal;
+using scheduler::Telemetry;
 namespace {
 
 std::string RandomPrefix() {
@@ -159,7 +169,6 @@ void Daemon::OnSubmitEvent(int submit_id, const v1::SubmitEvent& event) {
   if (!configured.ok()) return reject(std::string(configured.status().message()));
   auto job = std::make_unique<Job>();
   job->config = *configured;
-  job->config.scheduler.world_size = spec.spec().worker_num();
   job->id = id_prefix_ + "-" + std::to_string(next_id_++);
   job->config.scheduler.run_id = job->id;
   job->config.scheduler.personality = "gangrun";
@@ -167,17 +176,17 @@ void Daemon::OnSubmitEvent(int submit_id, const v1::SubmitEvent& event) {
   job->spec = spec;
   ++jobs_submitted_;
   common::Logger("daemon")->info("job {} submitted: {} worker(s), task {}", job->id,
-                                 spec.spec().worker_num(), spec.spec().task_script());
-  telemetry_.Record(Event::kJobSubmitted, {{"job_id", job->id},
-                                           {"workers", spec.spec().worker_num()},
-                                           {"task", spec.spec().task_script()}});
-  if (spec.spec().cluster_time_out() >= 0) {
+                                 job->config.world_size, job->config.task);
+  telemetry_.Record(
+      Event::kJobSubmitted,
+      {{"job_id", job->id}, {"workers", job->config.world_size}, {"task", job->config.task}});
+  if (job->config.cluster_time_out >= 0) {
     job->wait_timer =
-        clock_.After(std::chrono::seconds(spec.spec().cluster_time_out()), [this, id = job->id] {
+        clock_.After(std::chrono::seconds(job->config.cluster_time_out), [this, id = job->id] {
           Job* waiting = FindJob(id);
           if (waiting == nullptr || waiting->scheduler) return;
           EndJob(id, proto::Outcome(v1::JobOutcome::KIND_FORMATION_FAILED,
-                                    "no " + std::to_string(waiting->spec.spec().worker_num()) +
+                                    "no " + std::to_string(waiting->config.world_size) +
                                         " free worker slots on the registered agents within the "
                                         "cluster timeout"));
         });
@@ -325,4 +334,4 @@ void Daemon::Shutdown(std::function<void()> done) {
   Stop("", SIGTERM, "the gangrun scheduler daemon is shutting down");
 }
 
-}  // namespace gangrun::scheduler
+}  // namespace gangrun::daemon

@@ -21,6 +21,7 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "gangrun/v1/daemon.pb.h"
+#include "rpc/port.h"
 #include "rpc/server.h"
 #include "rpc/server_stream.h"
 #include "scheduler/grpc_server.h"
@@ -28,16 +29,21 @@
 #include "scheduler/scheduler.h"
 #include "scheduler/telemetry.h"
 
-namespace gangrun::scheduler {
+namespace gangrun::daemon {
 
 class Daemon {
  public:
   using AgentStream = rpc::ServerStream<v1::AgentEvent, v1::AgentCommand>;
   using SubmitStream = rpc::ServerStream<v1::SubmitEvent, v1::SubmitReply>;
-  // What the daemon runs a job with: its scheduler's settings and its store's bounds.
+  // What the daemon runs a job with: its scheduler's settings, its store's bounds, and what
+  // placing it takes (launcher/launch_spec.h reads them from the spec).
   struct JobConfig {
-    Scheduler::Options scheduler;
-    KvLimits kv;
+    scheduler::Scheduler::Options scheduler;
+    scheduler::KvLimits kv;
+    int world_size = 1;
+    int local_worker_num = 1;   // with local_worker_num_given: the workers per agent
+    int cluster_time_out = -1;  // seconds; negative = forever
+    std::string task;           // the task script, for messages
   };
   // A job's settings from its launcher options, parsed and checked by the launcher library.
   using Configure = std::function<absl::StatusOr<JobConfig>(const v1::SubmitJob&)>;
@@ -46,7 +52,8 @@ class Daemon {
     std::string listen_host;  // where the jobs' own ports listen (the daemon's host)
     std::string token;
     std::shared_ptr<grpc::ServerCredentials> credentials;  // null = insecure
-    EventLog* event_log = nullptr;  // every job's events and the daemon's own; may be null
+    scheduler::EventLog* event_log =
+        nullptr;  // every job's events and the daemon's own; may be null
   };
 
   Daemon(boost::asio::io_context& io, common::Clock& clock, Options options, Configure configure);
@@ -84,10 +91,10 @@ class Daemon {
     std::unique_ptr<common::Timer> wait_timer;  // no free slots within the cluster timeout
     std::string waiting_reported;               // the last "waiting" said to the submitter
     // Once placed:
-    std::unique_ptr<Telemetry> telemetry;
-    std::unique_ptr<Scheduler> scheduler;
-    std::unique_ptr<KvStore> store;
-    std::unique_ptr<SchedulerServer> server;
+    std::unique_ptr<scheduler::Telemetry> telemetry;
+    std::unique_ptr<scheduler::Scheduler> scheduler;
+    std::unique_ptr<scheduler::KvStore> store;
+    std::unique_ptr<scheduler::SchedulerServer> server;
     std::vector<std::pair<int, int>> placement;  // (agent id, workers), in node-rank order
     int launchers_running = 0;
     std::string launcher_failure;  // a launcher that ended before the job did
@@ -120,7 +127,7 @@ class Daemon {
   common::Clock& clock_;
   Options options_;
   Configure configure_;
-  Telemetry telemetry_;  // the daemon's own events (agents, submissions)
+  scheduler::Telemetry telemetry_;  // the daemon's own events (agents, submissions)
   std::string id_prefix_;
   int next_id_ = 1;
   int64_t jobs_submitted_ = 0;
@@ -145,17 +152,16 @@ class DaemonServer {
       boost::asio::io_context& io, Daemon& daemon, const std::string& listen_address,
       const std::string& token, std::shared_ptr<grpc::ServerCredentials> credentials);
   ~DaemonServer();
-  int port() const { return server_->port(); }
-  void ShutdownAsync(boost::asio::io_context& io, std::function<void()> done) {
-    server_->ShutdownAsync(io, std::move(done));
-  }
+  int port() const { return port_->port(); }
+  void ShutdownAsync(boost::asio::io_context& io, std::function<void()> done);
 
   class Service;
 
  private:
   DaemonServer() = default;
   std::unique_ptr<Service> service_;
-  std::unique_ptr<rpc::Server> server_;  // destroyed first: it refers to service_
+  std::unique_ptr<rpc::Server> server_;  // destroyed before service_: it refers to it
+  std::unique_ptr<rpc::Port> port_;      // the listener, in front of server_
 };
 
-}  // namespace gangrun::scheduler
+}  // namespace gangrun::daemon

@@ -1,5 +1,8 @@
-// gangrun scheduler: the daemon. Keeps a registry of agents and runs the jobs submitted to it
-// on their slots (scheduler/daemon.h), until SIGINT/SIGTERM/SIGHUP stops every job and it.
+// gangrun scheduler: the daemon (the command keeps its name). Keeps a registry of agents and
+// runs the jobs submitted to it on their slots (daemon/daemon.h), until SIGINT/SIGTERM/SIGHUP
+// stops every job and it.
+
+#include "daemon/daemon.h"
 
 #include <boost/asio/io_context.hpp>
 
@@ -11,26 +14,11 @@
 #include "common/net.h"
 #include "common/service.h"
 #include "common/status.h"
-#include "launcher/launch_spec.h"
-#include "launcher/launcher.h"
-#include "scheduler/daemon.h"
+#include "daemon/checks.h"
 #include "scheduler/metrics.h"
 
 namespace gangrun::cli {
 namespace {
-
-// A submitted job's settings: its launch spec, checked with the launcher's own code (what
-// depends on the agents' hosts is checked by their launchers).
-absl::StatusOr<scheduler::Daemon::JobConfig> ConfigureJob(const v1::SubmitJob& job) {
-  v1::LaunchSpec spec = job.spec();
-  if (!job.local_worker_num_given()) spec.set_local_worker_num(1);  // agents fill their slots
-  ASSIGN_OR_RETURN(launcher::Options options, launcher::FromLaunchSpec(spec));
-  RETURN_IF_ERROR(launcher::ValidateValues(options));
-  scheduler::Daemon::JobConfig config;
-  config.scheduler = launcher::SchedulerOptionsFor(options);
-  config.kv = launcher::KvLimitsFor(options);
-  return config;
-}
 
 // The access checks of a daemon's port: nobody serves the network unauthenticated unless told.
 absl::Status CheckDoor(const std::string& listen, const std::string& host,
@@ -76,11 +64,11 @@ absl::Status Serve(DaemonSetup& setup) {
   boost::asio::io_context io;
   common::AsioClock clock(io.get_executor());
   const std::string& token = setup.service.access.token;
-  scheduler::Daemon daemon(io, clock,
-                           {setup.address.host, token, setup.credentials, setup.event_log.get()},
-                           ConfigureJob);
-  auto server = scheduler::DaemonServer::Start(io, daemon, setup.address.ToString(), token,
-                                               setup.credentials);
+  daemon::Daemon daemon(io, clock,
+                        {setup.address.host, token, setup.credentials, setup.event_log.get()},
+                        daemon::ConfigureSubmittedJob);
+  auto server =
+      daemon::DaemonServer::Start(io, daemon, setup.address.ToString(), token, setup.credentials);
   if (!server.ok()) return server.status();
   std::unique_ptr<scheduler::MetricsServer> metrics;
   if (setup.service.metrics_port >= 0) {

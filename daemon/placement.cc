@@ -6,15 +6,25 @@
 
 #include "common/logging.h"
 #include "common/status.h"
+#include "daemon/daemon.h"
+#include "launcher/launch_spec.h"
 #include "proto/conversions.h"
-#include "scheduler/daemon.h"
 
-namespace gangrun::scheduler {
+namespace gangrun::daemon {
+
+using scheduler::Event;
+using scheduler::kMaxReasonBytes;
+using scheduler::KvStore;
+using scheduler::Sanitize;
+using scheduler::Scheduler;
+using scheduler::SchedulerServer;
+using scheduler::StopSignal;
+using scheduler::Telemetry;
 
 absl::StatusOr<std::vector<std::pair<int, int>>> Daemon::Place(const Job& job) const {
   std::vector<std::pair<int, int>> placement;
-  int remaining = job.spec.spec().worker_num();
-  const int per_agent = job.spec.local_worker_num_given() ? job.spec.spec().local_worker_num() : 0;
+  int remaining = job.config.world_size;
+  const int per_agent = job.spec.local_worker_num_given() ? job.config.local_worker_num : 0;
   int free_total = 0, agents = 0;
   for (const auto& [id, agent] : agents_) {
     if (!agent.registered) continue;
@@ -35,9 +45,9 @@ absl::StatusOr<std::vector<std::pair<int, int>>> Daemon::Place(const Job& job) c
     capacity += per_agent > 0 ? (slots >= per_agent ? per_agent : 0) : slots;
   }
   const std::string want =
-      std::to_string(job.spec.spec().worker_num()) + " worker slots" +
+      std::to_string(job.config.world_size) + " worker slots" +
       (per_agent > 0 ? " (" + std::to_string(per_agent) + " per agent)" : std::string());
-  if (capacity < job.spec.spec().worker_num()) {
+  if (capacity < job.config.world_size) {
     return absl::ResourceExhaustedError(
         "waiting for agents: the job needs " + want + ", more than the " +
         std::to_string(capacity) + " that the " + std::to_string(agents) +
@@ -111,8 +121,8 @@ absl::Status Daemon::StartJob(Job& job, std::vector<std::pair<int, int>> placeme
   job.scheduler = std::make_unique<Scheduler>(clock_, job.config.scheduler);
   job.scheduler->SetTelemetry(job.telemetry.get());
   job.store = std::make_unique<KvStore>(clock_, job.config.kv);
-  ServerOptions server_options{options_.listen_host + ":0", options_.token, options_.credentials,
-                               job.config.scheduler.run_id};
+  scheduler::ServerOptions server_options{options_.listen_host + ":0", options_.token,
+                                          options_.credentials, job.config.scheduler.run_id};
   if (options_.listen_host.find(':') != std::string::npos) {
     server_options.listen_address = "[" + options_.listen_host + "]:0";
   }
@@ -143,13 +153,12 @@ absl::Status Daemon::StartJob(Job& job, std::vector<std::pair<int, int>> placeme
     // What the daemon chooses for every launcher of the job.
     v1::LaunchSpec& spec = *run->mutable_spec();
     spec = job.spec.spec();
-    spec.set_worker_num(job.spec.spec().worker_num());
-    spec.set_worker_num_min(0);
-    spec.set_local_worker_num(workers);
-    spec.set_node_rank(static_cast<int>(rank));
-    spec.set_master_port(job.server->port());
-    spec.set_join(true);
-    spec.set_run_id(job.id);
+    launcher::SetLaunchOption(spec, "worker_num", std::to_string(job.config.world_size));
+    launcher::SetLaunchOption(spec, "local_worker_num", std::to_string(workers));
+    launcher::SetLaunchOption(spec, "node_rank", std::to_string(rank));
+    launcher::SetLaunchOption(spec, "master_port", std::to_string(job.server->port()));
+    launcher::SetLaunchOption(spec, "join", "True");
+    launcher::SetLaunchOption(spec, "run_id", job.id);
     agent.handle->Send(command);
     ++job.launchers_running;
   }
@@ -161,4 +170,4 @@ absl::Status Daemon::StartJob(Job& job, std::vector<std::pair<int, int>> placeme
   return absl::OkStatus();
 }
 
-}  // namespace gangrun::scheduler
+}  // namespace gangrun::daemon

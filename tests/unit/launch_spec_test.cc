@@ -1,0 +1,141 @@
+// The option table and the launch spec (launcher/option_table.h, launcher/launch_spec.h): every
+// option survives options -> spec -> argv -> options, and a spec is held to a command line's
+// rules.
+
+#include "launcher/launch_spec.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "launcher/option_table.h"
+
+namespace gangrun::launcher {
+namespace {
+
+// A non-default value for every option of the table, written as the table writes it back. A new
+// option without a sample here fails the first test.
+const std::map<std::string, std::string>& Samples() {
+  static const std::map<std::string, std::string> samples = {
+      {"worker_num", "6:12"},
+      {"local_worker_num", "3"},
+      {"master_addr", "10.0.0.9"},
+      {"master_port", "9000"},
+      {"node_rank", "2"},
+      {"log_dir", "/var/log/job"},
+      {"join", "False"},
+      {"cluster_time_out", "-1"},
+      {"bind_core", R"({"device0":["0-3"],"device1":["4-7"]})"},
+      {"sim_level", "1"},
+      {"sim_rank_id", "3"},
+      {"rank_table_file", "/etc/ranks.json"},
+      {"worker_log_name", "w_{ip}"},
+      {"tail_worker_log", "1,3"},
+      {"max_restarts", "7"},
+      {"restart_backoff", "0.5,8"},
+      {"heartbeat_interval", "0.25"},
+      {"node_timeout", "7.5"},
+      {"grace_period", "2"},
+      {"last_call", "3"},
+      {"kv_max_bytes", "2097152"},
+      {"kv_max_waits", "32"},
+      {"hang_timeout", "auto"},
+      {"hang_timeout_initial", "40"},
+      {"section_timeout", "ckpt=60,load=5"},
+      {"stack_timeout", "3"},
+      {"straggler_factor", "2.5"},
+      {"run_id", "job-7"},
+      {"dry_run", "True"},
+      {"log_prefix", "<{rank}> "},
+      {"metrics_port", "9100"},
+      {"event_log", "/tmp/events.jsonl"},
+      {"health_port", "9200"},
+      {"token", "tok"},
+      {"token_file", "/etc/gangrun/token"},
+      {"tls_cert", "/etc/gangrun/cert.pem"},
+      {"tls_key", "/etc/gangrun/key.pem"},
+      {"tls_ca", "/etc/gangrun/ca.pem"},
+  };
+  return samples;
+}
+
+EnvLookup NoEnv() {
+  return [](const std::string&) { return std::nullopt; };
+}
+
+Options ParseAll(const std::vector<std::string>& args, const EnvLookup& env = NoEnv()) {
+  auto parsed = ParseCommandLine(Personality::kGangrun, args, env);
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  return parsed.ok() ? parsed->options : Options();
+}
+
+TEST(OptionTableTest, EveryOptionReadsBackWhatItWrites) {
+  std::vector<std::string> args;
+  for (const OptionRow& row : OptionRows()) {
+    auto sample = Samples().find(row.name);
+    ASSERT_NE(sample, Samples().end()) << "no sample value for --" << row.name;
+    args.insert(args.end(), {"--" + row.name, sample->second});
+  }
+  EXPECT_EQ(Samples().size(), OptionRows().size()) << "a sample for an option that is gone";
+  args.insert(args.end(), {"train.py", "--lr", "0.1"});
+  const Options o = ParseAll(args);
+  const Options defaults;
+  for (const OptionRow& row : OptionRows()) {
+    EXPECT_EQ(row.format(o), Samples().at(row.name)) << "--" << row.name;
+    EXPECT_NE(row.format(o), row.format(defaults))
+        << "--" << row.name << "'s sample is its default";
+  }
+}
+
+TEST(LaunchSpecTest, EveryTravellingOptionSurvivesSpecAndArgv) {
+  std::vector<std::string> args;
+  for (const auto& [name, value] : Samples()) args.insert(args.end(), {"--" + name, value});
+  args.insert(args.end(), {"train.py", "--lr", "0.1"});
+  const Options before = ParseAll(args);
+  const v1::LaunchSpec spec = ToLaunchSpec(before);
+  // The agent's launcher reads its command line with GANGRUN_* variables around it: none of
+  // them may win over the spec.
+  const EnvLookup noisy = [](const std::string& name) -> std::optional<std::string> {
+    if (name == "GANGRUN_GRACE_PERIOD") return "99";
+    if (name == "GANGRUN_METRICS_PORT") return "9118";
+    return std::nullopt;
+  };
+  const Options after = ParseAll(LaunchArgv(spec), noisy);
+  for (const OptionRow& row : OptionRows()) {
+    if (row.travels) {
+      EXPECT_EQ(row.format(after), row.format(before)) << "--" << row.name;
+    } else {
+      EXPECT_EQ(spec.options().count(row.name), 0u) << "--" << row.name << " must not travel";
+    }
+  }
+  EXPECT_EQ(after.task_script, "train.py");
+  EXPECT_EQ(after.task_args, (std::vector<std::string>{"--lr", "0.1"}));
+  auto from = FromLaunchSpec(spec);
+  ASSERT_TRUE(from.ok()) << from.status();
+  EXPECT_EQ(from->access.token, "");  // the token never travels
+  EXPECT_EQ(from->access.token_file, "/etc/gangrun/token");
+}
+
+TEST(LaunchSpecTest, ASpecIsHeldToTheCommandLinesRules) {
+  v1::LaunchSpec spec = ToLaunchSpec(ParseAll({"/bin/true"}));
+  SetLaunchOption(spec, "worker_num", "0");
+  EXPECT_FALSE(FromLaunchSpec(spec).ok());
+  spec = ToLaunchSpec(ParseAll({"/bin/true"}));
+  (*spec.mutable_options())["rm_rf"] = "/";
+  auto unknown = FromLaunchSpec(spec);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("does not take: rm_rf"), std::string::npos);
+  spec = ToLaunchSpec(ParseAll({"/bin/true"}));
+  (*spec.mutable_options())["token"] = "s3cret";
+  EXPECT_FALSE(FromLaunchSpec(spec).ok()) << "a token never travels in a spec";
+  // The daemon's choices go in one option at a time, read back as they went in.
+  spec = ToLaunchSpec(ParseAll({"/bin/true"}));
+  SetLaunchOption(spec, "node_rank", "4");
+  EXPECT_EQ(LaunchOption(spec, "node_rank"), "4");
+  auto placed = FromLaunchSpec(spec);
+  ASSERT_TRUE(placed.ok());
+  EXPECT_EQ(placed->node_rank, 4);
+}
+
+}  // namespace
+}  // namespace gangrun::launcher
