@@ -64,12 +64,13 @@ void TcpSessionConnection::Open(uint64_t session, const std::string& key, uint64
                              tcp::resolver::results_type endpoints) {
         if (!*alive || ended_) return;
         if (error) return (void)Finish(End::kConnectionRefused, error.message());
-        connecting_ = std::make_unique<tcp::socket>(io_);
+        connecting_ = std::make_shared<tcp::socket>(io_);
         boost::asio::async_connect(
             *connecting_, endpoints,
-            [this, alive](const boost::system::error_code& connect_error, const tcp::endpoint&) {
+            [this, alive, socket = connecting_](const boost::system::error_code& connect_error,
+                                                const tcp::endpoint&) {
               if (!*alive || ended_) return;
-              auto socket = std::move(connecting_);
+              connecting_.reset();
               if (connect_error == boost::asio::error::connection_refused) {
                 return (void)Finish(End::kConnectionRefused, connect_error.message());
               }

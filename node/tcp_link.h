@@ -58,7 +58,9 @@ class TcpSessionConnection : public SessionConnection {
   Options options_;
   Handlers handlers_;
   boost::asio::ip::tcp::resolver resolver_;
-  std::unique_ptr<boost::asio::ip::tcp::socket> connecting_;
+  // Shared with the pending connect: the operation reads its socket when it completes, even
+  // when it completes aborted after this connection is gone.
+  std::shared_ptr<boost::asio::ip::tcp::socket> connecting_;
   std::shared_ptr<rpc::FrameConnection> conn_;
   boost::asio::steady_timer timer_;  // the connect, then the handshake, bound
   rpc::Handshake handshake_;
