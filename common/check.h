@@ -5,12 +5,18 @@
 // absl/log/check.h).
 
 #include <atomic>
+#include <string>
 #include <thread>
 
 namespace gangrun::common {
 
 [[noreturn]] void CheckFailed(const char* file, int line, const char* condition,
                               const char* message);
+// The same with a message built at the check (only when it fails: the macro evaluates it then).
+[[noreturn]] inline void CheckFailed(const char* file, int line, const char* condition,
+                                     const std::string& message) {
+  CheckFailed(file, line, condition, message.c_str());
+}
 
 // The thread an actor runs on: bound by the first Check(), which every later entry point
 // repeats; a call from another thread is a bug (state would be touched off its strand).

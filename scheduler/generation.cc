@@ -51,6 +51,7 @@ void Scheduler::Form() {
   if (state_ == State::kAwaitingReplacement) {
     lost_node_.clear();
     ++restarts_used_;  // the lost node's generation counts against the budget
+    Enter(State::kForming, "a node took the lost one's place");
   }
   StartGeneration();
 }
@@ -72,7 +73,7 @@ void Scheduler::StartGeneration() {
     if (node.slot.node_rank == 0) rank0 = &node;
   }
   GANGRUN_CHECK(rank0 != nullptr, "a formed job has a node of rank 0");
-  state_ = State::kRunning;
+  Enter(State::kRunning, "generation " + std::to_string(generation_ + 1) + " starts");
   stopping_.reset();
   capture_.reset();
   stopped_ranks_.clear();
@@ -189,7 +190,7 @@ void Scheduler::OnGenerationEnded(NodeState& node) {
 
 void Scheduler::BeginStopping(StopReason reason) {
   if (!Live()) return;  // already stopping: the first reason stands
-  state_ = State::kStopping;
+  Enter(State::kStopping, reason.message);
   capture_.reset();
   const std::string message = reason.message;
   stopping_ = std::move(reason);
@@ -220,7 +221,7 @@ void Scheduler::MaybeGenerationOver() {
   if (worker_failed) return BudgetLeft() ? ScheduleRestart() : Finish(CurrentOutcome());
   if (stopping_ && stopping_->kind == StopReason::Kind::kNodeLost) return Finish(CurrentOutcome());
   if (membership_changed_) {
-    state_ = State::kForming;
+    Enter(State::kForming, "the membership changed");
     return Form();
   }
   Finish(CurrentOutcome());
@@ -239,8 +240,7 @@ void Scheduler::AbortAll(const std::string& reason) {
 }
 
 void Scheduler::Finish(v1::JobOutcome outcome) {
-  GANGRUN_CHECK(state_ != State::kFinished, "a job finishes once");
-  state_ = State::kFinished;
+  Enter(State::kFinished, proto::Name(outcome.kind()));
   for (const auto& warning : log_warnings_) outcome.add_warnings(warning);
   outcome_ = outcome;
   nlohmann::json fields = {{"generation", generation_},

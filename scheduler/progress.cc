@@ -78,7 +78,7 @@ void Scheduler::OnRankHung(NodeState& node, const v1::RankHung& hung) {
                             {"section", Sanitize(hung.section(), 64)}});
   CountFailure(FailureCause::kHang);
   failed_at_ = std::make_pair(generation_, clock_.Now());
-  state_ = State::kCapturing;
+  Enter(State::kCapturing, message);
   capture_.emplace();
   capture_->message = message;
   capture_->root_cause.set_host(node.join.node_name);

@@ -10,7 +10,7 @@
 namespace gangrun::scheduler {
 
 void Scheduler::WaitForReplacement() {
-  state_ = State::kAwaitingReplacement;
+  Enter(State::kAwaitingReplacement, lost_node_);
   stopping_.reset();
   common::Logger("scheduler")
       ->warn("{}; waiting for a node to take its place ({} of {} restarts left)", lost_node_,
@@ -131,12 +131,12 @@ void Scheduler::ScheduleRestart() {
           {"delay_ms", std::chrono::duration_cast<std::chrono::milliseconds>(delay).count()},
           {"restart", restarts_used_},
           {"max_restarts", options_.max_restarts}});
-  state_ = State::kBackingOff;
+  Enter(State::kBackingOff, what);
   stopping_.reset();
   restart_timer_ = clock_.After(delay, [this] {
     restart_timer_.reset();
     generation_requested_at_ = clock_.Now();
-    state_ = State::kForming;
+    Enter(State::kForming, "the backoff passed");
     Form();  // same ranks unless the membership changed meanwhile
   });
 }

@@ -22,6 +22,17 @@ Scheduler::Scheduler(common::Clock& clock, Options options)
 
 Scheduler::~Scheduler() = default;
 
+void Scheduler::Enter(JobState to, std::string_view why) {
+  CheckEdge(state_, to);
+  common::Logger("scheduler")
+      ->debug("{} -> {}: {}", JobStateName(state_), JobStateName(to), std::string(why));
+  if (telemetry_ != nullptr) {
+    telemetry_->RecordTransition(std::string(JobStateName(state_)), std::string(JobStateName(to)),
+                                 std::string(why));
+  }
+  state_ = to;
+}
+
 void Scheduler::Start() {
   GANGRUN_ON_STRAND(strand_);
   generation_requested_at_ = clock_.Now();

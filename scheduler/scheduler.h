@@ -64,6 +64,7 @@
 #include "gangrun/v1/session.pb.h"
 #include "nlohmann/json.hpp"
 #include "rpc/connection_activity.h"
+#include "scheduler/job_state.h"
 #include "scheduler/peer_checks.h"
 #include "scheduler/rank_assignment.h"
 #include "scheduler/telemetry.h"
@@ -138,7 +139,8 @@ class Scheduler {
   void SetTelemetry(Telemetry* telemetry) { telemetry_ = telemetry; }
   // `gangrun stop`, a daemon's job being cancelled: as if a launcher had got `signal`.
   void Stop(int signal, const std::string& reason);
-  bool finished() const { return state_ == State::kFinished; }
+  bool finished() const { return state_ == JobState::kFinished; }
+  JobState state() const { return state_; }
   // How the scheduler reads its connections' activity (rpc::ConnectionActivityReader on its
   // port); unset, nodes are watched by their Heartbeat messages alone. Call on the strand.
   using ActivityReader = std::function<absl::StatusOr<rpc::ConnectionActivity>()>;
@@ -152,15 +154,7 @@ class Scheduler {
   absl::Status Scale(int target);
 
  private:
-  enum class State {
-    kForming,
-    kRunning,
-    kCapturing,
-    kStopping,
-    kBackingOff,
-    kAwaitingReplacement,
-    kFinished
-  };
+  using State = JobState;
   // Why a running generation is being stopped (kStopping).
   struct StopReason {
     enum class Kind { kWorkerFailed, kHung, kNodeLost, kStopRequested, kReform };
@@ -228,8 +222,15 @@ class Scheduler {
   void FinishCapture();
   // Progress ages, straggler flags and the median step time, as of now.
   void AddProgress(v1::GetStatusResponse& status) const;
+  // The one writer of state_: checks the edge against the table (scheduler/job_state.h) and
+  // records the transition.
+  void Enter(JobState to, std::string_view why);
   // A generation's workers run, or are being captured before the stop.
   bool Live() const { return state_ == State::kRunning || state_ == State::kCapturing; }
+  // Waiting for nodes: the first time, or for a lost node's replacement.
+  bool Forming() const {
+    return state_ == State::kForming || state_ == State::kAwaitingReplacement;
+  }
   // recovery.cc
   void ScheduleRestart();
   void WaitForReplacement();

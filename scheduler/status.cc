@@ -42,27 +42,7 @@ void Scheduler::LogProgress() {
 v1::GetStatusResponse Scheduler::Status() const {
   GANGRUN_ON_STRAND(strand_);
   v1::GetStatusResponse status;
-  switch (state_) {
-    case State::kForming:
-    case State::kAwaitingReplacement:
-      status.set_phase(v1::JOB_PHASE_FORMING);
-      break;
-    case State::kRunning:
-      status.set_phase(v1::JOB_PHASE_RUNNING);
-      break;
-    case State::kCapturing:
-      status.set_phase(v1::JOB_PHASE_HUNG);
-      break;
-    case State::kStopping:
-      status.set_phase(v1::JOB_PHASE_STOPPING);
-      break;
-    case State::kBackingOff:
-      status.set_phase(v1::JOB_PHASE_RESTARTING);
-      break;
-    case State::kFinished:
-      status.set_phase(v1::JOB_PHASE_FINISHED);
-      break;
-  }
+  status.set_phase(PhaseOf(state_));
   status.set_generation(generation_);
   status.set_world_size(options_.world_size);
   status.set_min_world_size(min_world());

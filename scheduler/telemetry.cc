@@ -67,6 +67,11 @@ void EventLog::Write(const nlohmann::json& line) {
   }
 }
 
+void Telemetry::RecordTransition(std::string from, std::string to, std::string why) {
+  transitions_.push_back({std::move(from), std::move(to), std::move(why)});
+  if (transitions_.size() > kKeptTransitions) transitions_.pop_front();
+}
+
 const char* EventName(Event event) {
   switch (event) {
     case Event::kNodeJoined:

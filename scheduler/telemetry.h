@@ -9,6 +9,7 @@
 //   {"ts":"2026-11-29T10:00:00.123Z","job":"3f2a","event":"worker_failed","rank":3,...}
 
 #include <array>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -100,6 +101,13 @@ class Telemetry {
   void CountFailure(FailureCause cause) { ++failures_[static_cast<size_t>(cause)]; }
   void ObserveRendezvous(common::Duration d) { rendezvous_.Observe(d); }
   void ObserveStop(common::Duration d) { stop_.Observe(d); }
+  // The scheduler's named states as it went through them, the last kKeptTransitions kept.
+  struct Transition {
+    std::string from, to, why;
+  };
+  static constexpr size_t kKeptTransitions = 64;
+  void RecordTransition(std::string from, std::string to, std::string why);
+  const std::deque<Transition>& transitions() const { return transitions_; }
 
   const std::string& job_id() const { return job_id_; }
   uint64_t generations() const { return generations_; }
@@ -116,6 +124,7 @@ class Telemetry {
   std::array<uint64_t, static_cast<size_t>(FailureCause::kCount)> failures_{};
   DurationStat rendezvous_;
   DurationStat stop_;
+  std::deque<Transition> transitions_;
 };
 
 }  // namespace gangrun::scheduler
