@@ -64,7 +64,6 @@ class ConsoleStream {
   ssize_t WriteSomeLocked(const char* data, size_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkGoneLocked(int err) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropLocked(std::string_view text) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MaybeReportDropsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnWritable();
 

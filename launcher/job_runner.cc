@@ -12,6 +12,10 @@
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/status.h"
+#include "node/keeper_client.h"
+#include "node/log_files.h"
+#include "node/remote_link.h"
+#include "node/worker_channels.h"
 #include "rpc/credentials.h"
 #include "rpc/server.h"
 
@@ -86,34 +90,13 @@ absl::Status JobRunner::Build() {
   ASSIGN_OR_RETURN(role_, MaybeHostScheduler(io_, clock_, options_, facts_));
   facts_.is_master = role_.scheduler != nullptr;  // only the hosting launcher runs MS_SCHED
   if (!role_.scheduler) {
-    const std::string target = JoinHostPort(facts_.master_ip, facts_.scheduler_port);
-    ASSIGN_OR_RETURN(auto credentials, rpc::MakeChannelCredentials(options_.access));
-    node::SessionLink::Options link;
-    link.target = target;
+    node::RemoteLinkOptions link;
+    link.target = JoinHostPort(facts_.master_ip, facts_.scheduler_port);
+    link.token = facts_.token;
+    ASSIGN_OR_RETURN(link.credentials, rpc::MakeChannelCredentials(options_.access));
     link.heartbeat_interval = Seconds(options_.heartbeat_interval);
     link.node_timeout = Seconds(options_.node_timeout);
-    const common::Duration connect_timeout = node::ConnectTimeoutFor(link.heartbeat_interval);
-    node::ConnectionFactory factory;
-    if (credentials == nullptr) {
-      // Plaintext: the scheduler's own session framing (cheaper for it than a gRPC call).
-      node::TcpSessionConnection::Options tcp;
-      tcp.target = target;
-      tcp.token = facts_.token;
-      tcp.connect_timeout = connect_timeout;
-      tcp.handshake_timeout = std::chrono::milliseconds(rpc::HandshakeTimeoutMs());
-      factory = node::TcpSessionConnection::Factory(io_, tcp);
-    } else {
-      node::GrpcSessionConnection::Options grpc;
-      grpc.target = target;
-      grpc.token = facts_.token;
-      grpc.credentials = credentials;
-      grpc.keepalive = link.heartbeat_interval;
-      // Never before the session link gives up: it decides, on its own pings.
-      grpc.keepalive_timeout = link.node_timeout + 4 * link.heartbeat_interval;
-      grpc.attempt_timeout = connect_timeout + std::chrono::seconds(1);
-      factory = node::GrpcSessionConnection::Factory(io_, grpc);
-    }
-    remote_ = std::make_unique<node::SessionLink>(clock_, link, std::move(factory));
+    remote_ = node::MakeRemoteSchedulerLink(io_, clock_, link);
   }
   if (options_.health_port >= 0) {
     auto health =
@@ -163,46 +146,26 @@ absl::StatusOr<node::Node::Options> JobRunner::NodeOptions() const {
 }
 
 absl::StatusOr<node::Supervision> JobRunner::Supervision() {
-  node::Supervision supervision;
-  auto made = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(runtime_dir_, node::RuntimeDir::Create());
-    const std::string dir = runtime_dir_->path();
-    keeper_->OwnDirectory(dir);  // gone with the keeper, also after a SIGKILL of this launcher
-    progress_ = std::make_unique<node::ProgressChannel>(
-        io_, dir, [this](int slot, absl::string_view datagram) {
-          if (node_) node_->OnProgressDatagram(slot, datagram);
-        });
-    RETURN_IF_ERROR(progress_->Open(options_.local_worker_num));
-    ASSIGN_OR_RETURN(timer_pipe_, node::FifoLineReader::Open(io_, dir + "/timer",
-                                                             [this](absl::string_view line) {
-                                                               if (node_) node_->OnTimerLine(line);
-                                                             }));
-    ASSIGN_OR_RETURN(stacks_, node::SystemStackSampler::Create(io_, dir));
-    supervision.progress_path = [progress = progress_.get()](int local_rank) {
-      return progress->PathFor(local_rank);
-    };
-    supervision.timer_file = dir + "/timer";
-    supervision.error_file = [dir](int local_rank) {
-      return dir + "/error_" + std::to_string(local_rank) + ".json";
-    };
-    supervision.stacks = stacks_.get();
-    supervision.wall_now = [] {
-      return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
-    };
-    return absl::OkStatus();
-  }();
-  if (made.ok()) return supervision;
+  node::WorkerChannels::Sinks sinks;
+  sinks.on_progress = [this](int local_rank, absl::string_view datagram) {
+    if (node_) node_->OnProgressDatagram(local_rank, datagram);
+  };
+  sinks.on_timer_line = [this](absl::string_view line) {
+    if (node_) node_->OnTimerLine(line);
+  };
+  auto channels =
+      node::WorkerChannels::Create(io_, *keeper_, options_.local_worker_num, std::move(sinks));
+  if (channels.ok()) {
+    channels_ = std::move(*channels);
+    return channels_->supervision();
+  }
   if (options_.hang_rules()) {
     return absl::FailedPreconditionError("cannot supervise progress: " +
-                                         std::string(made.message()));
+                                         std::string(channels.status().message()));
   }
   common::Logger("launcher")
       ->warn("workers get no GANGRUN_PROGRESS or TORCHELASTIC_TIMER_FILE: {}",
-             std::string(made.message()));
-  stacks_.reset();
-  timer_pipe_.reset();
-  progress_.reset();
+             std::string(channels.status().message()));
   return node::Supervision{};
 }
 

@@ -2,10 +2,10 @@
 // One host's part of a job, from the process keeper to the final report.
 //
 // Roles: the launcher whose --master_addr is this host hosts the scheduler (in-process, and on
-// gRPC for the other nodes; scheduler_role.h) and talks to it over an in-process link; every
-// other launcher (another host, or another launcher on this host that found the port taken)
-// joins it as a node over a gRPC stream. A simulation (--sim_level) runs the scheduler
-// in-process only.
+// its port for the other nodes; scheduler_role.h) and talks to it over an in-process link;
+// every other launcher (another host, or another launcher on this host that found the port
+// taken) joins it as a node over a resumable session (node/remote_link.h). A simulation
+// (--sim_level) runs the scheduler in-process only.
 //
 // Everything runs on one io_context, on the thread that calls Run(); the runner owns every
 // component and outlives them all. Shutdown order: the scheduler ends the job (JobFinished) ->
@@ -23,15 +23,15 @@
 #include "common/console.h"
 #include "launcher/launcher.h"
 #include "launcher/scheduler_role.h"
-#include "node/grpc_link.h"
-#include "node/keeper_client.h"
-#include "node/log_files.h"
 #include "node/node.h"
-#include "node/progress_channel.h"
-#include "node/runtime_dir.h"
-#include "node/session_link.h"
-#include "node/tcp_link.h"
 #include "rpc/server.h"
+
+namespace gangrun::node {
+class KeeperClient;
+class LogFollower;
+class RemoteSchedulerLink;
+class WorkerChannels;
+}  // namespace gangrun::node
 
 namespace gangrun::launcher {
 
@@ -66,8 +66,8 @@ class JobRunner {
   absl::Status Build();
   absl::StatusOr<node::Node::Options> NodeOptions() const;
   node::Node::Callbacks NodeCallbacks();
-  // The runtime directory and what is in it; without it the job runs unsupervised (an
-  // error only when hang rules were asked for).
+  // What the workers report to; without it the job runs unsupervised (an error only when
+  // hang rules were asked for).
   absl::StatusOr<node::Supervision> Supervision();
   void OnProcessStarted(const node::ProcessSpec& spec, pid_t pid);
   void OnGenerationRunning(uint64_t generation);
@@ -93,10 +93,7 @@ class JobRunner {
   std::unique_ptr<node::LogFollower> follower_;
   // What workers report to (GANGRUN_PROGRESS, TORCHELASTIC_TIMER_FILE) and the stack
   // sampler: made before the node and gone after it.
-  std::unique_ptr<node::RuntimeDir> runtime_dir_;
-  std::unique_ptr<node::ProgressChannel> progress_;
-  std::unique_ptr<node::FifoLineReader> timer_pipe_;
-  std::unique_ptr<node::SystemStackSampler> stacks_;
+  std::unique_ptr<node::WorkerChannels> channels_;
   std::unique_ptr<node::Node> node_;
   boost::asio::signal_set signals_;
   std::optional<v1::JobOutcome> outcome_;

@@ -1,6 +1,6 @@
 #pragma once
 // The in-process link between this host's node and the scheduler it hosts: the same
-// NodeEvent / NodeCommand messages a gRPC stream carries, delivered by posting onto the
+// NodeEvent / NodeCommand messages a remote node's session carries, delivered by posting onto the
 // io_context so neither side is ever re-entered from the other's call stack.
 // Owned by the launcher; outlives neither the scheduler nor the node.
 

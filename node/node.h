@@ -29,7 +29,8 @@
 
 namespace gangrun::node {
 
-// The node's way to the scheduler: in-process today, a gRPC stream across hosts.
+// The node's way to the scheduler: in-process for the launcher that hosts it
+// (launcher/local_link.h), a resumable session otherwise (node/remote_link.h).
 class SchedulerLink {
  public:
   virtual ~SchedulerLink() = default;

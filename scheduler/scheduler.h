@@ -1,8 +1,9 @@
 #pragma once
 // The scheduler (meta-server): membership, rendezvous and rank assignment, generations,
 // abort fan-out and the job's outcome. Transports (an in-process link for the master's own
-// node, a gRPC stream per node otherwise) call AddNode / OnNodeEvent / OnNodeDisconnected and
-// deliver the NodeCommands it sends through each node's NodeLink.
+// node, a resumable session per node otherwise: scheduler/node_session.h) call AddNode /
+// OnNodeEvent / OnNodeDisconnected and deliver the NodeCommands it sends through each node's
+// NodeLink.
 //
 // An actor: all of its state is touched only on the io_context's single thread (its strand),
 // checked at every entry point. Links must outlive it or be removed with OnNodeDisconnected

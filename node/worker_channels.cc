@@ -1,0 +1,49 @@
+#include "node/worker_channels.h"
+
+#include <chrono>
+
+#include "common/status.h"
+#include "node/file_timer.h"
+#include "node/keeper_client.h"
+#include "node/progress_channel.h"
+#include "node/runtime_dir.h"
+#include "node/stacks.h"
+
+namespace gangrun::node {
+
+absl::StatusOr<std::unique_ptr<WorkerChannels>> WorkerChannels::Create(boost::asio::io_context& io,
+                                                                       KeeperClient& keeper,
+                                                                       int local_worker_num,
+                                                                       Sinks sinks) {
+  std::unique_ptr<WorkerChannels> channels(new WorkerChannels());
+  ASSIGN_OR_RETURN(channels->dir_, RuntimeDir::Create());
+  const std::string dir = channels->dir_->path();
+  keeper.OwnDirectory(dir);
+  channels->progress_ = std::make_unique<ProgressChannel>(io, dir, std::move(sinks.on_progress));
+  RETURN_IF_ERROR(channels->progress_->Open(local_worker_num));
+  ASSIGN_OR_RETURN(channels->timer_pipe_,
+                   FifoLineReader::Open(io, dir + "/timer", std::move(sinks.on_timer_line)));
+  ASSIGN_OR_RETURN(channels->stacks_, SystemStackSampler::Create(io, dir));
+  return channels;
+}
+
+WorkerChannels::~WorkerChannels() = default;
+
+Supervision WorkerChannels::supervision() const {
+  Supervision supervision;
+  supervision.progress_path = [progress = progress_.get()](int local_rank) {
+    return progress->PathFor(local_rank);
+  };
+  supervision.timer_file = dir_->path() + "/timer";
+  supervision.error_file = [dir = dir_->path()](int local_rank) {
+    return dir + "/error_" + std::to_string(local_rank) + ".json";
+  };
+  supervision.stacks = stacks_.get();
+  supervision.wall_now = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  return supervision;
+}
+
+}  // namespace gangrun::node

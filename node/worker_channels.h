@@ -1,0 +1,52 @@
+#pragma once
+// What a node's workers talk to, in the node's runtime directory (node/runtime_dir.h): one
+// GANGRUN_PROGRESS socket per local rank, the TORCHELASTIC_TIMER_FILE pipe, the error files
+// and the stack sampler's hook. The node's own part: the launcher asks for them and hands
+// their Supervision to the Node, and knows no file name in the directory.
+
+#include <boost/asio/io_context.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "node/node.h"
+
+namespace gangrun::node {
+
+class KeeperClient;
+class RuntimeDir;
+class ProgressChannel;
+class FifoLineReader;
+class SystemStackSampler;
+
+class WorkerChannels {
+ public:
+  struct Sinks {
+    std::function<void(int local_rank, absl::string_view datagram)> on_progress;
+    std::function<void(absl::string_view line)> on_timer_line;
+  };
+
+  // Makes the runtime directory (owned by the keeper, so it goes with it even after a SIGKILL
+  // of the launcher) and everything in it for `local_worker_num` workers.
+  static absl::StatusOr<std::unique_ptr<WorkerChannels>> Create(boost::asio::io_context& io,
+                                                                KeeperClient& keeper,
+                                                                int local_worker_num, Sinks sinks);
+  ~WorkerChannels();
+  WorkerChannels(const WorkerChannels&) = delete;
+  WorkerChannels& operator=(const WorkerChannels&) = delete;
+
+  // Where the workers report, for the Node; valid while this lives.
+  Supervision supervision() const;
+
+ private:
+  WorkerChannels() = default;
+
+  std::unique_ptr<RuntimeDir> dir_;
+  std::unique_ptr<ProgressChannel> progress_;
+  std::unique_ptr<FifoLineReader> timer_pipe_;
+  std::unique_ptr<SystemStackSampler> stacks_;
+};
+
+}  // namespace gangrun::node
