@@ -21,6 +21,7 @@
 #include "common/status.h"
 #include "launcher/launch_spec.h"
 #include "launcher/launcher.h"
+#include "proto/conversions.h"
 #include "rpc/channel.h"
 
 namespace gangrun::agent {
@@ -355,8 +356,7 @@ void Agent::MaybeReport(std::shared_ptr<Launcher> launcher) {  // a copy: we era
   v1::AgentEvent event;
   auto* exited = event.mutable_exited();
   exited->set_job_id(launcher->job_id);
-  exited->mutable_exit()->set_exit_code(launcher->exit->code);
-  exited->mutable_exit()->set_signal(launcher->exit->signal);
+  *exited->mutable_exit() = proto::ToProto(*launcher->exit);
   if (!launcher->exit->success() && !launcher->err_tail.empty()) {
     exited->set_error("launcher " + launcher->exit->ToString() + ": " + launcher->err_tail.back());
   }

@@ -23,16 +23,22 @@ struct SpawnCredentials {
   std::vector<gid_t> groups;  // supplementary groups
 };
 
-struct SpawnOptions {
-  std::string exec_path;                   // absolute or relative path of the program
-  std::vector<std::string> argv;           // argv[0] included
-  std::vector<std::string> env;            // KEY=VALUE; the complete environment
-  std::string cwd;                         // "" = inherit
+// What to run, the one shape from a worker's plan to the keeper's exec (node::ProcessSpec and
+// SpawnOptions are a Program with more; v1::Program is its wire form, proto/conversions.h).
+struct Program {
+  std::string exec_path;          // absolute or relative path of the program
+  std::vector<std::string> argv;  // argv[0] included
+  std::vector<std::string> env;   // KEY=VALUE; the complete environment
+  std::string cwd;                // "" = inherit
+  std::vector<int> cpus;          // sched_setaffinity; empty = inherit
+};
+
+// A Program and how this process starts it.
+struct SpawnOptions : Program {
   std::map<int, int> fds;                  // child fd -> parent fd; every other fd >= 3 is closed
   bool new_process_group = true;           // the child leads its own process group
   bool new_session = false;                // setsid() instead (implies its own group)
   int parent_death_signal = 0;             // PR_SET_PDEATHSIG, 0 = none
-  std::vector<int> cpus;                   // sched_setaffinity; empty = inherit
   uint64_t file_limit = 0;                 // the child's soft RLIMIT_NOFILE; 0 = inherit
   std::optional<SpawnCredentials> run_as;  // unset: this process's user
 };

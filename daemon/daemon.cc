@@ -245,15 +245,12 @@ void Daemon::OnLauncherExited(int agent_id, const v1::LauncherExited& exited) {
   Job* job = FindJob(exited.job_id());
   if (job == nullptr) return;
   --job->launchers_running;
-  const bool clean =
-      exited.error().empty() && exited.exit().signal() == 0 && exited.exit().exit_code() == 0;
+  const common::ExitStatus exit = proto::FromProto(exited.exit());
+  const bool clean = exited.error().empty() && exit.success();
   if (!job->outcome && !clean && job->launcher_failure.empty()) {
     std::string name = agent != agents_.end() ? agent->second.info.name() : "?";
-    job->launcher_failure =
-        "the launcher on agent '" + name + "' ended before the job did: " +
-        (!exited.error().empty()  ? exited.error()
-         : exited.exit().signal() ? "killed by signal " + std::to_string(exited.exit().signal())
-                                  : "exit code " + std::to_string(exited.exit().exit_code()));
+    job->launcher_failure = "the launcher on agent '" + name + "' ended before the job did: " +
+                            (!exited.error().empty() ? exited.error() : "it " + exit.ToString());
     common::Logger("daemon")->warn("job {}: {}", job->id, job->launcher_failure);
     job->scheduler->Stop(SIGTERM, job->launcher_failure);
   }

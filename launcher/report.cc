@@ -4,6 +4,7 @@
 
 #include "common/exit_status.h"
 #include "launcher/launcher.h"
+#include "proto/conversions.h"
 
 namespace gangrun::launcher {
 
@@ -28,9 +29,7 @@ std::string FormatKind(const v1::JobOutcome& outcome) {
       return "";
     case v1::JobOutcome::KIND_WORKER_FAILED: {
       const auto& cause = outcome.root_cause();
-      common::ExitStatus exit = cause.exit().signal() > 0
-                                    ? common::ExitStatus::Signaled(cause.exit().signal())
-                                    : common::ExitStatus::Exited(cause.exit().exit_code());
+      const common::ExitStatus exit = proto::FromProto(cause.exit());
       out << "gangrun: job failed. Root cause: "
           << (cause.rank() >= 0 ? "rank " + std::to_string(cause.rank())
                                 : std::string("the MindSpore scheduler process"))

@@ -21,6 +21,7 @@
 #include "common/files.h"
 #include "common/spawn.h"
 #include "gangrun/v1/keeper.pb.h"
+#include "proto/conversions.h"
 
 namespace gangrun::node {
 namespace {
@@ -102,14 +103,10 @@ class Keeper {
       (void)!write(log_fd, spawn.log_header().data(), spawn.log_header().size());
     }
     common::SpawnOptions options;
-    options.exec_path = spawn.exec_path();
-    options.argv.assign(spawn.argv().begin(), spawn.argv().end());
-    options.env.assign(spawn.env().begin(), spawn.env().end());
-    options.cwd = spawn.cwd();
+    static_cast<common::Program&>(options) = proto::FromProto(spawn.program());
     if (log_fd >= 0) options.fds = {{1, log_fd}, {2, log_fd}};
     options.new_process_group = true;
     options.parent_death_signal = SIGKILL;
-    options.cpus.assign(spawn.cpus().begin(), spawn.cpus().end());
     auto pid = common::Spawn(options);
     if (log_fd >= 0) close(log_fd);
     if (pid.ok()) {
@@ -135,9 +132,8 @@ class Keeper {
       if (workers_.erase(pid) == 0) continue;  // an adopted orphan: reaped, nothing to report
       v1::KeeperEvent event;
       event.mutable_exited()->set_pid(pid);
-      common::ExitStatus exit = common::ExitStatus::FromWaitStatus(status);
-      event.mutable_exited()->mutable_exit()->set_exit_code(exit.code);
-      event.mutable_exited()->mutable_exit()->set_signal(exit.signal);
+      *event.mutable_exited()->mutable_exit() =
+          proto::ToProto(common::ExitStatus::FromWaitStatus(status));
       Send(event);
     }
   }

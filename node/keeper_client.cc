@@ -16,6 +16,7 @@
 #include "common/status.h"
 #include "gangrun/v1/keeper.pb.h"
 #include "node/keeper.h"
+#include "proto/conversions.h"
 
 namespace gangrun::node {
 
@@ -122,14 +123,10 @@ void KeeperClient::Spawn(const ProcessSpec& spec, std::function<void(absl::Statu
   auto* spawn = request.mutable_spawn();
   uint64_t id = next_id_++;
   spawn->set_id(id);
-  spawn->set_exec_path(spec.exec_path);
-  for (const auto& a : spec.argv) spawn->add_argv(a);
-  for (const auto& e : spec.env) spawn->add_env(e);
-  spawn->set_cwd(spec.cwd);
+  *spawn->mutable_program() = proto::ToProto(spec);
   spawn->set_log_path(spec.log_path);
   spawn->set_log_append(spec.log_append);
   spawn->set_log_header(spec.log_header);
-  for (int cpu : spec.cpus) spawn->add_cpus(cpu);
   pending_spawns_.emplace(id, std::move(done));
   Send(request);
 }
@@ -207,10 +204,7 @@ void KeeperClient::ReadNext() {
               }
             }
           } else if (event.has_exited() && on_exit_) {
-            const auto& exit = event.exited().exit();
-            on_exit_(event.exited().pid(), exit.signal() > 0
-                                               ? common::ExitStatus::Signaled(exit.signal())
-                                               : common::ExitStatus::Exited(exit.exit_code()));
+            on_exit_(event.exited().pid(), proto::FromProto(event.exited().exit()));
           }
         }
         ReadNext();

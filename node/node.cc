@@ -9,6 +9,7 @@
 #include "common/logging.h"
 #include "node/error_file.h"
 #include "node/log_files.h"
+#include "proto/conversions.h"
 
 namespace gangrun::node {
 
@@ -232,8 +233,7 @@ void Node::OnProcessExited(const ProcessSpec& spec, pid_t pid, common::ExitStatu
   auto* exited = event.mutable_worker_exited();
   exited->set_rank(spec.rank);
   exited->set_pid(pid);
-  exited->mutable_exit()->set_exit_code(status.code);
-  exited->mutable_exit()->set_signal(status.signal);
+  *exited->mutable_exit() = proto::ToProto(status);
   exited->set_stopped_by_us(stopped_by_us);
   exited->set_log_path(spec.log_path);
   if (!status.success() && !stopped_by_us) {

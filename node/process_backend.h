@@ -10,21 +10,18 @@
 
 #include "absl/status/statusor.h"
 #include "common/exit_status.h"
+#include "common/spawn.h"
 
 namespace gangrun::node {
 
 // What to run for one local process of a generation.
-struct ProcessSpec {
+// A Program (common/spawn.h) and what the node knows of it: whose it is and where it logs.
+struct ProcessSpec : common::Program {
   int rank = 0;  // global rank; -1 = the MindSpore scheduler process (msrun)
   int local_rank = 0;
-  std::string exec_path;
-  std::vector<std::string> argv;
-  std::vector<std::string> env;
-  std::string cwd;
   std::string log_path;
   bool log_append = false;
   std::string log_header;  // a line written to the log before the process starts
-  std::vector<int> cpus;
   std::string error_file;  // its TORCHELASTIC_ERROR_FILE, read if it fails ("" = none)
 };
 

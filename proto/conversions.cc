@@ -26,6 +26,26 @@ common::ExitStatus FromProto(const v1::ProcessExit& exit) {
                            : common::ExitStatus::Exited(exit.exit_code());
 }
 
+v1::Program ToProto(const common::Program& program) {
+  v1::Program out;
+  out.set_exec_path(program.exec_path);
+  out.mutable_argv()->Assign(program.argv.begin(), program.argv.end());
+  out.mutable_env()->Assign(program.env.begin(), program.env.end());
+  out.set_cwd(program.cwd);
+  out.mutable_cpus()->Assign(program.cpus.begin(), program.cpus.end());
+  return out;
+}
+
+common::Program FromProto(const v1::Program& program) {
+  common::Program out;
+  out.exec_path = program.exec_path();
+  out.argv.assign(program.argv().begin(), program.argv().end());
+  out.env.assign(program.env().begin(), program.env().end());
+  out.cwd = program.cwd();
+  out.cpus.assign(program.cpus().begin(), program.cpus().end());
+  return out;
+}
+
 v1::JobOutcome Outcome(v1::JobOutcome::Kind kind, const std::string& message) {
   v1::JobOutcome outcome;
   outcome.set_kind(kind);

@@ -1,16 +1,21 @@
 #pragma once
-// The one place where gangrun's values meet their protos: how a process ended, and the names
-// of the state enums as people read them (a table, a metric label: "running").
+// The one place where gangrun's values meet their protos: how a process ended, what to run,
+// and the names of the state enums as people read them (a table, a metric label: "running").
 
 #include <string>
 
 #include "common/exit_status.h"
+#include "common/spawn.h"
+#include "gangrun/v1/keeper.pb.h"
 #include "gangrun/v1/session.pb.h"
 
 namespace gangrun::proto {
 
 v1::ProcessExit ToProto(const common::ExitStatus& status);
 common::ExitStatus FromProto(const v1::ProcessExit& exit);
+
+v1::Program ToProto(const common::Program& program);
+common::Program FromProto(const v1::Program& program);
 
 // An outcome of `kind` with `message`.
 v1::JobOutcome Outcome(v1::JobOutcome::Kind kind, const std::string& message);

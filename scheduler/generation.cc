@@ -130,7 +130,7 @@ void Scheduler::OnWorkerStarted(NodeState& node, const v1::WorkerStarted& starte
 }
 
 void Scheduler::OnWorkerExited(NodeState& node, const v1::WorkerExited& exited) {
-  const bool failed = exited.exit().exit_code() != 0 || exited.exit().signal() != 0;
+  const bool failed = !proto::FromProto(exited.exit()).success();
   if (!exited.log_lost().empty()) OnLogOutputLost(node, exited);
   if (exited.rank() >= 0) {
     auto& worker = node.workers[exited.rank()];

@@ -1,0 +1,46 @@
+#include "proto/conversions.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+namespace gangrun::proto {
+namespace {
+
+TEST(ConversionsTest, AnExitStatusSurvivesTheWire) {
+  for (const auto& status : {common::ExitStatus::Exited(0), common::ExitStatus::Exited(3),
+                             common::ExitStatus::Signaled(SIGKILL)}) {
+    const common::ExitStatus back = FromProto(ToProto(status));
+    EXPECT_EQ(back.signaled, status.signaled) << status.ToString();
+    EXPECT_EQ(back.code, status.code) << status.ToString();
+    EXPECT_EQ(back.signal, status.signal) << status.ToString();
+  }
+  EXPECT_FALSE(FromProto(ToProto(common::ExitStatus::Signaled(SIGTERM))).success());
+}
+
+TEST(ConversionsTest, AProgramSurvivesTheWireWithEveryField) {
+  common::Program program;
+  program.exec_path = "/usr/bin/python3";
+  program.argv = {"python3", "-u", "train.py", ""};
+  program.env = {"A=1", "B=", "C=x=y"};
+  program.cwd = "/work";
+  program.cpus = {0, 2, 5};
+  const common::Program back = FromProto(ToProto(program));
+  EXPECT_EQ(back.exec_path, program.exec_path);
+  EXPECT_EQ(back.argv, program.argv);
+  EXPECT_EQ(back.env, program.env);
+  EXPECT_EQ(back.cwd, program.cwd);
+  EXPECT_EQ(back.cpus, program.cpus);
+  // A field added to Program and not to the conversions breaks this: Program is five fields.
+  static_assert(sizeof(common::Program) == 2 * sizeof(std::string) +
+                                               2 * sizeof(std::vector<std::string>) +
+                                               sizeof(std::vector<int>));
+}
+
+TEST(ConversionsTest, StateNamesLoseTheirPrefix) {
+  EXPECT_EQ(Name(v1::WORKER_STATE_RUNNING), "running");
+  EXPECT_EQ(Name(v1::JobOutcome::KIND_NODE_LOST), "node_lost");
+}
+
+}  // namespace
+}  // namespace gangrun::proto
