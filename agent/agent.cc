@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/console.h"
+#include "common/env_names.h"
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/net.h"
@@ -290,8 +291,8 @@ std::vector<std::string> Agent::LauncherOwnEnvironment(
     env.push_back(entry);
   }
   if (options_.run_as) SetIdentity(env);
-  env.push_back(std::string(launcher::kNodeOnlyEnv) + "=1");
-  env.push_back(std::string(launcher::kWorkerEnvFdEnv) + "=3");
+  env.push_back(std::string(env::kNodeOnly) + "=1");
+  env.push_back(std::string(env::kWorkerEnvFd) + "=3");
   return env;
 }
 

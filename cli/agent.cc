@@ -16,6 +16,7 @@
 #include "cli/service.h"
 #include "common/clock.h"
 #include "common/descendants.h"
+#include "common/env_names.h"
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/service.h"
@@ -79,7 +80,7 @@ absl::Status Complete(agent::Agent::Options& options, const std::string& master,
 
 absl::Status Serve(const agent::Agent::Options& options) {
   // Launchers join each job's port with the daemon's token.
-  if (!options.token.empty()) setenv("GANGRUN_TOKEN", options.token.c_str(), 1);
+  if (!options.token.empty()) setenv(env::kToken, options.token.c_str(), 1);
   RETURN_IF_ERROR(common::BecomeChildSubreaper());
   boost::asio::io_context io;
   common::AsioClock clock(io.get_executor());
@@ -123,20 +124,18 @@ CommandResult RunAgent(const CommandArgs& command) {
   agent::Agent::Options options;
   options.slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   options.log_root = "gangrun-logs";
-  app.add_option("--master", master, "the daemon, HOST:PORT")
-      ->envname("GANGRUN_MASTER")
-      ->required();
+  app.add_option("--master", master, "the daemon, HOST:PORT")->envname(env::kMaster)->required();
   app.add_option("--slots", options.slots, "workers this host runs at once (default: CPUs)")
-      ->envname("GANGRUN_SLOTS");
+      ->envname(env::kSlots);
   app.add_option("--name", options.name, "name of this agent (default: hostname)")
-      ->envname("GANGRUN_AGENT_NAME");
+      ->envname(env::kAgentName);
   std::string run_as;
   app.add_option("--run_as", run_as,
                  "the user the jobs run as (the agent must be root); default: the agent's user")
-      ->envname("GANGRUN_RUN_AS");
+      ->envname(env::kRunAs);
   app.add_option("--log_root", options.log_root,
                  "jobs log to LOG_ROOT/<job id> unless they give --log_dir (default gangrun-logs)")
-      ->envname("GANGRUN_LOG_ROOT");
+      ->envname(env::kLogRoot);
   ServiceOptions service;
   AddServiceOptions(app, service, false);
   if (auto done = ParseArgs(app, "agent", command.args)) return *done;

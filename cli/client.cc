@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "common/env_names.h"
 #include "common/net.h"
 #include "common/status.h"
 #include "rpc/channel.h"
@@ -17,7 +18,7 @@ rpc::Access ClientAccessFromEnv(const launcher::EnvLookup& env) {
 }
 
 void AddClientOptions(CLI::App& app, ClientTarget& target, const launcher::EnvLookup& env) {
-  target.master = env("GANGRUN_MASTER").value_or("");
+  target.master = env(env::kMaster).value_or("");
   target.access = ClientAccessFromEnv(env);
   app.add_option("--master", target.master, "the scheduler, HOST:PORT (GANGRUN_MASTER)");
   for (const rpc::AccessOption& option : rpc::AccessOptions()) {

@@ -10,6 +10,7 @@
 #include "cli/command.h"
 #include "cli/service.h"
 #include "common/clock.h"
+#include "common/env_names.h"
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/service.h"
@@ -94,14 +95,14 @@ CommandResult RunScheduler(const CommandArgs& command) {
                "gangrun scheduler"};
   std::string listen = "0.0.0.0:8118";
   app.add_option("--listen", listen, "ADDR:PORT to listen on (default 0.0.0.0:8118)")
-      ->envname("GANGRUN_LISTEN");
+      ->envname(env::kListen);
   ServiceOptions service;
   AddServiceOptions(app, service, true);
   bool insecure = false;
   app.add_flag("--insecure", insecure,
                "serve a non-loopback address without a token or client certificates: anyone "
                "who reaches the port can then run commands on every agent")
-      ->envname("GANGRUN_INSECURE");
+      ->envname(env::kInsecure);
   if (auto done = ParseArgs(app, "scheduler", command.args)) return *done;
   auto setup = Prepare(listen, std::move(service), insecure);
   if (!setup.ok()) return setup.status();

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "cli/client.h"
 #include "cli/command.h"
+#include "common/env_names.h"
 #include "common/net.h"
 #include "gangrun/v1/kv.grpc.pb.h"
 #include "rpc/channel.h"
@@ -90,10 +91,10 @@ CommandResult RunKv(const CommandArgs& command) {
   const auto& args = command.args;
   if (args.empty()) return Usage("missing command");
   const std::string& verb = args[0];
-  auto target = command.env("GANGRUN_SCHEDULER");
+  auto target = command.env(env::kScheduler);
   if (!target || target->empty())
-    return Usage("GANGRUN_SCHEDULER is not set (run me from a worker)");
-  if (auto address = common::ParseHostPort(*target, "GANGRUN_SCHEDULER"); !address.ok()) {
+    return Usage(std::string(env::kScheduler) + " is not set (run me from a worker)");
+  if (auto address = common::ParseHostPort(*target, env::kScheduler); !address.ok()) {
     return Usage(std::string(address.status().message()));
   }
   const rpc::Access access = ClientAccessFromEnv(command.env);

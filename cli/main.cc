@@ -16,6 +16,7 @@
 #include "cli/command.h"
 #include "cli/exit_codes.h"
 #include "common/console.h"
+#include "common/env_names.h"
 #include "common/logging.h"
 #include "common/service.h"
 #include "node/keeper.h"
@@ -48,7 +49,7 @@ void RouteGrpcLogs() {
 }
 
 int Main(int argc, char** argv) {
-  const char* level = std::getenv("GANGRUN_LOG_LEVEL");
+  const char* level = std::getenv(gangrun::env::kLogLevel);
   gangrun::common::SetLogLevel(level != nullptr ? level : "info");
   RouteGrpcLogs();
   static const std::map<std::string, cli::CommandResult (*)(const cli::CommandArgs&)> kCommands = {

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_join.h"
 #include "cli/command.h"
+#include "common/env_names.h"
 #include "common/status.h"
 
 namespace gangrun::cli {
@@ -37,15 +38,16 @@ CommandResult RunProgress(const CommandArgs& command) {
                                   (command.args.empty() ? std::string("nothing to report")
                                                         : std::string(parsed.status().message())));
   }
-  const std::optional<std::string> path = command.env("GANGRUN_PROGRESS");
+  const std::optional<std::string> path = command.env(env::kProgress);
   if (!path || path->empty()) {
     return absl::FailedPreconditionError(
-        "GANGRUN_PROGRESS is not set: run this inside a worker that gangrun started");
+        std::string(env::kProgress) + " is not set: run this inside a worker that gangrun started");
   }
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path->size() >= sizeof(address.sun_path)) {
-    return absl::InvalidArgumentError("GANGRUN_PROGRESS is too long for a socket path");
+    return absl::InvalidArgumentError(std::string(env::kProgress) +
+                                      " is too long for a socket path");
   }
   std::memcpy(address.sun_path, path->c_str(), path->size());
   int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "cli/command.h"
+#include "common/env_names.h"
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/numbers.h"
@@ -61,10 +62,10 @@ CommandResult RunLaunch(const CommandArgs& command) {
     common::Logger("launcher")->info("worker logs in {}", facts->log_dir);
   }
   launcher::RunContext context{command.self_exe, -1};
-  if (const char* ready = std::getenv(launcher::kReadyFdEnv)) {
+  if (const char* ready = std::getenv(env::kReadyFd)) {
     // We are the detached supervisor of --join False.
     context.ready_fd = static_cast<int>(common::ParseInt(ready, 3, 1 << 20).value_or(-1));
-    unsetenv(launcher::kReadyFdEnv);
+    unsetenv(env::kReadyFd);
   } else if (!options.join) {
     std::vector<std::string> argv = {command.argv0};
     argv.insert(argv.end(), command.args.begin(), command.args.end());

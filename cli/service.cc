@@ -3,6 +3,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
 
+#include "common/env_names.h"
 #include "common/exit_status.h"
 #include "common/logging.h"
 #include "common/service.h"
@@ -17,10 +18,10 @@ void AddServiceOptions(CLI::App& app, ServiceOptions& o, bool server) {
   if (!server) return;
   app.add_option("--metrics_port", o.metrics_port,
                  "serve Prometheus metrics on http://0.0.0.0:PORT/metrics (-1: off)")
-      ->envname("GANGRUN_METRICS_PORT")
+      ->envname(env::kMetricsPort)
       ->check(CLI::Range(-1, 65535));
   app.add_option("--event_log", o.event_log, "append a JSON line per event to this file")
-      ->envname("GANGRUN_EVENT_LOG");
+      ->envname(env::kEventLog);
 }
 
 void RunUntilStopped(boost::asio::io_context& io, const std::string& logger,

@@ -16,6 +16,7 @@
 #include "cli/client.h"
 #include "cli/command.h"
 #include "common/console.h"
+#include "common/env_names.h"
 #include "common/exit_status.h"
 #include "common/spawn.h"
 #include "gangrun/v1/daemon.grpc.pb.h"
@@ -218,7 +219,7 @@ CommandResult RunSubmit(const CommandArgs& command) {
     return absl::OkStatus();
   }
   ClientTarget target;
-  target.master = args.master.empty() ? command.env("GANGRUN_MASTER").value_or("") : args.master;
+  target.master = args.master.empty() ? command.env(env::kMaster).value_or("") : args.master;
   target.access = ClientAccessFromEnv(command.env);
   rpc::Access launcher_access;
   auto job = MakeJob(args.launch, args.export_mode, command.env, &launcher_access);

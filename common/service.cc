@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/env_names.h"
 #include "common/numbers.h"
 
 namespace gangrun::common {
@@ -51,7 +52,6 @@ void Watchdog::Ping() {
 }
 
 namespace {
-constexpr char kFileLimitEnv[] = "GANGRUN_INTERNAL_NOFILE";
 uint64_t original_file_limit = 0;
 }  // namespace
 
@@ -59,11 +59,11 @@ void RaiseFileLimit() {
   rlimit limit;
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
   original_file_limit = limit.rlim_cur;
-  if (const char* inherited = std::getenv(kFileLimitEnv)) {
+  if (const char* inherited = std::getenv(env::kFileLimit)) {
     const auto value = ParseInt(inherited, 1, static_cast<int64_t>(limit.rlim_cur));
     if (value) original_file_limit = static_cast<uint64_t>(*value);
   }
-  setenv(kFileLimitEnv, std::to_string(original_file_limit).c_str(), 1);
+  setenv(env::kFileLimit, std::to_string(original_file_limit).c_str(), 1);
   if (limit.rlim_cur >= limit.rlim_max) return;
   limit.rlim_cur = limit.rlim_max;
   setrlimit(RLIMIT_NOFILE, &limit);
@@ -72,7 +72,7 @@ void RaiseFileLimit() {
 uint64_t OriginalFileLimit() { return original_file_limit; }
 
 std::optional<int> MaybeBecomeInit() {
-  if (getpid() != 1 || std::getenv("GANGRUN_NO_INIT") != nullptr) return std::nullopt;
+  if (getpid() != 1 || std::getenv(env::kNoInit) != nullptr) return std::nullopt;
   sigset_t all, previous;
   sigfillset(&all);
   sigprocmask(SIG_BLOCK, &all, &previous);

@@ -70,11 +70,10 @@ std::string Daemon::Metrics() const {
                            "gangrun_jobs{state=\"waiting\"} " + std::to_string(waiting)};
   extra["gangrun_jobs_submitted_total"] = {"gangrun_jobs_submitted_total " +
                                            std::to_string(jobs_submitted_)};
-  for (const char* kind :
-       {"succeeded", "worker_failed", "stopped_by_signal", "formation_failed", "node_lost"}) {
-    auto it = jobs_finished_.find(kind);
+  for (v1::JobOutcome::Kind kind : proto::Values<v1::JobOutcome::Kind>()) {
+    auto it = jobs_finished_.find(proto::Name(kind));
     extra["gangrun_jobs_finished_total"].push_back(
-        std::string("gangrun_jobs_finished_total{outcome=\"") + kind + "\"} " +
+        "gangrun_jobs_finished_total{outcome=\"" + proto::Name(kind) + "\"} " +
         std::to_string(it == jobs_finished_.end() ? 0 : it->second));
   }
   return scheduler::RenderMetrics(views, extra);

@@ -4,11 +4,12 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "common/env_names.h"
 
 namespace gangrun::launcher {
 
 std::string GangrunVariable(const std::string& option) {
-  return "GANGRUN_" + absl::AsciiStrToUpper(option);
+  return env::kPrefix + absl::AsciiStrToUpper(option);
 }
 
 absl::StatusOr<std::string> RunParser(CLI::App& app, const std::vector<std::string>& args) {

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "common/env_names.h"
 #include "common/files.h"
 #include "common/spawn.h"
 #include "common/status.h"
@@ -35,7 +36,7 @@ absl::StatusOr<std::optional<v1::JobOutcome>> RunDetached(const std::vector<std:
   spawn.exec_path = self_exe;
   spawn.argv = argv;  // argv[0] keeps the personality
   spawn.env = common::CurrentEnvironment();
-  spawn.env.push_back(std::string(kReadyFdEnv) + "=3");
+  spawn.env.push_back(std::string(env::kReadyFd) + "=3");
   spawn.fds = {{0, null_fd}, {1, log_fd}, {2, log_fd}, {3, pipe_fds[1]}};
   spawn.new_session = true;
   auto pid = common::Spawn(spawn);

@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/env_names.h"
 #include "common/net.h"
 #include "common/numbers.h"
 #include "common/spawn.h"
@@ -45,12 +46,13 @@ std::string ShellQuote(const std::string& s) {
 namespace {
 
 // What the workers' environment starts from: this process's, or, for a launcher an agent
-// started, the one the agent handed over (kWorkerEnvFdEnv).
+// started, the one the agent handed over (env::kWorkerEnvFd).
 absl::StatusOr<std::vector<std::string>> WorkerBaseEnvironment() {
-  const char* fd_text = std::getenv(kWorkerEnvFdEnv);
+  const char* fd_text = std::getenv(env::kWorkerEnvFd);
   if (fd_text == nullptr) return common::CurrentEnvironment();
   const auto fd = common::ParseInt(fd_text, 3, 1 << 20);
-  if (!fd) return absl::InvalidArgumentError(std::string(kWorkerEnvFdEnv) + " is not a descriptor");
+  if (!fd)
+    return absl::InvalidArgumentError(std::string(env::kWorkerEnvFd) + " is not a descriptor");
   std::string bytes;
   char buffer[65536];
   for (ssize_t n; (n = read(static_cast<int>(*fd), buffer, sizeof(buffer))) != 0;) {
@@ -59,7 +61,7 @@ absl::StatusOr<std::vector<std::string>> WorkerBaseEnvironment() {
     bytes.append(buffer, static_cast<size_t>(n));
   }
   close(static_cast<int>(*fd));
-  unsetenv(kWorkerEnvFdEnv);
+  unsetenv(env::kWorkerEnvFd);
   std::vector<std::string> env;
   for (absl::string_view entry : absl::StrSplit(bytes, '\0', absl::SkipEmpty())) {
     env.emplace_back(entry);
@@ -105,7 +107,7 @@ absl::StatusOr<HostFacts> GatherHostFacts(const Options& options) {
   std::string path_env = "/usr/local/bin:/usr/bin:/bin";
   ASSIGN_OR_RETURN(std::vector<std::string> inherited, WorkerBaseEnvironment());
   for (auto& entry : inherited) {
-    if (absl::StartsWith(entry, "GANGRUN_INTERNAL_")) continue;
+    if (absl::StartsWith(entry, env::kInternalPrefix)) continue;
     if (absl::StartsWith(entry, "PATH=")) path_env = entry.substr(5);
     if (absl::StartsWith(entry, "ASCEND_RT_VISIBLE_DEVICES=")) {
       facts.visible_devices = entry.substr(sizeof("ASCEND_RT_VISIBLE_DEVICES=") - 1);
@@ -148,7 +150,7 @@ std::string FormatPlan(const Options& options, const HostFacts& facts) {
     for (const auto& entry : spec.env) {
       if (absl::StartsWith(entry, "MASTER_PORT=")) {
         out << "    MASTER_PORT=<a free port, chosen at start>\n";
-      } else if (absl::StartsWith(entry, "GANGRUN_TOKEN=")) {
+      } else if (absl::StartsWith(entry, std::string(env::kToken) + "=")) {
         out << "    GANGRUN_TOKEN=<hidden>\n";
       } else {
         out << "    " << entry << "\n";

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/check.h"
+#include "common/env_names.h"
 #include "common/status.h"
 #include "launcher/option_table.h"
 
@@ -68,7 +69,7 @@ std::string KeyOf(const std::string& entry) { return entry.substr(0, entry.find(
 // Variables that configure gangrun itself, or belong to the submitter's service manager or
 // batch system: a job must not inherit them from another host's shell.
 bool NeverExported(const std::string& key) {
-  for (const char* prefix : {"GANGRUN_", "SLURM_", "WATCHDOG_", "LISTEN_"}) {
+  for (const char* prefix : {env::kPrefix, "SLURM_", "WATCHDOG_", "LISTEN_"}) {
     if (absl::StartsWith(key, prefix)) return true;
   }
   return key == "NOTIFY_SOCKET" || key == "INVOCATION_ID" || key == "JOURNAL_STREAM" ||
@@ -118,7 +119,7 @@ std::vector<std::string> LauncherEnvironment(const v1::LaunchSpec& spec,
     const std::string key = KeyOf(entry);
     if (key == "NOTIFY_SOCKET" || absl::StartsWith(key, "WATCHDOG_")) continue;
     if (key == "PWD" && !spec.cwd().empty()) continue;
-    const bool agents_own = absl::StartsWith(key, "GANGRUN_");
+    const bool agents_own = absl::StartsWith(key, env::kPrefix);
     if (agents_own || (!spec.env_all() && exported.count(key) == 0)) env.push_back(entry);
   }
   for (const auto& entry : spec.env()) {

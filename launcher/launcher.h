@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/env_names.h"
 #include "gangrun/v1/session.pb.h"
 #include "launcher/options.h"
 #include "launcher/scheduler_role.h"
@@ -45,13 +46,11 @@ absl::StatusOr<std::optional<v1::JobOutcome>> RunDetached(const std::vector<std:
                                                           const HostFacts& facts,
                                                           const std::string& self_exe);
 
-// The environment variable that marks the detached supervisor and names its ready pipe.
-inline constexpr char kReadyFdEnv[] = "GANGRUN_INTERNAL_READY_FD";
-// Set by `gangrun agent` for the launchers it starts: the daemon hosts the job's scheduler,
-// so this launcher only joins it as a node, even on the daemon's own host.
-inline constexpr char kNodeOnlyEnv[] = "GANGRUN_INTERNAL_NODE_ONLY";
-// An agent-started launcher's descriptor with its workers' environment (NUL-separated
-// KEY=VALUE entries): the launcher's own environment is the agent's.
-inline constexpr char kWorkerEnvFdEnv[] = "GANGRUN_INTERNAL_WORKER_ENV_FD";
+// Between gangrun's processes (common/env_names.h): env::kReadyFd marks the detached
+// supervisor and names its ready pipe; env::kNodeOnly, set by `gangrun agent` for the
+// launchers it starts, says the daemon hosts the job's scheduler, so this launcher only joins
+// it as a node, even on the daemon's own host; env::kWorkerEnvFd is an agent-started
+// launcher's descriptor with its workers' environment (NUL-separated KEY=VALUE entries): the
+// launcher's own environment is the agent's.
 
 }  // namespace gangrun::launcher

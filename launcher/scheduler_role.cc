@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "common/env_names.h"
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/status.h"
@@ -55,7 +56,7 @@ absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io, co
   SchedulerRole role;
   const bool simulating = Simulating(options);
   if (!facts.is_master && !simulating) return role;
-  if (std::getenv(kNodeOnlyEnv) != nullptr) return role;  // a daemon's job: it has the scheduler
+  if (std::getenv(env::kNodeOnly) != nullptr) return role;  // a daemon's job: it has the scheduler
   scheduler::Scheduler::Options scheduler_options = SchedulerOptionsFor(options);
   scheduler_options.run_id = facts.run_id;
   if (simulating) {

@@ -1,9 +1,12 @@
 #include "launcher/worker_plan.h"
 
+#include <cstring>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_replace.h"
+#include "common/env_names.h"
 #include "launcher/bind_core.h"
 
 namespace gangrun::launcher {
@@ -43,30 +46,31 @@ EnvList CommonEnv(const Options& options, const HostFacts& facts, int world_size
   std::string rank_size = std::to_string(size);
   if (Simulating(options)) {
     for (const auto& entry : facts.base_env) {
-      if (entry.rfind("RANK_SIZE=", 0) == 0) rank_size = entry.substr(10);
+      if (absl::StartsWith(entry, std::string(env::kRankSize) + "=")) {
+        rank_size = entry.substr(std::strlen(env::kRankSize) + 1);
+      }
     }
   }
-  env.emplace_back("RANK_SIZE", rank_size);
+  env.emplace_back(env::kRankSize, rank_size);
   if (!options.rank_table_file.empty())
-    env.emplace_back("RANK_TABLE_FILE", options.rank_table_file);
+    env.emplace_back(env::kRankTableFile, options.rank_table_file);
   if (Simulating(options)) {
-    env.emplace_back("MS_SIMULATION_LEVEL", std::to_string(options.sim_level));
+    env.emplace_back(env::kMsSimulationLevel, std::to_string(options.sim_level));
   }
-  env.emplace_back("MS_WORKER_NUM", std::to_string(size));
+  env.emplace_back(env::kMsWorkerNum, std::to_string(size));
   if (!Simulating(options)) {
-    env.emplace_back("MS_SCHED_HOST", facts.master_ip);
-    env.emplace_back("MS_SCHED_PORT", std::to_string(options.master_port));
-    env.emplace_back("MS_TOPO_TIMEOUT", std::to_string(options.cluster_time_out));
+    env.emplace_back(env::kMsSchedHost, facts.master_ip);
+    env.emplace_back(env::kMsSchedPort, std::to_string(options.master_port));
+    env.emplace_back(env::kMsTopoTimeout, std::to_string(options.cluster_time_out));
   }
-  env.emplace_back("GANGRUN_SCHEDULER", JoinHostPort(facts.scheduler_host, facts.scheduler_port));
-  env.emplace_back("GANGRUN_RUN_ID", facts.run_id);
-  env.emplace_back("GANGRUN_GENERATION", std::to_string(generation));
-  if (!facts.token.empty()) env.emplace_back("GANGRUN_TOKEN", facts.token);
+  env.emplace_back(env::kScheduler, JoinHostPort(facts.scheduler_host, facts.scheduler_port));
+  env.emplace_back(env::kRunId, facts.run_id);
+  env.emplace_back(env::kGeneration, std::to_string(generation));
+  if (!facts.token.empty()) env.emplace_back(env::kToken, facts.token);
   // So that `gangrun kv` in a worker can reach a TLS scheduler.
-  if (!options.access.tls_ca.empty()) env.emplace_back("GANGRUN_TLS_CA", options.access.tls_ca);
-  if (!options.access.tls_cert.empty())
-    env.emplace_back("GANGRUN_TLS_CERT", options.access.tls_cert);
-  if (!options.access.tls_key.empty()) env.emplace_back("GANGRUN_TLS_KEY", options.access.tls_key);
+  if (!options.access.tls_ca.empty()) env.emplace_back(env::kTlsCa, options.access.tls_ca);
+  if (!options.access.tls_cert.empty()) env.emplace_back(env::kTlsCert, options.access.tls_cert);
+  if (!options.access.tls_key.empty()) env.emplace_back(env::kTlsKey, options.access.tls_key);
   return env;
 }
 
@@ -106,8 +110,8 @@ absl::StatusOr<std::vector<node::ProcessSpec>> PlanProcesses(const Options& opti
     sched.rank = -1;
     sched.local_rank = -1;
     EnvList env = common;
-    env.emplace_back("MS_ROLE", "MS_SCHED");
-    env.emplace_back("RANK_ID", "0");
+    env.emplace_back(env::kMsRole, "MS_SCHED");
+    env.emplace_back(env::kRankId, "0");
     sched.env = MergeEnv(facts.base_env, env);
     sched.log_path = facts.log_dir.empty() ? "scheduler.log" : facts.log_dir + "/scheduler.log";
     sched.cpus = SchedulerCpus(options.bind_core).cpus;
@@ -121,32 +125,32 @@ absl::StatusOr<std::vector<node::ProcessSpec>> PlanProcesses(const Options& opti
     spec.rank = rank_id;
     spec.local_rank = i;
     EnvList env = common;
-    if (!simulating) env.emplace_back("MS_ROLE", "MS_WORKER");
-    env.emplace_back("RANK_ID", std::to_string(rank_id));
-    if (!simulating) env.emplace_back("MS_NODE_ID", std::to_string(rank_id));
-    env.emplace_back("DEVICE_ID", std::to_string(i));
+    if (!simulating) env.emplace_back(env::kMsRole, "MS_WORKER");
+    env.emplace_back(env::kRankId, std::to_string(rank_id));
+    if (!simulating) env.emplace_back(env::kMsNodeId, std::to_string(rank_id));
+    env.emplace_back(env::kDeviceId, std::to_string(i));
     CpuBinding binding = WorkerCpus(options.bind_core, i, assignment.local_worker_num(),
                                     facts.cpu_count, facts.visible_devices);
-    if (!binding.cpus.empty()) env.emplace_back("MSRUN_CPU_LIST", PythonList(binding.cpus));
+    if (!binding.cpus.empty()) env.emplace_back(env::kMsrunCpuList, PythonList(binding.cpus));
     spec.cpus = std::move(binding.cpus);
-    env.emplace_back("RANK", std::to_string(rank_id));
-    env.emplace_back("LOCAL_RANK", std::to_string(i));
-    env.emplace_back("WORLD_SIZE", std::to_string(assignment.world_size()));
-    env.emplace_back("LOCAL_WORLD_SIZE", std::to_string(assignment.local_worker_num()));
-    env.emplace_back("GROUP_RANK", std::to_string(assignment.node_rank()));
-    env.emplace_back("GROUP_WORLD_SIZE", std::to_string(assignment.node_count()));
-    env.emplace_back("MASTER_ADDR", assignment.master_addr());
-    env.emplace_back("MASTER_PORT", std::to_string(assignment.master_port()));
-    env.emplace_back("TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count));
-    env.emplace_back("TORCHELASTIC_MAX_RESTARTS", std::to_string(options.max_restarts));
-    env.emplace_back("TORCHELASTIC_RUN_ID", job_facts.run_id);
+    env.emplace_back(env::kRank, std::to_string(rank_id));
+    env.emplace_back(env::kLocalRank, std::to_string(i));
+    env.emplace_back(env::kWorldSize, std::to_string(assignment.world_size()));
+    env.emplace_back(env::kLocalWorldSize, std::to_string(assignment.local_worker_num()));
+    env.emplace_back(env::kGroupRank, std::to_string(assignment.node_rank()));
+    env.emplace_back(env::kGroupWorldSize, std::to_string(assignment.node_count()));
+    env.emplace_back(env::kMasterAddr, assignment.master_addr());
+    env.emplace_back(env::kMasterPort, std::to_string(assignment.master_port()));
+    env.emplace_back(env::kTorchRestartCount, std::to_string(restart_count));
+    env.emplace_back(env::kTorchMaxRestarts, std::to_string(options.max_restarts));
+    env.emplace_back(env::kTorchRunId, job_facts.run_id);
     // One role, as torchrun's workers have unless a custom agent makes more.
-    env.emplace_back("ROLE_NAME", options.role);
-    env.emplace_back("ROLE_RANK", std::to_string(rank_id));
-    env.emplace_back("ROLE_WORLD_SIZE", std::to_string(assignment.world_size()));
+    env.emplace_back(env::kRoleName, options.role);
+    env.emplace_back(env::kRoleRank, std::to_string(rank_id));
+    env.emplace_back(env::kRoleWorldSize, std::to_string(assignment.world_size()));
     // There is no agent store: rank 0 hosts init_process_group's TCPStore at MASTER_PORT, as
     // under torchrun's c10d rendezvous.
-    env.emplace_back("TORCHELASTIC_USE_AGENT_STORE", "False");
+    env.emplace_back(env::kTorchUseAgentStore, "False");
     for (const auto& entry : options.worker_env) env.push_back(entry);
     spec.env = MergeEnv(facts.base_env, env);
     spec.log_path = WorkerLogPath(options, facts, rank_id);
@@ -171,7 +175,7 @@ std::vector<std::string> ApplyMsrunRules(Options& options, const EnvLookup& env)
   if (!Simulating(options)) return warnings;
   if (options.sim_rank_id == -1) {
     int rank;
-    if (auto rank_id = env("RANK_ID"); rank_id && absl::SimpleAtoi(*rank_id, &rank)) {
+    if (auto rank_id = env(env::kRankId); rank_id && absl::SimpleAtoi(*rank_id, &rank)) {
       options.sim_rank_id = rank;
     }
   }

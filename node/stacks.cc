@@ -9,11 +9,13 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <cerrno>
 #include <fstream>
+#include <string_view>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/env_names.h"
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/spawn.h"
@@ -64,6 +66,9 @@ def _gangrun_chain():
 _gangrun_hook()
 _gangrun_chain()
 )PY";
+// The hook reads the names the node writes (AddWorkerEnv).
+static_assert(std::string_view(kSiteCustomize).find(env::kStackDir) != std::string_view::npos);
+static_assert(std::string_view(kSiteCustomize).find(env::kStackSignal) != std::string_view::npos);
 
 // Field 22 of /proc/<pid>/stat (the start time in clock ticks): with the pid, it names one
 // process for ever, so a recycled pid never gets another process's hook file.
@@ -222,15 +227,15 @@ void SystemStackSampler::AddWorkerEnv(std::vector<std::string>& env) const {
       const std::string old = it->substr(11);
       if (!old.empty()) python_path += ":" + old;
       it = env.erase(it);
-    } else if (absl::StartsWith(*it, "GANGRUN_STACK_")) {
+    } else if (absl::StartsWith(*it, env::kStackPrefix)) {
       it = env.erase(it);
     } else {
       ++it;
     }
   }
   env.push_back("PYTHONPATH=" + python_path);
-  env.push_back("GANGRUN_STACK_DIR=" + stack_dir_);
-  env.push_back("GANGRUN_STACK_SIGNAL=" + std::to_string(StackSignal()));
+  env.push_back(std::string(env::kStackDir) + "=" + stack_dir_);
+  env.push_back(std::string(env::kStackSignal) + "=" + std::to_string(StackSignal()));
 }
 
 void SystemStackSampler::Capture(std::vector<StackTarget> targets, common::Duration timeout,

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "absl/strings/match.h"
+#include "common/env_names.h"
 #include "common/logging.h"
 #include "node/node.h"
 
@@ -64,15 +65,15 @@ void Node::StartSupervision(const v1::StartGeneration& start, std::vector<Proces
     if (spec.rank < 0) continue;  // the MindSpore scheduler process reports nothing
     rank_of_local_[spec.local_rank] = spec.rank;
     if (supervision_.progress_path) {
-      SetEnv(spec.env, "GANGRUN_PROGRESS", supervision_.progress_path(spec.local_rank));
+      SetEnv(spec.env, env::kProgress, supervision_.progress_path(spec.local_rank));
     }
     if (!supervision_.timer_file.empty()) {
-      SetEnv(spec.env, "TORCHELASTIC_TIMER_FILE", supervision_.timer_file);
+      SetEnv(spec.env, env::kTorchTimerFile, supervision_.timer_file);
     }
     if (supervision_.error_file) {
       spec.error_file = supervision_.error_file(spec.local_rank);
       unlink(spec.error_file.c_str());  // a previous generation's is not this one's
-      SetEnv(spec.env, "TORCHELASTIC_ERROR_FILE", spec.error_file);
+      SetEnv(spec.env, env::kTorchErrorFile, spec.error_file);
     }
     if (supervision_.stacks != nullptr && start.progress_rules().python_stacks()) {
       supervision_.stacks->AddWorkerEnv(spec.env);

@@ -3,6 +3,7 @@
 // and the names of the state enums as people read them (a table, a metric label: "running").
 
 #include <string>
+#include <vector>
 
 #include "common/exit_status.h"
 #include "common/spawn.h"
@@ -26,5 +27,18 @@ std::string Name(v1::WorkerState state);
 std::string Name(v1::NodeState state);
 std::string Name(v1::JobPhase phase);
 std::string Name(v1::JobOutcome::Kind kind);
+
+// Every value of a state enum but its UNSPECIFIED zero, in the order the .proto declares
+// them, from the enum's descriptor: a metric's label values, never a list kept by hand.
+template <typename Enum>
+std::vector<Enum> Values() {
+  const google::protobuf::EnumDescriptor* descriptor = google::protobuf::GetEnumDescriptor<Enum>();
+  std::vector<Enum> values;
+  for (int i = 0; i < descriptor->value_count(); ++i) {
+    const int number = descriptor->value(i)->number();
+    if (number != 0) values.push_back(static_cast<Enum>(number));
+  }
+  return values;
+}
 
 }  // namespace gangrun::proto

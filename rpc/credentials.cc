@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "absl/strings/strip.h"
+#include "common/env_names.h"
 #include "common/logging.h"
 
 namespace gangrun::rpc {
@@ -87,7 +88,7 @@ const std::vector<AccessOption>& AccessOptions() {
 std::string AccessOption::variable() const {
   std::string upper = name;
   for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return "GANGRUN_" + upper;
+  return env::kPrefix + upper;
 }
 
 absl::Status CheckTlsFiles(const Access& access) {

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "absl/strings/numbers.h"
+#include "common/env_names.h"
 #include "common/mutex.h"
 #include "common/numbers.h"
 #include "common/secret.h"
@@ -17,7 +18,7 @@ namespace gangrun::rpc {
 
 int HandshakeTimeoutMs() {
   int value = 10000;
-  if (const char* env = std::getenv("GANGRUN_HANDSHAKE_TIMEOUT_MS")) {
+  if (const char* env = std::getenv(env::kHandshakeTimeoutMs)) {
     value = static_cast<int>(common::ParseInt(env, 100, 30000).value_or(value));
   }
   return value;

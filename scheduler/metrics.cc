@@ -76,9 +76,7 @@ class Renderer {
   };
 
   void Phases() {
-    static const v1::JobPhase kPhases[] = {v1::JOB_PHASE_FORMING,  v1::JOB_PHASE_RUNNING,
-                                           v1::JOB_PHASE_STOPPING, v1::JOB_PHASE_RESTARTING,
-                                           v1::JOB_PHASE_FINISHED, v1::JOB_PHASE_HUNG};
+    static const std::vector<v1::JobPhase> kPhases = proto::Values<v1::JobPhase>();
     w_.Family("gangrun_job_phase", "gauge", "1 for the phase the job is in.");
     for (const auto& j : jobs_) {
       for (v1::JobPhase phase : kPhases) {
@@ -94,11 +92,8 @@ class Renderer {
   }
 
   void States() {
-    static const v1::NodeState kNodeStates[] = {v1::NODE_STATE_JOINED, v1::NODE_STATE_RUNNING,
-                                                v1::NODE_STATE_ENDED};
-    static const v1::WorkerState kWorkerStates[] = {
-        v1::WORKER_STATE_STARTING, v1::WORKER_STATE_RUNNING, v1::WORKER_STATE_SUCCEEDED,
-        v1::WORKER_STATE_FAILED, v1::WORKER_STATE_STOPPED};
+    static const std::vector<v1::NodeState> kNodeStates = proto::Values<v1::NodeState>();
+    static const std::vector<v1::WorkerState> kWorkerStates = proto::Values<v1::WorkerState>();
     w_.Family("gangrun_nodes", "gauge", "Joined nodes by state.");
     for (const auto& j : jobs_) {
       for (v1::NodeState state : kNodeStates) {

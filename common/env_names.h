@@ -1,0 +1,78 @@
+#pragma once
+// Every environment variable gangrun's processes share, spelled once: what a launcher gives
+// its workers (PRODUCT.md, "The worker's environment"), what gangrun's commands read from
+// their operator, and what gangrun's own processes hand each other. Writers and readers use
+// these constants; a literal GANGRUN_ name elsewhere in the product is a bug.
+
+namespace gangrun::env {
+
+// --- Given to every worker: gangrun's own.
+inline constexpr char kScheduler[] = "GANGRUN_SCHEDULER";    // the job's scheduler, host:port
+inline constexpr char kRunId[] = "GANGRUN_RUN_ID";           // the job's run id
+inline constexpr char kGeneration[] = "GANGRUN_GENERATION";  // 1, 2, ... per restart
+inline constexpr char kToken[] = "GANGRUN_TOKEN";            // for `gangrun kv` in a worker
+inline constexpr char kTlsCa[] = "GANGRUN_TLS_CA";
+inline constexpr char kTlsCert[] = "GANGRUN_TLS_CERT";
+inline constexpr char kTlsKey[] = "GANGRUN_TLS_KEY";
+inline constexpr char kProgress[] = "GANGRUN_PROGRESS";  // the rank's progress socket
+// The Python stack hook's (node/stacks.h): where to write, on which signal.
+inline constexpr char kStackPrefix[] = "GANGRUN_STACK_";
+inline constexpr char kStackDir[] = "GANGRUN_STACK_DIR";
+inline constexpr char kStackSignal[] = "GANGRUN_STACK_SIGNAL";
+
+// --- Given to every worker: torchrun's.
+inline constexpr char kRank[] = "RANK";
+inline constexpr char kLocalRank[] = "LOCAL_RANK";
+inline constexpr char kWorldSize[] = "WORLD_SIZE";
+inline constexpr char kLocalWorldSize[] = "LOCAL_WORLD_SIZE";
+inline constexpr char kGroupRank[] = "GROUP_RANK";
+inline constexpr char kGroupWorldSize[] = "GROUP_WORLD_SIZE";
+inline constexpr char kRoleName[] = "ROLE_NAME";
+inline constexpr char kRoleRank[] = "ROLE_RANK";
+inline constexpr char kRoleWorldSize[] = "ROLE_WORLD_SIZE";
+inline constexpr char kMasterAddr[] = "MASTER_ADDR";
+inline constexpr char kMasterPort[] = "MASTER_PORT";
+inline constexpr char kTorchRestartCount[] = "TORCHELASTIC_RESTART_COUNT";
+inline constexpr char kTorchMaxRestarts[] = "TORCHELASTIC_MAX_RESTARTS";
+inline constexpr char kTorchRunId[] = "TORCHELASTIC_RUN_ID";
+inline constexpr char kTorchUseAgentStore[] = "TORCHELASTIC_USE_AGENT_STORE";
+inline constexpr char kTorchTimerFile[] = "TORCHELASTIC_TIMER_FILE";
+inline constexpr char kTorchErrorFile[] = "TORCHELASTIC_ERROR_FILE";
+
+// --- Given to every worker: msrun's.
+inline constexpr char kRankId[] = "RANK_ID";
+inline constexpr char kRankSize[] = "RANK_SIZE";
+inline constexpr char kRankTableFile[] = "RANK_TABLE_FILE";
+inline constexpr char kDeviceId[] = "DEVICE_ID";
+inline constexpr char kMsRole[] = "MS_ROLE";
+inline constexpr char kMsWorkerNum[] = "MS_WORKER_NUM";
+inline constexpr char kMsSchedHost[] = "MS_SCHED_HOST";
+inline constexpr char kMsSchedPort[] = "MS_SCHED_PORT";
+inline constexpr char kMsTopoTimeout[] = "MS_TOPO_TIMEOUT";
+inline constexpr char kMsNodeId[] = "MS_NODE_ID";
+inline constexpr char kMsSimulationLevel[] = "MS_SIMULATION_LEVEL";
+inline constexpr char kMsrunCpuList[] = "MSRUN_CPU_LIST";
+
+// --- Read by gangrun's commands from their operator.
+inline constexpr char kPrefix[] = "GANGRUN_";  // a launcher option's variable: GANGRUN_<OPTION>
+inline constexpr char kMaster[] = "GANGRUN_MASTER";  // the daemon, for its clients and agents
+inline constexpr char kLogLevel[] = "GANGRUN_LOG_LEVEL";
+inline constexpr char kHandshakeTimeoutMs[] = "GANGRUN_HANDSHAKE_TIMEOUT_MS";
+inline constexpr char kNoInit[] = "GANGRUN_NO_INIT";  // PID 1 without the init duties
+inline constexpr char kMetricsPort[] = "GANGRUN_METRICS_PORT";
+inline constexpr char kEventLog[] = "GANGRUN_EVENT_LOG";
+inline constexpr char kListen[] = "GANGRUN_LISTEN";
+inline constexpr char kInsecure[] = "GANGRUN_INSECURE";
+inline constexpr char kSlots[] = "GANGRUN_SLOTS";
+inline constexpr char kAgentName[] = "GANGRUN_AGENT_NAME";
+inline constexpr char kRunAs[] = "GANGRUN_RUN_AS";
+inline constexpr char kLogRoot[] = "GANGRUN_LOG_ROOT";
+
+// --- Between gangrun's own processes; never passed on to workers.
+inline constexpr char kInternalPrefix[] = "GANGRUN_INTERNAL_";
+inline constexpr char kReadyFd[] = "GANGRUN_INTERNAL_READY_FD";           // --join False's pipe
+inline constexpr char kNodeOnly[] = "GANGRUN_INTERNAL_NODE_ONLY";         // an agent's launcher
+inline constexpr char kWorkerEnvFd[] = "GANGRUN_INTERNAL_WORKER_ENV_FD";  // a submitter's env
+inline constexpr char kFileLimit[] = "GANGRUN_INTERNAL_NOFILE";           // the workers' nofile
+
+}  // namespace gangrun::env
