@@ -124,7 +124,7 @@ CommandResult RunAgent(const CommandArgs& command) {
   agent::Agent::Options options;
   options.slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   options.log_root = "gangrun-logs";
-  app.add_option("--master", master, "the daemon, HOST:PORT")->envname(env::kMaster)->required();
+  app.add_option("--master", master, MasterHelp())->envname(env::kMaster)->required();
   app.add_option("--slots", options.slots, "workers this host runs at once (default: CPUs)")
       ->envname(env::kSlots);
   app.add_option("--name", options.name, "name of this agent (default: hostname)")

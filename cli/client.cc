@@ -17,10 +17,14 @@ rpc::Access ClientAccessFromEnv(const launcher::EnvLookup& env) {
   return access;
 }
 
+std::string MasterHelp() {
+  return std::string("the daemon (gangrun scheduler), HOST:PORT (") + env::kMaster + ")";
+}
+
 void AddClientOptions(CLI::App& app, ClientTarget& target, const launcher::EnvLookup& env) {
   target.master = env(env::kMaster).value_or("");
   target.access = ClientAccessFromEnv(env);
-  app.add_option("--master", target.master, "the scheduler, HOST:PORT (GANGRUN_MASTER)");
+  app.add_option("--master", target.master, MasterHelp());
   for (const rpc::AccessOption& option : rpc::AccessOptions()) {
     app.add_option(std::string("--") + option.name, target.access.*option.field,
                    std::string(option.help) + " (" + option.variable() + ")");
@@ -44,7 +48,8 @@ std::optional<CommandResult> ParseArgs(CLI::App& app, const std::string& command
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenClientChannel(const ClientTarget& target) {
   if (target.master.empty()) {
-    return absl::InvalidArgumentError("--master HOST:PORT is required (or GANGRUN_MASTER)");
+    return absl::InvalidArgumentError(std::string("--master HOST:PORT is required (or ") +
+                                      env::kMaster + ")");
   }
   RETURN_IF_ERROR(common::ParseHostPort(target.master, "--master").status());
   ASSIGN_OR_RETURN(auto credentials, rpc::MakeChannelCredentials(target.access));

@@ -27,6 +27,9 @@ struct ClientTarget {
 // GANGRUN_TLS_CA, GANGRUN_TLS_CERT, GANGRUN_TLS_KEY.
 rpc::Access ClientAccessFromEnv(const launcher::EnvLookup& env);
 
+// --master's help, for every command that talks to the daemon (its clients and its agents).
+std::string MasterHelp();
+
 // Adds --master and the access options to `app`, with defaults from the environment.
 void AddClientOptions(CLI::App& app, ClientTarget& target, const launcher::EnvLookup& env);
 
