@@ -10,6 +10,7 @@ packages=(
   libboost1.81-dev libspdlog-dev libgtest-dev libgmock-dev
   nlohmann-json3-dev libcli11-dev libssl-dev
   python3 python3-yaml procps iproute2 iptables openssl elfutils util-linux
+  git clang-format
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(openmpi-bin libopenmpi-dev time)

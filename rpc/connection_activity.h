@@ -6,8 +6,9 @@
 // The scheduler watches nodes this way (scheduler/liveness.cc): a node pings every heartbeat
 // interval (a session ping, rpc/frames.h, or a gRPC channel's HTTP/2 keepalive ping, which
 // gRPC's transport answers without waking the application), and any data (a ping, a
-// message) refreshes the connection's "last received" time. A stopped or frozen node process sends nothing, a crashed one resets
-// the connection, so the kernel's figure is a heartbeat that costs the scheduler no message.
+// message) refreshes the connection's "last received" time. A stopped or frozen node process sends
+// nothing, a crashed one resets the connection, so the kernel's figure is a heartbeat that costs
+// the scheduler no message.
 
 #include <map>
 #include <string>
