@@ -171,6 +171,8 @@ void Node::OnCommand(const v1::NodeCommand& command) {
 }
 
 void Node::OnStart(uint64_t generation, const v1::StartGeneration& start) {
+  // OnCommand refuses a stale start (a peer's input); past it, going back is a bug.
+  GANGRUN_CHECK(generation > generation_, "a node's generation numbers only increase");
   generation_ = generation;
   formation_timer_.reset();
   auto plan = planner_(start.assignment(), generation, start.restart_count());

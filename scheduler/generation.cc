@@ -79,7 +79,7 @@ void Scheduler::StartGeneration() {
   stopped_ranks_.clear();
   started_ranks_ = 0;
   succeeded_ranks_ = 0;
-  ++generation_;
+  ++generation_;  // its only writer: generation numbers only increase
   common::Logger("scheduler")
       ->info("generation {}: {} node(s), {} worker(s){}", generation_, states.size(),
              current_world_,

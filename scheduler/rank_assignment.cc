@@ -4,6 +4,8 @@
 #include <numeric>
 #include <set>
 
+#include "common/check.h"
+
 namespace gangrun::scheduler {
 namespace {
 
@@ -87,11 +89,20 @@ absl::StatusOr<std::vector<NodeSlot>> AssignRanks(const std::vector<NodeJoin>& n
     if (index < 0) index = *next++;
   }
   std::vector<NodeSlot> slots(count);
+  std::vector<bool> placed(count, false);
   int first = 0;
   for (int rank = 0; rank < count; ++rank) {
-    slots[by_rank[rank]] = {rank, first};
-    first += nodes[by_rank[rank]].local_worker_num;
+    const int index = by_rank[rank];
+    GANGRUN_CHECK(index >= 0 && index < count && !placed[index],
+                  "every node gets exactly one node rank");
+    GANGRUN_CHECK(nodes[index].local_worker_num > 0, "a node brings at least one worker");
+    placed[index] = true;
+    slots[index] = {rank, first};
+    first += nodes[index].local_worker_num;
   }
+  // The nodes' ranges [first_rank, first_rank + local_worker_num) follow each other from 0, so
+  // ending at world_size means every global rank is assigned exactly once.
+  GANGRUN_CHECK(first == world_size, "the ranks assigned cover [0, world_size) exactly once");
   return slots;
 }
 
