@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
 # Installs everything gangrun needs to build and test on Debian 12, as root.
-#   deploy/install-deps.sh          build + test dependencies
-#   deploy/install-deps.sh --bench  also Open MPI, for bench/launch_overhead.sh
+#   deploy/install-deps.sh          build + test dependencies (every tool a test uses: a test
+#                                   fails, never skips, when one is missing)
+#   deploy/install-deps.sh --build  build dependencies only (the demo, the container image)
+#   deploy/install-deps.sh --bench  build + test + Open MPI, for bench/launch_overhead.sh
 set -euo pipefail
 
 packages=(
   g++ cmake make pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libboost1.81-dev libspdlog-dev libgtest-dev libgmock-dev
-  nlohmann-json3-dev libcli11-dev libssl-dev
-  python3 python3-yaml procps iproute2 iptables openssl elfutils util-linux
-  git clang-format
+  nlohmann-json3-dev libcli11-dev libssl-dev python3
 )
-if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(openmpi-bin libopenmpi-dev time)
-fi
+tests=(
+  python3-yaml procps iproute2 iptables openssl elfutils util-linux git clang-format
+  python3-torch
+)
+case "${1:-}" in
+  "") packages+=("${tests[@]}") ;;
+  --build) ;;
+  --bench) packages+=("${tests[@]}" openmpi-bin libopenmpi-dev time) ;;
+  *) echo "install-deps: unknown option $1 (--build or --bench)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

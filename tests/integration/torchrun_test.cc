@@ -232,7 +232,7 @@ exec sleep 60
 }
 
 TEST_F(TorchrunTest, ARealDdpJobThroughTheTorchrunName) {
-  if (!HasTorch()) GTEST_SKIP() << "python3-torch is not installed";
+  ASSERT_TRUE(HasTorch()) << "python3-torch is not installed (deploy/install-deps.sh installs it)";
   Script("ddp.py", R"PY(
 import os, torch, torch.distributed as dist
 dist.init_process_group("gloo")
@@ -252,7 +252,7 @@ dist.destroy_process_group()
 }
 
 TEST_F(TorchrunTest, RecordedExceptionOfARealTorchWorkerIsInTheReport) {
-  if (!HasTorch()) GTEST_SKIP() << "python3-torch is not installed";
+  ASSERT_TRUE(HasTorch()) << "python3-torch is not installed (deploy/install-deps.sh installs it)";
   Script("record.py", R"PY(
 import os
 from torch.distributed.elastic.multiprocessing.errors import record
