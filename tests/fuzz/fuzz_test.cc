@@ -1,8 +1,8 @@
 // Bounded randomized tests (a fuzzer that runs in every CI build, sanitizers included): the
-// option parser and every message the scheduler, the key-value store and the daemon accept from
-// a peer, fed with random and extreme values. Seeded, so a failure repeats; the seed and the
-// iteration are in the failure message. Nothing may crash, hang, allocate without bound or
-// break an invariant.
+// option parser, the session's frame decoder and every message the scheduler, the key-value
+// store and the daemon accept from a peer, fed with random and extreme values. Seeded, so a failure
+// repeats; the seed and the iteration are in the failure message. Nothing may crash, hang, allocate
+// without bound or break an invariant.
 
 #include <gtest/gtest.h>
 
@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "daemon/daemon.h"
 #include "launcher/options.h"
+#include "rpc/frame_decoder.h"
 #include "scheduler/kv_store.h"
 #include "scheduler/peer_checks.h"
 #include "scheduler/scheduler.h"
@@ -70,6 +71,37 @@ class Random {
  private:
   std::mt19937 engine_;
 };
+
+TEST(FuzzTest, FrameDecoderKeepsItsBoundsOnAnyBytes) {
+  std::mt19937 random(1201);
+  for (int round = 0; round < 3000; ++round) {
+    const uint32_t bound = random() % 2 ? rpc::kMaxHandshakePayload : 1 + random() % 4096;
+    rpc::FrameDecoder decoder(bound);
+    std::string bytes;
+    const size_t size = random() % 256;
+    for (size_t i = 0; i < size; ++i) bytes += static_cast<char>(random() & 0xff);
+    // Sometimes a valid frame in front, so that the random part starts mid-stream.
+    if (random() % 3 == 0) {
+      std::string frame;
+      rpc::AppendFrame(frame, rpc::FrameType::kEvent, std::string(random() % 64, 'x'));
+      bytes = frame + bytes;
+    }
+    size_t fed = 0;
+    while (fed < bytes.size()) {
+      const size_t piece = 1 + random() % 17;
+      const std::string_view part = std::string_view(bytes).substr(fed, piece);
+      fed += part.size();
+      absl::Status status = decoder.Feed(part, [&](rpc::FrameType type, std::string_view payload) {
+        EXPECT_TRUE(rpc::KnownFrameType(static_cast<uint8_t>(type)));
+        EXPECT_LE(payload.size(), bound);
+        return true;
+      });
+      if (!status.ok()) break;
+      EXPECT_LE(decoder.buffered(), fed);
+      EXPECT_LE(decoder.buffered(), rpc::kFrameHeaderBytes + bound);
+    }
+  }
+}
 
 TEST(FuzzTest, OptionParserNeverCrashesAndKeepsItsRanges) {
   Quiet quiet;

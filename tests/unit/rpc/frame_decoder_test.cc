@@ -97,37 +97,6 @@ TEST(FrameDecoderTest, AHandlerThatStopsStopsTheDecoding) {
 // A bounded randomized fuzz from the first byte: random bytes, random splits, random bounds.
 // The decoder never crashes, never hands out a frame over its bound, and never holds more
 // than the bytes it was given of one frame.
-TEST(FrameDecoderTest, RandomBytesNeverBreakItsBounds) {
-  std::mt19937 random(1201);
-  for (int round = 0; round < 3000; ++round) {
-    const uint32_t bound = random() % 2 ? kMaxHandshakePayload : 1 + random() % 4096;
-    FrameDecoder decoder(bound);
-    std::string bytes;
-    const size_t size = random() % 256;
-    for (size_t i = 0; i < size; ++i) bytes += static_cast<char>(random() & 0xff);
-    // Sometimes a valid frame in front, so that the random part starts mid-stream.
-    if (random() % 3 == 0) {
-      std::string frame;
-      AppendFrame(frame, FrameType::kEvent, std::string(random() % 64, 'x'));
-      bytes = frame + bytes;
-    }
-    size_t fed = 0;
-    while (fed < bytes.size()) {
-      const size_t piece = 1 + random() % 17;
-      const std::string_view part = std::string_view(bytes).substr(fed, piece);
-      fed += part.size();
-      absl::Status status = decoder.Feed(part, [&](FrameType type, std::string_view payload) {
-        EXPECT_TRUE(KnownFrameType(static_cast<uint8_t>(type)));
-        EXPECT_LE(payload.size(), bound);
-        return true;
-      });
-      if (!status.ok()) break;
-      EXPECT_LE(decoder.buffered(), fed);
-      EXPECT_LE(decoder.buffered(), kFrameHeaderBytes + bound);
-    }
-  }
-}
-
 TEST(SessionAuthTest, ProofsBindNoncesRunIdSessionAndDirection) {
   const std::string key = TokenKey("s3cret");
   Handshake h{RandomBytes(kNonceBytes), RandomBytes(kNonceBytes), "job-a", 0};
