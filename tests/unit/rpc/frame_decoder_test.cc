@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <random>
 #include <vector>
 
 #include "rpc/session_auth.h"
@@ -94,9 +93,6 @@ TEST(FrameDecoderTest, AHandlerThatStopsStopsTheDecoding) {
   EXPECT_EQ(seen, 1);
 }
 
-// A bounded randomized fuzz from the first byte: random bytes, random splits, random bounds.
-// The decoder never crashes, never hands out a frame over its bound, and never holds more
-// than the bytes it was given of one frame.
 TEST(SessionAuthTest, ProofsBindNoncesRunIdSessionAndDirection) {
   const std::string key = TokenKey("s3cret");
   Handshake h{RandomBytes(kNonceBytes), RandomBytes(kNonceBytes), "job-a", 0};
