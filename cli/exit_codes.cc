@@ -19,6 +19,10 @@ int ExitCode(const v1::JobOutcome& outcome) {
       return kExitNodeLost;
     case v1::JobOutcome::KIND_HUNG:
       return kExitHung;
+    case v1::JobOutcome::KIND_EXCLUDED:
+      return kExitExcluded;
+    case v1::JobOutcome::KIND_TIME_LIMIT:
+      return kExitTimeLimit;
     default:
       return 1;
   }

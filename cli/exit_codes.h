@@ -11,6 +11,9 @@
 //   4                 a node was lost
 //   5                 the job hung: ranks stopped making progress (--hang_timeout and
 //                     friends) or a torch FileTimer expired
+//   6                 this node was excluded from the job: its --health_check failed, or it
+//                     was the root cause of --exclude_after failed generations in a row
+//   7                 the job reached its --time_limit
 //   128+signal        the launcher was stopped by SIGINT, SIGTERM or SIGHUP
 
 #include "absl/status/status.h"
@@ -24,6 +27,8 @@ inline constexpr int kExitInvalid = 2;
 inline constexpr int kExitUnreachable = 3;
 inline constexpr int kExitNodeLost = 4;
 inline constexpr int kExitHung = 5;
+inline constexpr int kExitExcluded = 6;
+inline constexpr int kExitTimeLimit = 7;
 
 int ExitCode(const v1::JobOutcome& outcome);
 int ExitCode(const absl::Status& status);

@@ -20,6 +20,15 @@ inline constexpr char kStackPrefix[] = "GANGRUN_STACK_";
 inline constexpr char kStackDir[] = "GANGRUN_STACK_DIR";
 inline constexpr char kStackSignal[] = "GANGRUN_STACK_SIGNAL";
 
+// --- Given to a --health_check, with the launcher's own environment: this node's facts.
+inline constexpr char kNodeName[] = "GANGRUN_NODE_NAME";
+inline constexpr char kHostAddress[] = "GANGRUN_HOST_ADDRESS";
+inline constexpr char kNodeRank[] = "GANGRUN_NODE_RANK";  // -1: not placed yet (or a spare)
+inline constexpr char kLocalWorkerNum[] = "GANGRUN_LOCAL_WORKER_NUM";
+inline constexpr char kLogDir[] = "GANGRUN_LOG_DIR";
+inline constexpr char kSpare[] = "GANGRUN_SPARE";  // 1 while the node waits as a spare
+// (and kRunId, kGeneration: the generation about to start)
+
 // --- Given to every worker: torchrun's.
 inline constexpr char kRank[] = "RANK";
 inline constexpr char kLocalRank[] = "LOCAL_RANK";

@@ -3,7 +3,9 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace gangrun::common {
 
@@ -26,5 +28,7 @@ struct ExitStatus {
 
 // "SIGKILL" for 9, "signal 77" for unknown numbers.
 std::string SignalName(int sig);
+// A signal by name or number: "SIGUSR1", "USR1" (any case) or "10"; nullopt for anything else.
+std::optional<int> ParseSignal(std::string_view text);
 
 }  // namespace gangrun::common

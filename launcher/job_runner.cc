@@ -6,8 +6,10 @@
 #include <csignal>
 #include <fstream>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_replace.h"
 #include "common/descendants.h"
+#include "common/env_names.h"
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/net.h"
@@ -142,7 +144,29 @@ absl::StatusOr<node::Node::Options> JobRunner::NodeOptions() const {
   }
   ASSIGN_OR_RETURN(o.free_port, common::PickFreePort(facts_.local_ip, {options_.master_port,
                                                                        facts_.scheduler_port}));
+  o.hosts_scheduler = role_.scheduler != nullptr;
+  if (!options_.health_check.empty()) o.health_check = HealthCheckSpec();
+  o.health_check_timeout = Seconds(options_.health_check_timeout);
   return o;
+}
+
+// --health_check: `sh -c COMMAND` with the launcher's environment and this node's facts; the
+// node adds what changes (its node rank, the generation, whether it is a spare).
+node::ProcessSpec JobRunner::HealthCheckSpec() const {
+  node::ProcessSpec spec;
+  spec.exec_path = "/bin/sh";
+  spec.argv = {"sh", "-c", options_.health_check};
+  spec.env = facts_.base_env;
+  auto add = [&spec](const char* name, const std::string& value) {
+    spec.env.push_back(std::string(name) + "=" + value);
+  };
+  add(env::kNodeName, facts_.hostname);
+  add(env::kHostAddress, facts_.local_ip);
+  add(env::kLocalWorkerNum, std::to_string(options_.local_worker_num));
+  add(env::kLogDir, facts_.log_dir);
+  add(env::kRunId, options_.run_id);
+  spec.log_path = facts_.log_dir + "/health_check.log";
+  return spec;
 }
 
 absl::StatusOr<node::Supervision> JobRunner::Supervision() {
@@ -189,8 +213,7 @@ absl::StatusOr<v1::JobOutcome> JobRunner::Run() {
   console_ = std::make_unique<common::ConsoleScope>(io_);
   follower_ = std::make_unique<node::LogFollower>(
       io_, [](const std::string& lines) { common::Stdout().Write(lines); });
-  signals_.add(SIGUSR1);
-  signals_.add(SIGUSR2);
+  for (int sig : options_.signals_to_forward) signals_.add(sig);
   WaitForSignal();
   if (role_.scheduler) role_.scheduler->Start();
   if (remote_) {
@@ -282,8 +305,8 @@ void JobRunner::WaitForSignal() {
 
 void JobRunner::OnSignal(int sig) {
   auto log = common::Logger("launcher");
-  if (sig == SIGUSR1 || sig == SIGUSR2) {
-    log->info("forwarding {} to the workers", common::SignalName(sig));
+  if (absl::c_linear_search(options_.signals_to_forward, sig)) {
+    log->info("forwarding {} to every worker of the job", common::SignalName(sig));
     node_->ForwardSignal(sig);
     return;
   }

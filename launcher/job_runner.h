@@ -65,6 +65,7 @@ class JobRunner {
  private:
   absl::Status Build();
   absl::StatusOr<node::Node::Options> NodeOptions() const;
+  node::ProcessSpec HealthCheckSpec() const;
   node::Node::Callbacks NodeCallbacks();
   // What the workers report to; without it the job runs unsupervised (an error only when
   // hang rules were asked for).

@@ -3,6 +3,7 @@
 // gangrun's own (README "Use" and "Bounds and safety"). Every option can also come from the
 // environment as GANGRUN_<OPTION_UPPERCASE>; a flag wins over the variable.
 
+#include <csignal>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -80,6 +81,17 @@ struct Options {
   std::map<std::string, double> section_timeouts;  // --section_timeout NAME=S,...
   double stack_timeout = 10;                       // the time to capture every rank's stack
   double straggler_factor = 1.5;
+  // Recovery (README "Failures and recovery").
+  int spare_nodes = 0;       // launchers beyond the job's size that join and wait as spares
+  std::string health_check;  // a shell command every node runs before it joins and each generation
+  double health_check_timeout = 60;
+  int exclude_after = 0;  // a node that caused this many failed generations in a row goes; 0 = off
+  std::set<int> no_restart_exit_codes;  // a worker exit code that ends the job at once
+  int max_no_progress_restarts = 0;     // failed generations in a row without progress; 0 = off
+  std::vector<int> signals_to_forward = {SIGUSR1, SIGUSR2};  // to every worker of the job
+  double time_limit = 0;                                     // seconds; 0 = none
+  int time_limit_signal = 0;  // sent to every worker time_limit_signal_before s before; 0 = none
+  double time_limit_signal_before = 0;
   bool hang_rules() const {
     return hang_timeout > 0 || hang_timeout_auto || hang_timeout_initial > 0 ||
            !section_timeouts.empty();

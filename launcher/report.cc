@@ -47,6 +47,7 @@ std::string FormatKind(const v1::JobOutcome& outcome) {
             << ":\n";
         for (const auto& line : cause.log_tail()) out << "    | " << line << "\n";
       }
+      if (!outcome.message().empty()) out << "  " << outcome.message() << ".\n";
       break;
     }
     case v1::JobOutcome::KIND_STOPPED_BY_SIGNAL:
@@ -62,6 +63,12 @@ std::string FormatKind(const v1::JobOutcome& outcome) {
     case v1::JobOutcome::KIND_NODE_LOST:
       out << "gangrun: a node was lost: " << outcome.message() << "\n";
       return out.str();
+    case v1::JobOutcome::KIND_EXCLUDED:
+      out << "gangrun: this node was excluded from the job: " << outcome.message() << "\n";
+      return out.str();
+    case v1::JobOutcome::KIND_TIME_LIMIT:
+      out << "gangrun: job stopped: " << outcome.message() << ".\n";
+      break;
     case v1::JobOutcome::KIND_HUNG: {
       out << "gangrun: job hung. " << outcome.message() << "\n";
       if (outcome.stack_groups_size() > 0) {

@@ -110,6 +110,14 @@ scheduler::Scheduler::Options SchedulerOptionsFor(const Options& options) {
   rules.set_stack_timeout_seconds(options.stack_timeout);
   rules.set_python_stacks(options.hang_rules());
   scheduler_options.straggler_factor = options.straggler_factor;
+  scheduler_options.spare_nodes = options.spare_nodes;
+  scheduler_options.recovery.no_restart_exit_codes = options.no_restart_exit_codes;
+  scheduler_options.recovery.exclude_after = options.exclude_after;
+  scheduler_options.recovery.max_no_progress_restarts = options.max_no_progress_restarts;
+  scheduler_options.signals_to_forward = options.signals_to_forward;
+  scheduler_options.time_limit = Seconds(options.time_limit);
+  scheduler_options.time_limit_signal = options.time_limit_signal;
+  scheduler_options.time_limit_signal_before = Seconds(options.time_limit_signal_before);
   return scheduler_options;
 }
 

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "common/files.h"
 #include "common/net.h"
 #include "common/numbers.h"
@@ -216,6 +217,16 @@ absl::Status ValidateValues(const Options& o) {
   }
   if (o.worker_log_name.find('/') != std::string::npos) {
     return Invalid("--worker_log_name must be a file name prefix, without '/'");
+  }
+  if (o.time_limit_signal != 0 && o.time_limit <= 0) {
+    return Invalid("--time_limit_signal needs a --time_limit");
+  }
+  if (o.time_limit_signal != 0 && o.time_limit_signal_before >= o.time_limit) {
+    return Invalid(absl::StrCat("--time_limit_signal's ", o.time_limit_signal_before,
+                                " s is not before --time_limit ", o.time_limit, " s"));
+  }
+  if (o.health_check.find('\0') != std::string::npos || o.health_check.size() > 4096) {
+    return Invalid("--health_check must be one shell command of at most 4096 bytes");
   }
   if (o.task_script.empty()) {
     return Invalid("missing task script (usage: " + PersonalityName(o.personality) +

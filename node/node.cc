@@ -40,6 +40,20 @@ Node::~Node() = default;
 
 void Node::Start() {
   GANGRUN_ON_STRAND(strand_);
+  if (options_.health_check.exec_path.empty()) return SendJoin();
+  // Checked before it joins: an unhealthy host never takes a place.
+  RunHealthCheck([this](bool healthy, std::string message) {
+    if (healthy) return SendJoin();
+    common::Logger("node")->error("excluded before joining: {}", message);
+    v1::JobOutcome outcome;
+    outcome.set_kind(v1::JobOutcome::KIND_EXCLUDED);
+    outcome.set_message("its health check failed: " + message);
+    FinishLocally(std::move(outcome));
+  });
+}
+
+void Node::SendJoin() {
+  if (finished_) return;
   v1::NodeEvent event;
   auto* join = event.mutable_join();
   join->set_node_name(options_.node_name);
@@ -52,6 +66,7 @@ void Node::Start() {
   join->set_min_world_size(options_.min_world_size);
   join->set_run_id(options_.run_id);
   join->set_personality(options_.personality);
+  join->set_health_check(!options_.health_check.exec_path.empty());
   Send(std::move(event));
   SendHeartbeat();
   if (options_.formation_timeout >= common::Duration::zero()) {
@@ -135,6 +150,11 @@ void Node::OnCommand(const v1::NodeCommand& command) {
       OnStart(command.generation(), command.start());
       return;
     case v1::NodeCommand::kAbort:
+      if (command.generation() > generation_ && !processes_) {
+        // A spare that just took a place: it ran nothing of that generation.
+        common::Logger("node")->debug("nothing of generation {} to stop", command.generation());
+        return;
+      }
       if (command.generation() != generation_) {
         common::Logger("node")->warn("refusing abort of generation {} (now {})",
                                      command.generation(), generation_);
@@ -152,7 +172,34 @@ void Node::OnCommand(const v1::NodeCommand& command) {
       return;
     }
     case v1::NodeCommand::kFinished:
-      FinishLocally(command.finished().outcome());
+      FinishLocally(excluded_ ? *excluded_ : command.finished().outcome());
+      return;
+    case v1::NodeCommand::kSpare:
+      spare_ = true;
+      formation_timer_.reset();  // a spare may wait as long as the job runs
+      common::Logger("node")->info(
+          "waiting as a spare ({} spare(s) in the job): this node runs no worker until it takes "
+          "a lost or excluded node's place",
+          command.spare().spares());
+      return;
+    case v1::NodeCommand::kExcluded:
+      OnExcluded(command.excluded().reason());
+      return;
+    case v1::NodeCommand::kCheckHealth: {
+      const uint64_t round = command.check_health().round();
+      RunHealthCheck([this, round](bool healthy, std::string message) {
+        v1::NodeEvent event;
+        event.mutable_health_checked()->set_round(round);
+        event.mutable_health_checked()->set_healthy(healthy);
+        event.mutable_health_checked()->set_message(std::move(message));
+        Send(std::move(event));
+      });
+      return;
+    }
+    case v1::NodeCommand::kSignal:
+      common::Logger("node")->info("passing {} on to this node's workers (job-wide)",
+                                   common::SignalName(command.signal().signal()));
+      if (processes_) processes_->SignalAll(command.signal().signal());
       return;
     case v1::NodeCommand::kCaptureStacks:
       if (command.generation() != generation_) return;
@@ -175,6 +222,15 @@ void Node::OnStart(uint64_t generation, const v1::StartGeneration& start) {
   GANGRUN_CHECK(generation > generation_, "a node's generation numbers only increase");
   generation_ = generation;
   formation_timer_.reset();
+  if (spare_) {
+    spare_ = false;
+    common::Logger("node")->warn(
+        "a spare no more: this node takes node rank {} (ranks {}..{})",
+        start.assignment().node_rank(), start.assignment().first_rank(),
+        start.assignment().first_rank() + start.assignment().local_worker_num() - 1);
+  }
+  health_.reset();  // a health check is over before any generation starts
+  last_node_rank_ = start.assignment().node_rank();
   auto plan = planner_(start.assignment(), generation, start.restart_count());
   if (!plan.ok()) {
     ProcessSpec spec;
@@ -224,6 +280,10 @@ void Node::OnStart(uint64_t generation, const v1::StartGeneration& start) {
 void Node::OnProcessExited(const ProcessSpec& spec, pid_t pid, common::ExitStatus status,
                            bool stopped_by_us) {
   auto log = common::Logger("node");
+  if (supervision_.read_progress && spec.local_rank >= 0) {
+    supervision_.read_progress(spec.local_rank);  // its last reports, sent before it exited
+    SendProgress();
+  }
   OnWorkerGone(spec, pid);
   if (spec.rank >= 0) {
     log->info("rank {} (pid {}) {}", spec.rank, pid, status.ToString());
@@ -272,6 +332,16 @@ void Node::RequestStop(int sig) {
     if (processes_) processes_->StopAll(common::Duration::zero());
     return;
   }
+  if (spare_ || excluded_) {
+    // Not in the job: this launcher leaves, the job goes on.
+    v1::JobOutcome outcome;
+    outcome.set_kind(v1::JobOutcome::KIND_STOPPED_BY_SIGNAL);
+    outcome.set_signal(sig);
+    outcome.set_message("the launcher received " + common::SignalName(sig) + " (it was " +
+                        (spare_ ? "a spare" : "excluded") + ")");
+    FinishLocally(std::move(outcome));
+    return;
+  }
   v1::NodeEvent event;
   event.mutable_stop_request()->set_signal(sig);
   event.mutable_stop_request()->set_reason("launcher on " + options_.node_name + " received " +
@@ -291,7 +361,22 @@ void Node::RequestStop(int sig) {
 
 void Node::ForwardSignal(int sig) {
   GANGRUN_ON_STRAND(strand_);
-  if (processes_) processes_->SignalAll(sig);
+  if (finished_) return;
+  v1::NodeEvent event;
+  event.mutable_forward_signal()->set_signal(sig);
+  Send(std::move(event));
+}
+
+void Node::OnExcluded(const std::string& reason) {
+  v1::JobOutcome outcome;
+  outcome.set_kind(v1::JobOutcome::KIND_EXCLUDED);
+  outcome.set_message(reason);
+  common::Logger("node")->error("excluded from the job: {}", reason);
+  if (!options_.hosts_scheduler) return FinishLocally(std::move(outcome));
+  // This launcher's scheduler serves the others: it stays, runs nothing, and exits 6 at the end.
+  common::Logger("node")->warn(
+      "this launcher hosts the scheduler: it runs no more workers and stays until the job ends");
+  excluded_ = std::move(outcome);
 }
 
 void Node::Send(v1::NodeEvent event) {

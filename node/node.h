@@ -52,6 +52,8 @@ struct Supervision {
   std::function<void(pid_t, int)> signal_process;
   // A process's start time, which tells a pid's process from a later one (unset: /proc).
   FileTimers::StartTimeOf process_start_time;
+  // Reads the progress reports the worker of this local rank sent and were not read yet.
+  std::function<void(int local_rank)> read_progress;
 };
 
 // When a node sends a Heartbeat message (Node::SendHeartbeat; the rendezvous benchmark's
@@ -88,6 +90,13 @@ class Node {
     // Where the workers' logs are ("" = the current directory): its file system is watched
     // at every heartbeat, and an exit while it is or was full reports lost log output.
     std::string log_dir;
+    // --health_check: the process to run before joining and whenever the scheduler asks
+    // (CheckHealth), its output in its log_path; no exec_path = none.
+    ProcessSpec health_check;
+    common::Duration health_check_timeout = std::chrono::seconds(60);
+    // This launcher hosts the scheduler: excluded from the job, it runs no more workers but
+    // stays until the job ends (its scheduler serves the others).
+    bool hosts_scheduler = false;
   };
   // Builds the processes of a generation from this node's rank assignment.
   using Planner = std::function<absl::StatusOr<std::vector<ProcessSpec>>(
@@ -108,6 +117,8 @@ class Node {
   // The launcher got SIGINT/SIGTERM/SIGHUP: ask the scheduler to stop the job. A second
   // request stops the local processes at once (SIGKILL).
   void RequestStop(int sig);
+  // One of --signals_to_forward reached this launcher: the scheduler passes it on to every
+  // worker of the job.
   void ForwardSignal(int sig);
   // The link to the scheduler is gone: before the job formed the cluster did not form (an
   // unreachable scheduler, a rejected token); afterwards this node stops its processes and
@@ -128,6 +139,11 @@ class Node {
   // Looks at the free space of the log directory's file system; remembers that it was full.
   void CheckLogSpace();
   void FinishLocally(v1::JobOutcome outcome);
+  void SendJoin();
+  void OnExcluded(const std::string& reason);
+  // health.cc: runs the health check; `done(healthy, message)` on the strand.
+  void RunHealthCheck(std::function<void(bool healthy, std::string message)> done);
+  void OnHealthCheckEnded(common::ExitStatus status);
   // supervision.cc
   void StartSupervision(const v1::StartGeneration& start, std::vector<ProcessSpec>& plan);
   void OnWorkerRunning(const ProcessSpec& spec);
@@ -155,6 +171,14 @@ class Node {
   bool finished_ = false;
   int stop_requests_ = 0;
   std::unique_ptr<ProcessManager> processes_;
+  bool spare_ = false;  // waiting as a spare (SpareStandby) until a StartGeneration
+  int last_node_rank_ = -1;
+  std::optional<v1::JobOutcome> excluded_;  // hosting the scheduler: exit with it at the end
+  // The health check running now, its timer, and who waits for its verdict.
+  std::unique_ptr<ProcessManager> health_;
+  std::unique_ptr<common::Timer> health_timer_;
+  bool health_timed_out_ = false;
+  std::function<void(bool, std::string)> health_done_;
   std::unique_ptr<common::Timer> heartbeat_timer_;
   // How often a Heartbeat message goes (the heartbeat interval unless the scheduler watches
   // this node's connection), and when the last message of any kind went.

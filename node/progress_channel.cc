@@ -52,7 +52,23 @@ void ProgressChannel::Wait(int slot) {
                                   });
 }
 
+void ProgressChannel::ReadNow(int slot) {
+  if (slot < 0 || slot >= static_cast<int>(slots_.size()) || slots_[slot].paused) return;
+  ReadAvailable(slot);  // the pending wait stays armed
+}
+
 void ProgressChannel::Drain(int slot) {
+  if (!ReadAvailable(slot)) return;
+  Slot& s = slots_[slot];
+  if (s.read_this_second >= kBudgetPerSecond) {
+    s.paused = true;
+    ResumeAfter();
+    return;
+  }
+  Wait(slot);
+}
+
+bool ProgressChannel::ReadAvailable(int slot) {
   Slot& s = slots_[slot];
   char buffer[kMaxProgressDatagram + 1];
   const int fd = s.socket->native_handle();
@@ -71,15 +87,11 @@ void ProgressChannel::Drain(int slot) {
     ++received_;
     // A cut datagram keeps one byte too many, so that it is rejected as too long.
     const size_t length = std::min(static_cast<size_t>(n), sizeof(buffer));
+    auto alive = alive_;
     on_datagram_(slot, absl::string_view(buffer, length));
-    if (!*alive_) return;
+    if (!*alive) return false;
   }
-  if (s.read_this_second >= kBudgetPerSecond) {
-    s.paused = true;
-    ResumeAfter();
-    return;
-  }
-  Wait(slot);
+  return true;
 }
 
 void ProgressChannel::ResumeAfter() {

@@ -36,6 +36,9 @@ class ProgressChannel {
   // Binds one socket per slot (local rank) in [0, slots); more slots keep the ones bound.
   absl::Status Open(int slots);
   std::string PathFor(int slot) const;
+  // Reads what the slot's socket holds now, within the budget (a worker that just exited:
+  // its last reports before its exit).
+  void ReadNow(int slot);
   // Datagrams read so far, all slots (for tests and benchmarks).
   uint64_t received() const { return received_; }
 
@@ -48,6 +51,8 @@ class ProgressChannel {
   };
   void Wait(int slot);
   void Drain(int slot);
+  // False when the handler destroyed this channel.
+  bool ReadAvailable(int slot);
   void ResumeAfter();
 
   boost::asio::io_context& io_;

@@ -34,6 +34,9 @@ Supervision WorkerChannels::supervision() const {
   supervision.progress_path = [progress = progress_.get()](int local_rank) {
     return progress->PathFor(local_rank);
   };
+  supervision.read_progress = [progress = progress_.get()](int local_rank) {
+    progress->ReadNow(local_rank);
+  };
   supervision.timer_file = dir_->path() + "/timer";
   supervision.error_file = [dir = dir_->path()](int local_rank) {
     return dir + "/error_" + std::to_string(local_rank) + ".json";

@@ -14,6 +14,12 @@ using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 
 void Scheduler::Form() {
+  if (AwaitHealth()) return;  // every member checks itself first; the last answer forms
+  if (!MembershipComplete()) {
+    // An exclusion left a place that no spare took: wait for a node to take it.
+    if (state_ == State::kForming && generation_ > 0) WaitForReplacement();
+    return;
+  }
   if (RejectUnreachableNodeRanks()) return;  // the job waits for the right nodes
   std::vector<NodeJoin> joins;
   std::vector<NodeState*> states;
@@ -74,6 +80,8 @@ void Scheduler::StartGeneration() {
   }
   GANGRUN_CHECK(rank0 != nullptr, "a formed job has a node of rank 0");
   Enter(State::kRunning, "generation " + std::to_string(generation_ + 1) + " starts");
+  lost_node_.clear();  // its place is taken
+  holes_.clear();
   stopping_.reset();
   capture_.reset();
   stopped_ranks_.clear();
@@ -143,6 +151,8 @@ void Scheduler::OnWorkerExited(NodeState& node, const v1::WorkerExited& exited) 
   if (!failed && !exited.stopped_by_us() && exited.rank() >= 0) ++succeeded_ranks_;
   if (Live() && failed && !exited.stopped_by_us()) {
     StopReason reason{StopReason::Kind::kWorkerFailed, "", {}, {}};
+    reason.root_node = node.id;
+    reason.no_restart = policy_.NoRestart(exited.exit());
     reason.root_cause.set_host(node.join.node_name);
     reason.root_cause.set_rank(exited.rank());
     reason.root_cause.set_pid(exited.pid());
@@ -213,12 +223,12 @@ void Scheduler::MaybeGenerationOver() {
   generation_requested_at_ = clock_.Now();
   const bool worker_failed = stopping_ && (stopping_->kind == StopReason::Kind::kWorkerFailed ||
                                            stopping_->kind == StopReason::Kind::kHung);
-  if (stop_requested_) return Finish(CurrentOutcome());
-  if (!lost_node_.empty()) return WaitForReplacement();
+  if (stop_requested_ || time_limit_reached_) return Finish(CurrentOutcome());
+  if (!lost_node_.empty()) return AfterFailedGeneration(false);
   if (!worker_failed && succeeded_ranks_ == current_world_) {
     return Finish(CurrentOutcome());  // done, whatever joined or left meanwhile
   }
-  if (worker_failed) return BudgetLeft() ? ScheduleRestart() : Finish(CurrentOutcome());
+  if (worker_failed) return AfterFailedGeneration(true);
   if (stopping_ && stopping_->kind == StopReason::Kind::kNodeLost) return Finish(CurrentOutcome());
   if (membership_changed_) {
     Enter(State::kForming, "the membership changed");

@@ -17,6 +17,8 @@ constexpr Edge kEdges[] = {
     // Forming: it forms, or never does, or is stopped first.
     {JobState::kForming, JobState::kRunning},
     {JobState::kForming, JobState::kFinished},
+    // (After a restart) an exclusion left a place no spare took: wait for a node to take it.
+    {JobState::kForming, JobState::kAwaitingReplacement},
     // Running: a failure or a loss stops it, a hang is captured first, or it ends well.
     {JobState::kRunning, JobState::kStopping},
     {JobState::kRunning, JobState::kCapturing},

@@ -50,6 +50,7 @@ void Scheduler::Reject(NodeState& node, const v1::JoinRequest& join, const absl:
 }
 
 void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join) {
+  if (JoinsAsSpare(node, join)) return AdmitSpare(node, join);
   if (absl::Status status = CheckJoinAllowed(node, join); !status.ok()) {
     Reject(node, join, status);
     return;
@@ -60,6 +61,7 @@ void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join
   node.join = candidate;
   node.free_port = join.free_port();
   node.pid = join.pid();
+  node.health_check = join.health_check();
   membership_.Add(candidate);
   Record(Event::kNodeJoined, {{"node", join.node_name()},
                               {"address", join.host_address()},

@@ -55,7 +55,7 @@ void Scheduler::CheckHeartbeats() {
     if (node.link == nullptr || node.link->InProcess()) continue;
     node.last_message = std::max(node.last_message, node.link->LastHeartbeat());
     node.last_seen = std::max(node.last_seen, node.last_message);
-    if (node.joined && !node.lost && !node.ended) {
+    if ((node.joined && !node.lost && !node.ended) || (node.spare && !node.lost)) {
       if (auto why = Silence(node, now)) silent.emplace_back(id, std::move(*why));
     }
   }
@@ -150,8 +150,8 @@ void Scheduler::OnSchedulerStalled(common::Duration stalled) {
 void Scheduler::CloseSilentSessions(common::TimePoint now) {
   std::vector<int> silent;
   for (const auto& [id, node] : nodes_) {
-    if (!node.joined && node.link != nullptr && !node.link->InProcess() &&
-        now - node.connected_at >= options_.join_timeout) {
+    if (!node.joined && !node.spare && !node.excluded && node.link != nullptr &&
+        !node.link->InProcess() && now - node.connected_at >= options_.join_timeout) {
       silent.push_back(id);
     }
   }

@@ -50,6 +50,7 @@ void Scheduler::OnProgress(NodeState& node, const v1::ProgressReport& report) {
     if (it == node.workers.end()) continue;
     v1::WorkerStatus& worker = it->second;
     worker.set_step(progress.step());
+    if (progress.reports() > 0) policy_.OnStep(progress.step());
     worker.set_reports(progress.reports());
     worker.set_step_seconds(std::max(0.0, progress.step_seconds()));
     worker.set_section(Sanitize(progress.section(), 64));

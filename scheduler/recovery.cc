@@ -12,12 +12,13 @@ namespace gangrun::scheduler {
 void Scheduler::WaitForReplacement() {
   Enter(State::kAwaitingReplacement, lost_node_);
   stopping_.reset();
-  common::Logger("scheduler")
-      ->warn("{}; waiting for a node to take its place ({} of {} restarts left)", lost_node_,
-             options_.max_restarts - restarts_used_, options_.max_restarts);
   if (options_.cluster_timeout >= common::Duration::zero()) {
     formation_timer_ = clock_.After(options_.cluster_timeout, [this] { OnFormationTimeout(); });
   }
+  if (MembershipComplete()) return Form();  // a spare took the place
+  common::Logger("scheduler")
+      ->warn("{}; waiting for a node to take its place ({} of {} restarts left)", lost_node_,
+             options_.max_restarts - restarts_used_, options_.max_restarts);
   LogProgress();
 }
 
@@ -133,6 +134,7 @@ void Scheduler::ScheduleRestart() {
           {"max_restarts", options_.max_restarts}});
   Enter(State::kBackingOff, what);
   stopping_.reset();
+  AwaitHealth();  // the nodes check themselves while the backoff runs
   restart_timer_ = clock_.After(delay, [this] {
     restart_timer_.reset();
     generation_requested_at_ = clock_.Now();

@@ -13,7 +13,7 @@ using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 
 Scheduler::Scheduler(common::Clock& clock, Options options)
-    : clock_(clock), options_(std::move(options)) {
+    : clock_(clock), options_(std::move(options)), policy_(options_.recovery) {
   identity_.world_size = options_.world_size;
   identity_.min_world_size = min_world();
   identity_.run_id = options_.run_id;
@@ -35,16 +35,18 @@ void Scheduler::Enter(JobState to, std::string_view why) {
 
 void Scheduler::Start() {
   GANGRUN_ON_STRAND(strand_);
-  generation_requested_at_ = clock_.Now();
+  generation_requested_at_ = started_at_ = clock_.Now();
   if (options_.cluster_timeout >= common::Duration::zero()) {
     formation_timer_ = clock_.After(options_.cluster_timeout, [this] { OnFormationTimeout(); });
   }
+  ArmTimeLimit();
   CheckHeartbeats();
 }
 
 int Scheduler::AddNode(NodeLink* link) {
   GANGRUN_ON_STRAND(strand_);
   int id = next_node_id_++;
+  nodes_[id].id = id;
   nodes_[id].link = link;
   nodes_[id].last_seen = nodes_[id].last_message = clock_.Now();
   nodes_[id].connected_at = clock_.Now();
@@ -59,6 +61,10 @@ void Scheduler::OnNodeEvent(int node_id, const v1::NodeEvent& event) {
   node.last_seen = node.last_message = clock_.Now();
   if (event.has_heartbeat()) return;
   if (event.has_join()) return OnJoin(node_id, node, event.join());
+  if (event.has_health_checked()) return OnHealthChecked(node, event.health_checked());
+  if (event.has_forward_signal() && (node.joined || node.spare)) {
+    return OnForwardSignal(node, event.forward_signal().signal());
+  }
   if (event.has_stop_request() && !node.joined) {
     // Only a node may ask to stop the job this way; anyone else uses Scheduler.Stop, with the
     // job's credentials.
@@ -102,10 +108,27 @@ void Scheduler::OnNodeDisconnected(int node_id) {
   NodeState& node = it->second;
   node.link = nullptr;
   if (!node.joined || node.lost || state_ == State::kFinished) {
+    if (node.spare) common::Logger("scheduler")->warn("spare {} left", Describe(node));
     nodes_.erase(it);
+    HealthAnswered(node_id);  // a spare's answer will not come
     return;
   }
   if (state_ == State::kBackingOff) {
+    membership_.Remove(node.join);
+    if (TakeSpareFor(node)) {
+      // The next generation has the spare in its place.
+      common::Logger("scheduler")->error("lost {}: its connection broke", Describe(node));
+      CountFailure(FailureCause::kConnectionLost);
+      Record(Event::kNodeLost, {{"node", node.join.node_name},
+                                {"generation", generation_},
+                                {"cause", FailureCauseName(FailureCause::kConnectionLost)},
+                                {"reason", "its connection broke while the job backed off"}});
+      policy_.Forget(node_id);
+      nodes_.erase(it);
+      HealthAnswered(node_id);
+      return;
+    }
+    membership_.Add(node.join);
     // Lost while waiting to restart: the next generation cannot have it.
     v1::JobOutcome outcome;
     outcome.set_kind(v1::JobOutcome::KIND_NODE_LOST);
@@ -127,6 +150,8 @@ void Scheduler::OnNodeLost(int node_id, NodeState& node, FailureCause cause,
                            const std::string& reason) {
   const std::string why = clock_.Now() < stall_note_until_ ? reason + stall_note_ : reason;
   node.lost = true;
+  HealthAnswered(node_id);  // a lost node answers no health round
+  policy_.Forget(node_id);
   // Lost is final: a node that comes back after this (a cut that heals) is refused its old
   // session and ends, instead of finding a job that no longer counts it.
   if (node.link != nullptr) node.link->Drop();
@@ -140,25 +165,42 @@ void Scheduler::OnNodeLost(int node_id, NodeState& node, FailureCause cause,
                             {"cause", FailureCauseName(cause)},
                             {"reason", why}});
   const std::string what = Describe(node) + " was lost: " + why;
+  if (node.spare || node.excluded) {
+    nodes_.erase(node_id);  // not in the job: nothing else changes
+    return;
+  }
   if (state_ == State::kForming || state_ == State::kAwaitingReplacement) {
     membership_.Remove(node.join);
+    const bool replaced = generation_ > 0 && TakeSpareFor(node);
     nodes_.erase(node_id);  // its workers no longer count; another node may take its place
+    if (replaced && MembershipComplete() && !AwaitHealth()) return Form();
     return LogProgress();
   }
   const bool recoverable =
       !stop_requested_ &&
       !(stopping_ && stopping_->kind == StopReason::Kind::kNodeLost && lost_node_.empty());
-  if (Elastic() && recoverable && membership_.workers - node.join.local_worker_num >= min_world()) {
-    // An elastic job shrinks: the survivors form a smaller job (no restart is used).
+  const bool spare_fits = recoverable && [&] {
+    for (int id : SpareIds()) {
+      if (nodes_.at(id).join.local_worker_num == node.join.local_worker_num) return true;
+    }
+    return false;
+  }();
+  if (Elastic() && recoverable &&
+      (spare_fits || membership_.workers - node.join.local_worker_num >= min_world())) {
+    // An elastic job keeps its size with a spare, or shrinks: the survivors form a smaller job
+    // (no restart is used).
     membership_.Remove(node.join);
+    const bool replaced = TakeSpareFor(node);
     nodes_.erase(node_id);
-    return Reform(what);
+    return Reform(replaced ? what + "; a spare takes its place" : what);
   }
   if (recoverable && BudgetLeft()) {
-    // Survivors stop and wait for a node to take its place (the same host's launcher
-    // started again, typically); the restart budget stays with the scheduler.
+    // Survivors stop and a spare takes the lost node's place, or they wait for a node to take
+    // it (the same host's launcher started again, typically); the restart budget stays with
+    // the scheduler.
     lost_node_ = what;
     membership_.Remove(node.join);
+    TakeSpareFor(node);
     nodes_.erase(node_id);
     BeginStopping({StopReason::Kind::kNodeLost, what, {}, {}});
     return MaybeGenerationOver();

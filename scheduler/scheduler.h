@@ -10,7 +10,8 @@
 // first. The code is spread by concern: scheduler.cc (entry points, lost nodes), liveness.cc
 // (the heartbeat sweep, connection activity, stalls of this process), generation.cc (forming,
 // starting, stopping and ending generations), joins.cc (admitting nodes), recovery.cc (restarts,
-// replacements, elastic membership), status.cc (status, stop requests, the outcome).
+// replacements, elastic membership), spares.cc (spares, exclusions, health rounds), limits.cc
+// (job-wide signals, the time limit), status.cc (status, stop requests, the outcome).
 //
 // The job is always in one named state:
 //
@@ -20,21 +21,30 @@
 //                            minimum and --last_call passed)
 //                          formation timeout                            kFinished(formation)
 //                          stop requested                               kFinished(stopped)
+//   kForming               (after a restart) an exclusion left a place  kAwaitingReplacement
+//                            no spare could take
 //   kRunning               a worker failed                              kStopping(worker)
 //                          a node judged a rank hung                    kCapturing
 //                          a torch timer expired                        kStopping(hung)
 //                          a node lost, the restart budget allows       kStopping(node, replace)
 //                          a node lost, no budget                       kStopping(node)
 //                          elastic membership changed (join, loss)      kStopping(reform)
-//                          stop requested                               kStopping(stop)
+//                          stop requested, or the time limit passed     kStopping(stop)
 //                          every worker exited 0, every node ended      kFinished(succeeded)
 //   kCapturing             every node sent its stacks, or the capture   kStopping(hung)
 //                            timeout passed
 //                          (otherwise as kRunning: a failure, a loss or a stop wins)
 //   kStopping(reason)      every node ended (all workers reaped):
-//                            a stop was requested since                 kFinished(by reason)
+//                            a stop was requested since, or the time    kFinished(by reason)
+//                              limit passed
 //                            a node must be replaced                    kAwaitingReplacement
+//                              (a spare in its place: at once           -> kForming -> kRunning)
+//                            worker, hung: an exit code of              kFinished(worker)
+//                              --no_restart_exit_codes, or
+//                              --max_no_progress_restarts reached
 //                            worker, hung: budget left / none           kBackingOff / kFinished
+//                              (--exclude_after: the root-cause node
+//                              goes first; a spare takes its place)
 //                            node (no replacement)                      kFinished(node lost)
 //                            reform                                     kForming -> kRunning
 //                            stop                                       kFinished(stopped)
@@ -51,6 +61,7 @@
 // the backoff passes (-> kForming -> kRunning, generation 2, restart 1 of 1). Rank 3 exits 1
 // again (-> kStopping(worker)); both end; no budget left -> kFinished(worker failed, rank 3).
 
+#include <array>
 #include <functional>
 #include <map>
 #include <memory>
@@ -68,6 +79,7 @@
 #include "scheduler/job_state.h"
 #include "scheduler/peer_checks.h"
 #include "scheduler/rank_assignment.h"
+#include "scheduler/recovery_policy.h"
 #include "scheduler/telemetry.h"
 
 namespace gangrun::scheduler {
@@ -122,6 +134,17 @@ class Scheduler {
     // A rank whose recent seconds per step exceed this multiple of the job's median is a
     // straggler (README "Progress, hangs and stragglers").
     double straggler_factor = 1.5;
+    // Recovery (README "Failures and recovery"): nodes beyond the job's size that wait to take
+    // a lost or excluded node's place, and what a failed generation means.
+    int spare_nodes = 0;
+    RecoveryPolicy::Options recovery;
+    // The signals a node may ask to pass on to every worker (--signals_to_forward).
+    std::vector<int> signals_to_forward;
+    // --time_limit (zero: none), and the signal every worker gets `time_limit_signal_before`
+    // ahead of it (0: none).
+    common::Duration time_limit = common::Duration::zero();
+    int time_limit_signal = 0;
+    common::Duration time_limit_signal_before = common::Duration::zero();
   };
 
   Scheduler(common::Clock& clock, Options options);
@@ -158,11 +181,13 @@ class Scheduler {
   using State = JobState;
   // Why a running generation is being stopped (kStopping).
   struct StopReason {
-    enum class Kind { kWorkerFailed, kHung, kNodeLost, kStopRequested, kReform };
+    enum class Kind { kWorkerFailed, kHung, kNodeLost, kStopRequested, kReform, kTimeLimit };
     Kind kind;
     std::string message;       // what happened, for the log and the nodes
     v1::RootCause root_cause;  // kWorkerFailed: the first failure; kHung: where to look first
     std::vector<v1::StackGroup> groups;  // kHung: where every rank was
+    int root_node = 0;        // kWorkerFailed, kHung: the node it happened on (0: unknown)
+    bool no_restart = false;  // kWorkerFailed: its exit code is one of --no_restart_exit_codes
   };
   // kCapturing: the hang being reported, and the stacks gathered so far.
   struct Capture {
@@ -173,8 +198,12 @@ class Scheduler {
     std::unique_ptr<common::Timer> timer;
   };
   struct NodeState {
+    int id = 0;
     NodeLink* link = nullptr;
-    bool joined = false;
+    bool joined = false;        // a member of the job
+    bool spare = false;         // joined beyond the job's size: waits, running nothing
+    bool excluded = false;      // left the job (health, --exclude_after); gone once disconnected
+    bool health_check = false;  // it runs --health_check when asked (CheckHealth)
     NodeJoin join;
     int free_port = 0;
     NodeSlot slot;
@@ -259,6 +288,41 @@ class Scheduler {
   void CloseSilentSessions(common::TimePoint now);
   // scheduler.cc
   void OnNodeLost(int node_id, NodeState& node, FailureCause cause, const std::string& why);
+  // spares.cc
+  // Whether this join, which has no place in the job, may wait as a spare.
+  bool JoinsAsSpare(const NodeState& node, const v1::JoinRequest& join) const;
+  void AdmitSpare(NodeState& node, const v1::JoinRequest& join);
+  std::vector<int> SpareIds() const;  // in the order they joined
+  // Gives `gone`'s place (its node rank and ranks) to a spare with as many workers; false if
+  // none has, and after generation 1 the place is kept as a hole that the next spare to come
+  // fills (FillHoles). `gone` must already be out of the membership.
+  bool TakeSpareFor(const NodeState& gone);
+  bool TakeSpare(const NodeJoin& join, const NodeSlot& slot, const std::string& gone,
+                 const NodeState* except);
+  // A spare that came after a place was left empty takes it (and, forming, the job forms).
+  void FillHoles();
+  // Every member keeps the node rank it has (a spare's promotion must not move anyone).
+  void PinNodeRanks(const NodeState* except);
+  // Takes the node out of the job (it is told why; its launcher exits 6). True if that left a
+  // place nobody took: no spare had as many workers and the job cannot shrink.
+  bool Exclude(int node_id, FailureCause cause, const std::string& why);
+  // After a failed generation: --no_restart_exit_codes, --max_no_progress_restarts,
+  // --exclude_after, then the budget (the kStopping row of the table).
+  void AfterFailedGeneration(bool worker_failed);
+  // Health rounds: before a generation after the first, every member and spare that has a
+  // --health_check runs it; the generation starts once all answered. False when nothing
+  // needs checking (or the round for the next generation is done).
+  bool AwaitHealth();
+  void OnHealthChecked(NodeState& node, const v1::HealthChecked& checked);
+  void HealthAnswered(int node_id);
+  // A fixed-size job has all its workers; an elastic one at least its minimum.
+  bool MembershipComplete() const;
+  // limits.cc
+  void ArmTimeLimit();
+  void OnTimeLimit();
+  void OnForwardSignal(const NodeState& from, int signal);
+  // Sends `signal` to every worker of every member.
+  void SignalWorkers(int signal, const std::string& why);
   // status.cc
   void LogProgress();
   std::string Describe(const NodeState& node) const;
@@ -269,6 +333,7 @@ class Scheduler {
     if (telemetry_ != nullptr) telemetry_->Record(event, std::move(fields));
   }
   void CountFailure(FailureCause cause) {
+    ++failures_[static_cast<size_t>(cause)];
     if (telemetry_ != nullptr) telemetry_->CountFailure(cause);
   }
 
@@ -280,6 +345,22 @@ class Scheduler {
   std::optional<StopReason> stopping_;             // kStopping: why
   std::optional<Capture> capture_;                 // kCapturing
   std::optional<v1::StopRequest> stop_requested_;  // nothing restarts or re-forms after one
+  bool time_limit_reached_ = false;                // likewise
+  RecoveryPolicy policy_;
+  std::string recovery_note_;  // why the job was not restarted (a policy), for the outcome
+  uint64_t health_round_ = 0;
+  uint64_t health_for_ = 0;       // the generation the last health round checked for
+  std::set<int> health_waiting_;  // node ids whose answer is due
+  std::unique_ptr<common::Timer> time_limit_timer_;
+  std::unique_ptr<common::Timer> time_limit_signal_timer_;
+  common::TimePoint started_at_;
+  std::array<uint64_t, static_cast<size_t>(FailureCause::kCount)> failures_{};
+  struct Hole {
+    NodeJoin join;  // what the node that left it had
+    NodeSlot slot;
+    std::string who;
+  };
+  std::vector<Hole> holes_;          // places no spare took yet (cleared when a generation starts)
   std::string lost_node_;            // kAwaitingReplacement (and on the way there): what was lost
   bool membership_changed_ = false;  // elastic: re-form when the generation is over
   uint64_t generation_ = 0;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "scheduler/scheduler.h"
 
@@ -12,7 +13,11 @@ namespace gangrun::scheduler {
 std::string Scheduler::Describe(const NodeState& node) const {
   std::string text = "node '" + node.join.node_name + "' (" + node.join.host_address;
   const bool formed = state_ != State::kForming && state_ != State::kAwaitingReplacement;
-  if (formed) text += ", node rank " + std::to_string(node.slot.node_rank);
+  if (node.spare) {
+    text += ", spare";
+  } else if (formed) {
+    text += ", node rank " + std::to_string(node.slot.node_rank);
+  }
   if (node.pid > 0) text += ", launcher pid " + std::to_string(node.pid);
   return text + ")";
 }
@@ -52,7 +57,7 @@ v1::GetStatusResponse Scheduler::Status() const {
   if (telemetry_ != nullptr) status.set_job_id(telemetry_->job_id());
   const common::TimePoint now = clock_.Now();
   for (const auto& [id, node] : nodes_) {
-    if (!node.joined) continue;
+    if (!node.joined && !node.spare) continue;
     auto* n = status.add_nodes();
     n->set_node_name(node.join.node_name);
     n->set_host_address(node.join.host_address);
@@ -60,9 +65,15 @@ v1::GetStatusResponse Scheduler::Status() const {
     n->set_first_rank(generation_ == 0 ? -1 : node.slot.first_rank);
     n->set_local_worker_num(node.join.local_worker_num);
     n->set_launcher_pid(node.pid);
-    n->set_state(generation_ == 0 ? v1::NODE_STATE_JOINED
-                 : node.ended     ? v1::NODE_STATE_ENDED
-                                  : v1::NODE_STATE_RUNNING);
+    n->set_state(node.spare         ? v1::NODE_STATE_SPARE
+                 : generation_ == 0 ? v1::NODE_STATE_JOINED
+                 : node.ended       ? v1::NODE_STATE_ENDED
+                                    : v1::NODE_STATE_RUNNING);
+    if (node.spare) {
+      n->set_node_rank(-1);
+      n->set_first_rank(-1);
+      status.set_spare_nodes(status.spare_nodes() + 1);
+    }
     common::TimePoint heard = node.last_seen;
     if (node.link != nullptr) heard = std::max(heard, node.link->LastHeartbeat());
     n->set_heartbeat_age_seconds(std::chrono::duration<double>(now - heard).count());
@@ -74,6 +85,14 @@ v1::GetStatusResponse Scheduler::Status() const {
         w->set_progress_age_seconds(std::chrono::duration<double>(now - reported->second).count());
       }
     }
+  }
+  for (size_t cause = 0; cause < failures_.size(); ++cause) {
+    (*status.mutable_failures())[FailureCauseName(static_cast<FailureCause>(cause))] =
+        failures_[cause];
+  }
+  if (options_.time_limit > common::Duration::zero() && state_ != State::kFinished) {
+    const common::Duration left = started_at_ + options_.time_limit - now;
+    status.set_time_left_seconds(std::max(0.0, std::chrono::duration<double>(left).count()));
   }
   AddProgress(status);
   return status;
@@ -112,12 +131,22 @@ v1::JobOutcome Scheduler::CurrentOutcome() const {
   std::sort(stopped.begin(), stopped.end());
   const bool fatal_loss =
       stopping_ && stopping_->kind == StopReason::Kind::kNodeLost && lost_node_.empty();
-  if (stopping_ && stopping_->kind == StopReason::Kind::kWorkerFailed) {
+  if (time_limit_reached_) {
+    outcome.set_kind(v1::JobOutcome::KIND_TIME_LIMIT);
+    outcome.set_message(absl::StrCat("the job reached its time limit of ",
+                                     std::chrono::duration<double>(options_.time_limit).count(),
+                                     " s"));
+  } else if (stopping_ && stopping_->kind == StopReason::Kind::kWorkerFailed) {
     outcome.set_kind(v1::JobOutcome::KIND_WORKER_FAILED);
+    outcome.set_message(recovery_note_);
     *outcome.mutable_root_cause() = stopping_->root_cause;
+  } else if (!lost_node_.empty() && !recovery_note_.empty()) {
+    outcome.set_kind(v1::JobOutcome::KIND_NODE_LOST);
+    outcome.set_message(lost_node_ + "; " + recovery_note_);
   } else if (stopping_ && stopping_->kind == StopReason::Kind::kHung) {
     outcome.set_kind(v1::JobOutcome::KIND_HUNG);
-    outcome.set_message(stopping_->message);
+    outcome.set_message(recovery_note_.empty() ? stopping_->message
+                                               : stopping_->message + "; " + recovery_note_);
     *outcome.mutable_root_cause() = stopping_->root_cause;
     for (const auto& group : stopping_->groups) *outcome.add_stack_groups() = group;
   } else if (fatal_loss) {

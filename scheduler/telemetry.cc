@@ -112,6 +112,18 @@ const char* EventName(Event event) {
       return "log_output_lost";
     case Event::kJobFinished:
       return "job_finished";
+    case Event::kSpareJoined:
+      return "spare_joined";
+    case Event::kSparePromoted:
+      return "spare_promoted";
+    case Event::kNodeExcluded:
+      return "node_excluded";
+    case Event::kHealthChecked:
+      return "health_checked";
+    case Event::kSignalForwarded:
+      return "signal_forwarded";
+    case Event::kTimeLimit:
+      return "time_limit";
     case Event::kAgentRegistered:
       return "agent_registered";
     case Event::kAgentLost:
@@ -138,6 +150,10 @@ const char* FailureCauseName(FailureCause cause) {
       return "formation_timeout";
     case FailureCause::kHang:
       return "hang";
+    case FailureCause::kHealthCheck:
+      return "health_check";
+    case FailureCause::kExcluded:
+      return "excluded";
     case FailureCause::kCount:
       break;
   }

@@ -42,6 +42,12 @@ enum class Event {
   kSchedulerStalled,
   kLogOutputLost,
   kJobFinished,
+  kSpareJoined,      // a node joined beyond the job's size and waits
+  kSparePromoted,    // a spare took a lost or excluded node's place
+  kNodeExcluded,     // --health_check or --exclude_after
+  kHealthChecked,    // a node answered a health round
+  kSignalForwarded,  // --signals_to_forward, to every worker
+  kTimeLimit,        // --time_limit passed (or its early signal went)
   // A daemon's own events.
   kAgentRegistered,
   kAgentLost,
@@ -58,7 +64,9 @@ enum class FailureCause {
   kConnectionLost,
   kFormationTimeout,
   kHang,
-  kCount,  // not a cause: the number of causes
+  kHealthCheck,  // a node's --health_check failed (it is excluded)
+  kExcluded,     // a node was excluded after --exclude_after failed generations
+  kCount,        // not a cause: the number of causes
 };
 const char* FailureCauseName(FailureCause cause);
 

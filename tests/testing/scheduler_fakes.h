@@ -74,6 +74,15 @@ inline v1::NodeEvent EndedEvent(uint64_t generation) {
   return event;
 }
 
+inline v1::NodeEvent HealthEvent(int round, bool healthy, const std::string& message = "") {
+  v1::NodeEvent event;
+  auto* checked = event.mutable_health_checked();
+  checked->set_round(round);
+  checked->set_healthy(healthy);
+  checked->set_message(message);
+  return event;
+}
+
 inline v1::NodeEvent HeartbeatEvent() {
   v1::NodeEvent event;
   event.mutable_heartbeat();

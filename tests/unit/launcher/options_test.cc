@@ -128,6 +128,22 @@ TEST(OptionsTest, EveryNumericOptionHasARange) {
       {"--kv_max_bytes", "2TiB"},
       {"--kv_max_bytes", "-1M"},
       {"--tail_worker_log", "2000000"},
+      {"--spare_nodes", "-1"},
+      {"--health_check_timeout", "0"},
+      {"--exclude_after", "-1"},
+      {"--no_restart_exit_codes", "0"},
+      {"--no_restart_exit_codes", "256"},
+      {"--no_restart_exit_codes", "93,x"},
+      {"--max_no_progress_restarts", "-3"},
+      {"--signals_to_forward", "SIGKILL"},
+      {"--signals_to_forward", "SIGTERM"},
+      {"--signals_to_forward", "USR1,BOGUS"},
+      {"--time_limit", "-1"},
+      {"--time_limit", "1e12"},
+      {"--time_limit_signal", "USR1"},
+      {"--time_limit_signal", "USR1@0"},
+      {"--time_limit_signal", "KILL@10"},
+      {"--time_limit_signal", "USR1@nan"},
   };
   for (const auto& [option, value] : bad) {
     std::string message = Error({option, value, "t.py"});
@@ -138,6 +154,24 @@ TEST(OptionsTest, EveryNumericOptionHasARange) {
   EXPECT_EQ(Error({"--heartbeat_interval", "1e-300", "t.py"}),
             "invalid value '1e-300' for --heartbeat_interval: expected a number of seconds in "
             "[0.01, 60]");
+}
+
+TEST(OptionsTest, RecoveryOptionsTakeNamesNumbersAndNone) {
+  Options o =
+      Parse({"--signals_to_forward", "usr2, SIGUSR1,12", "--no_restart_exit_codes", "93, 3,93",
+             "--time_limit", "600", "--time_limit_signal", "SIGQUIT@30", "t.py"});
+  EXPECT_EQ(o.signals_to_forward, (std::vector<int>{SIGUSR2, SIGUSR1}));
+  EXPECT_EQ(o.no_restart_exit_codes, (std::set<int>{3, 93}));
+  EXPECT_EQ(o.time_limit, 600);
+  EXPECT_EQ(o.time_limit_signal, SIGQUIT);
+  EXPECT_EQ(o.time_limit_signal_before, 30);
+  Options none = Parse({"--signals_to_forward", "", "--time_limit_signal", "", "t.py"});
+  EXPECT_TRUE(none.signals_to_forward.empty());
+  EXPECT_EQ(none.time_limit_signal, 0);
+  Options defaults = Parse({"t.py"});
+  EXPECT_EQ(defaults.signals_to_forward, (std::vector<int>{SIGUSR1, SIGUSR2}));
+  EXPECT_EQ(defaults.spare_nodes, 0);
+  EXPECT_EQ(defaults.health_check_timeout, 60);
 }
 
 TEST(OptionsTest, RangesAcceptTheirEnds) {

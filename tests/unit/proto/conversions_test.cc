@@ -45,10 +45,10 @@ TEST(ConversionsTest, StateNamesLoseTheirPrefix) {
 TEST(ConversionsTest, ValuesAreTheDescriptorsWithoutUnspecified) {
   EXPECT_EQ(Values<v1::NodeState>(),
             (std::vector<v1::NodeState>{v1::NODE_STATE_JOINED, v1::NODE_STATE_RUNNING,
-                                        v1::NODE_STATE_ENDED}));
+                                        v1::NODE_STATE_ENDED, v1::NODE_STATE_SPARE}));
   const auto kinds = Values<v1::JobOutcome::Kind>();
   EXPECT_EQ(kinds.size(), static_cast<size_t>(v1::JobOutcome::Kind_MAX));
-  EXPECT_EQ(kinds.back(), v1::JobOutcome::KIND_HUNG);
+  EXPECT_EQ(kinds.back(), v1::JobOutcome::KIND_TIME_LIMIT);
   for (v1::JobPhase phase : Values<v1::JobPhase>()) EXPECT_NE(phase, v1::JOB_PHASE_UNSPECIFIED);
 }
 

@@ -35,11 +35,13 @@ class Scenario {
     scheduler_->SetTelemetry(&telemetry_);
     scheduler_->Start();
   }
-  int Join(int rank) {
+  int Join(int rank, bool health_check = false) {
     links_.push_back(std::make_unique<Link>());
     int id = scheduler_->AddNode(links_.back().get());
-    scheduler_->OnNodeEvent(id, testing::JoinEvent("n" + std::to_string(rank),
-                                                   "10.0.0." + std::to_string(rank + 1), rank, 1));
+    v1::NodeEvent join = testing::JoinEvent("n" + std::to_string(rank),
+                                            "10.0.0." + std::to_string(rank + 1), rank, 1);
+    join.mutable_join()->set_health_check(health_check);
+    scheduler_->OnNodeEvent(id, join);
     return id;
   }
   void Send(int id, v1::NodeEvent event) {
@@ -130,6 +132,20 @@ TEST(JobStateTest, EveryEdgeOfTheTableIsTakenByTheScheduler) {
     lost.End(c);
     lost.clock().Advance(seconds(11));  // no replacement in time
     collect(lost);
+  }
+  {  // forming -> awaiting replacement: a health check after a restart excludes a node
+    Scenario run(2, /*max_restarts=*/1);
+    int a = run.Join(0, /*health_check=*/true);
+    int b = run.Join(1, /*health_check=*/true);
+    run.Exit(a, 0, 1);
+    run.End(a);
+    run.End(b);
+    run.clock().Advance(seconds(1));  // the backoff ends; the round is still open
+    EXPECT_EQ(run.scheduler().state(), JobState::kForming);
+    run.Send(a, testing::HealthEvent(1, true));
+    run.Send(b, testing::HealthEvent(1, false, "no GPU"));
+    EXPECT_EQ(run.scheduler().state(), JobState::kAwaitingReplacement);
+    collect(run);
   }
   {  // stopping -> forming: an elastic job re-forms; backing off -> finished: a loss meanwhile
     Scenario elastic(2, 0, /*min_world=*/1);

@@ -1,0 +1,62 @@
+#pragma once
+// What a failed generation means for the next one, beyond the restart budget: a worker exit
+// code that says "do not retry" (--no_restart_exit_codes, as NVRx's 93), a node that keeps
+// being the root cause (--exclude_after) and restarts that make no progress
+// (--max_no_progress_restarts). Pure: no clock, no nodes; the Scheduler asks it once per
+// failed generation and tells it every step a rank reports.
+//
+// Worked example, --exclude_after 2 --max_no_progress_restarts 2: generation 1 fails on node 7
+// after rank 0 reached step 10 (progress: nothing came before; node 7's streak 1); generation 2
+// fails on node 7 at step 4 (no step beyond 10; streak 2: exclude node 7; no progress 1);
+// generation 3 fails on node 3 at step 10 (not beyond 10: no progress 2 -> stop).
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "gangrun/v1/session.pb.h"
+
+namespace gangrun::scheduler {
+
+class RecoveryPolicy {
+ public:
+  struct Options {
+    std::set<int> no_restart_exit_codes;
+    int exclude_after = 0;             // 0 = never
+    int max_no_progress_restarts = 0;  // 0 = never
+  };
+  explicit RecoveryPolicy(Options options) : options_(std::move(options)) {}
+
+  // A worker ended so: true if its code is one the job must not restart after.
+  bool NoRestart(const v1::ProcessExit& exit) const;
+
+  // A rank of the running generation reported `step` (-1: none numbered yet).
+  void OnStep(int64_t step);
+
+  struct Verdict {
+    bool exclude = false;     // the root-cause node goes (--exclude_after)
+    std::string exclude_why;  // "was the root cause of 2 failed generations in a row"
+    bool stop = false;        // no more restarts, whatever budget is left
+    std::string stop_why;
+  };
+  // The running generation failed; `root_node` is the node it failed on (0: none, e.g. a lost
+  // node). Call once per failed generation, before the next one starts.
+  Verdict OnGenerationFailed(int root_node);
+  // The node is gone (excluded or lost): its streak with it.
+  void Forget(int node);
+
+  // The highest step of every generation so far (-1: none).
+  int64_t best_step() const { return std::max(best_step_, generation_best_); }
+  int no_progress_streak() const { return no_progress_; }
+
+ private:
+  Options options_;
+  int streak_node_ = 0;           // the node the last failed generations failed on
+  int streak_ = 0;                // how many in a row
+  int64_t best_step_ = -1;        // the highest step of every earlier generation
+  int64_t generation_best_ = -1;  // the running one's
+  int no_progress_ = 0;           // failed generations in a row without progress
+};
+
+}  // namespace gangrun::scheduler

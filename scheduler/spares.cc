@@ -1,0 +1,211 @@
+// Recovery without a person: spares (launchers beyond the job's size that wait to take a lost
+// or excluded node's place), exclusions (--health_check, --exclude_after), health rounds before
+// each generation, and what a failed generation means (RecoveryPolicy). Part of the Scheduler
+// actor (scheduler.h): the same strand, the same state.
+
+#include "common/logging.h"
+#include "scheduler/scheduler.h"
+
+namespace gangrun::scheduler {
+
+bool Scheduler::JoinsAsSpare(const NodeState& node, const v1::JoinRequest& join) const {
+  if (options_.spare_nodes <= 0 || node.joined || node.spare) return false;
+  if (static_cast<int>(SpareIds().size()) >= options_.spare_nodes) return false;
+  if (!CheckJoinRequest(join, identity_).ok()) return false;  // refused with the reason
+  // No place for it: the job is full, or (fixed size) already formed.
+  const bool full = membership_.workers + join.local_worker_num() > options_.world_size;
+  return full || (!Elastic() && !Forming());
+}
+
+void Scheduler::AdmitSpare(NodeState& node, const v1::JoinRequest& join) {
+  node.spare = true;
+  node.join = {join.node_name(), join.host_address(), -1, join.local_worker_num()};
+  node.free_port = join.free_port();
+  node.pid = join.pid();
+  node.health_check = join.health_check();
+  node.ended = true;  // it runs nothing
+  const int spares = static_cast<int>(SpareIds().size());
+  common::Logger("scheduler")
+      ->info("{} waits as a spare with {} worker(s) ({} of {} spares)", Describe(node),
+             join.local_worker_num(), spares, options_.spare_nodes);
+  Record(Event::kSpareJoined, {{"node", join.node_name()},
+                               {"address", join.host_address()},
+                               {"pid", join.pid()},
+                               {"workers", join.local_worker_num()},
+                               {"spares", spares}});
+  v1::NodeCommand command;
+  command.mutable_spare()->set_spares(spares);
+  SendTo(node, std::move(command));
+  FillHoles();
+}
+
+std::vector<int> Scheduler::SpareIds() const {
+  std::vector<int> ids;
+  for (const auto& [id, node] : nodes_) {
+    if (node.spare && !node.lost) ids.push_back(id);
+  }
+  return ids;
+}
+
+void Scheduler::PinNodeRanks(const NodeState* except) {
+  for (auto& [id, node] : nodes_) {
+    if (!node.joined || &node == except || node.join.requested_rank == node.slot.node_rank) {
+      continue;
+    }
+    membership_.Remove(node.join);
+    node.join.requested_rank = node.slot.node_rank;
+    membership_.Add(node.join);
+  }
+}
+
+bool Scheduler::TakeSpareFor(const NodeState& gone) {
+  if (TakeSpare(gone.join, gone.slot, Describe(gone), &gone)) return true;
+  if (generation_ > 0) holes_.push_back({gone.join, gone.slot, Describe(gone)});
+  return false;
+}
+
+bool Scheduler::TakeSpare(const NodeJoin& join, const NodeSlot& slot, const std::string& gone,
+                          const NodeState* except) {
+  for (int id : SpareIds()) {
+    NodeState& spare = nodes_.at(id);
+    if (spare.join.local_worker_num != join.local_worker_num) continue;
+    if (generation_ > 0) PinNodeRanks(except);
+    spare.spare = false;
+    spare.joined = true;
+    spare.ended = true;  // nothing of this generation to wait for
+    spare.join.requested_rank = generation_ > 0 ? slot.node_rank : join.requested_rank;
+    spare.slot = slot;
+    membership_.Add(spare.join);
+    common::Logger("scheduler")
+        ->warn("spare {} takes the place of {} (node rank {}, ranks {}..{})", Describe(spare), gone,
+               slot.node_rank, slot.first_rank, slot.first_rank + join.local_worker_num - 1);
+    Record(Event::kSparePromoted, {{"node", spare.join.node_name},
+                                   {"address", spare.join.host_address},
+                                   {"replaces", gone},
+                                   {"node_rank", slot.node_rank},
+                                   {"first_rank", slot.first_rank},
+                                   {"spares_left", SpareIds().size()}});
+    return true;
+  }
+  return false;
+}
+
+void Scheduler::FillHoles() {
+  if (MembershipComplete()) holes_.clear();  // a relaunched launcher took them
+  bool filled = false;
+  for (auto it = holes_.begin(); it != holes_.end();) {
+    if (TakeSpare(it->join, it->slot, it->who, nullptr)) {
+      filled = true;
+      it = holes_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (filled && state_ == State::kAwaitingReplacement && MembershipComplete()) Form();
+}
+
+bool Scheduler::Exclude(int node_id, FailureCause cause, const std::string& why) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || it->second.excluded) return false;
+  NodeState& node = it->second;
+  common::Logger("scheduler")->error("excluding {}: {}", Describe(node), why);
+  CountFailure(cause);
+  Record(Event::kNodeExcluded, {{"node", node.join.node_name},
+                                {"address", node.join.host_address},
+                                {"pid", node.pid},
+                                {"generation", generation_},
+                                {"cause", FailureCauseName(cause)},
+                                {"reason", why}});
+  v1::NodeCommand command;
+  command.mutable_excluded()->set_reason(why);
+  SendTo(node, std::move(command));
+  policy_.Forget(node_id);
+  const bool member = node.joined;
+  node.joined = node.spare = false;
+  node.excluded = true;  // gone once its launcher disconnects (or, hosting us, at the end)
+  bool hole = false;
+  if (member) {
+    membership_.Remove(node.join);
+    hole = !TakeSpareFor(node) && !MembershipComplete();
+    if (hole && lost_node_.empty()) lost_node_ = Describe(node) + " was excluded: " + why;
+  }
+  HealthAnswered(node_id);  // last: the round's end may form the next generation
+  return hole;
+}
+
+bool Scheduler::MembershipComplete() const {
+  return Elastic() ? membership_.workers >= min_world()
+                   : membership_.workers == options_.world_size;
+}
+
+void Scheduler::AfterFailedGeneration(bool worker_failed) {
+  if (worker_failed && stopping_->no_restart) {
+    recovery_note_ = "not restarted: exit code " +
+                     std::to_string(stopping_->root_cause.exit().exit_code()) +
+                     " is one of --no_restart_exit_codes";
+    common::Logger("scheduler")->error("{}", recovery_note_);
+    return Finish(CurrentOutcome());
+  }
+  const RecoveryPolicy::Verdict verdict =
+      policy_.OnGenerationFailed(worker_failed ? stopping_->root_node : 0);
+  if (verdict.stop) {
+    recovery_note_ = "not restarted: " + verdict.stop_why;
+    common::Logger("scheduler")->error("{}", recovery_note_);
+    return Finish(CurrentOutcome());
+  }
+  if (!lost_node_.empty()) return WaitForReplacement();
+  if (!BudgetLeft()) return Finish(CurrentOutcome());
+  if (verdict.exclude &&
+      Exclude(stopping_->root_node, FailureCause::kExcluded, verdict.exclude_why)) {
+    return WaitForReplacement();  // no spare took its place
+  }
+  ScheduleRestart();
+}
+
+bool Scheduler::AwaitHealth() {
+  if (!health_waiting_.empty()) return true;  // the round under way calls Form when done
+  if (generation_ == 0 || health_for_ == generation_ + 1) return false;
+  health_for_ = generation_ + 1;
+  ++health_round_;
+  for (auto& [id, node] : nodes_) {
+    if (!(node.joined || node.spare) || node.lost || !node.health_check) continue;
+    health_waiting_.insert(id);
+    v1::NodeCommand command;
+    command.mutable_check_health()->set_round(health_round_);
+    SendTo(node, std::move(command));
+  }
+  if (health_waiting_.empty()) return false;
+  common::Logger("scheduler")
+      ->info("health round {}: {} node(s) check themselves before generation {}", health_round_,
+             health_waiting_.size(), health_for_);
+  return true;
+}
+
+void Scheduler::OnHealthChecked(NodeState& node, const v1::HealthChecked& checked) {
+  if (checked.round() != health_round_ || health_waiting_.count(node.id) == 0) {
+    common::Logger("scheduler")
+        ->warn("ignoring a health answer of round {} from {} (round {})", checked.round(),
+               Describe(node), health_round_);
+    return;
+  }
+  const std::string message = Sanitize(checked.message(), kMaxReasonBytes);
+  Record(Event::kHealthChecked, {{"node", node.join.node_name},
+                                 {"round", checked.round()},
+                                 {"healthy", checked.healthy()},
+                                 {"message", message}});
+  if (!checked.healthy()) {
+    Exclude(node.id, FailureCause::kHealthCheck, "its health check failed: " + message);
+    return;  // Exclude answered for it (a place left empty is waited for when forming)
+  }
+  HealthAnswered(node.id);
+}
+
+// A node's answer is in (or will never come: lost, left, excluded). The last one lets the
+// next generation form, unless the backoff is still running (its end forms it).
+void Scheduler::HealthAnswered(int node_id) {
+  if (health_waiting_.erase(node_id) == 0 || !health_waiting_.empty()) return;
+  common::Logger("scheduler")->info("health round {} done", health_round_);
+  if (Forming()) Form();
+}
+
+}  // namespace gangrun::scheduler
