@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "cli/command.h"
+#include "common/exit_status.h"
 #include "gangrun/v1/session.pb.h"
 
 namespace gangrun::cli {
@@ -27,7 +28,7 @@ inline constexpr int kExitInvalid = 2;
 inline constexpr int kExitUnreachable = 3;
 inline constexpr int kExitNodeLost = 4;
 inline constexpr int kExitHung = 5;
-inline constexpr int kExitExcluded = 6;
+inline constexpr int kExitExcluded = common::kExitExcluded;
 inline constexpr int kExitTimeLimit = 7;
 
 int ExitCode(const v1::JobOutcome& outcome);

@@ -4,7 +4,9 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <cstdio>
+#include <map>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/client.h"
@@ -86,7 +88,16 @@ std::string FormatJobStatus(const v1::GetStatusResponse& s) {
   if (s.min_world_size() != s.world_size()) {
     out += absl::StrFormat(" (elastic %d:%d)", s.min_world_size(), s.world_size());
   }
+  if (s.spare_nodes() > 0) out += absl::StrFormat("  spares %d", s.spare_nodes());
+  if (s.time_left_seconds() > 0) out += absl::StrFormat("  time left %.0fs", s.time_left_seconds());
   out += "\n";
+  if (!s.failures().empty()) {
+    // Sorted by cause (the map on the wire has no order).
+    std::map<std::string, uint64_t> failures(s.failures().begin(), s.failures().end());
+    std::vector<std::string> parts;
+    for (const auto& [cause, count] : failures) parts.push_back(absl::StrCat(cause, " ", count));
+    out += "failures: " + absl::StrJoin(parts, ", ") + "\n";
+  }
   if (s.has_outcome()) {
     out += "outcome: " + proto::Name(s.outcome().kind());
     if (!s.outcome().message().empty()) out += " (" + s.outcome().message() + ")";

@@ -9,6 +9,10 @@
 
 namespace gangrun::common {
 
+// The launcher's exit code for a node excluded from its job (cli/exit_codes.h has them all):
+// the daemon knows such a launcher's end is the job's decision, not a failure.
+inline constexpr int kExitExcluded = 6;
+
 struct ExitStatus {
   bool signaled = false;
   int code = 0;    // exit code when !signaled

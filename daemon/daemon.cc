@@ -247,7 +247,11 @@ void Daemon::OnLauncherExited(int agent_id, const v1::LauncherExited& exited) {
   --job->launchers_running;
   const common::ExitStatus exit = proto::FromProto(exited.exit());
   const bool clean = exited.error().empty() && exit.success();
-  if (!job->outcome && !clean && job->launcher_failure.empty()) {
+  // An excluded node's launcher ends by the job's decision. In a job placed with spares, the
+  // job's scheduler (which sees the connection break) gives a lost node's place to a spare, or
+  // ends the job by its own rules.
+  const bool expected = (!exit.signaled && exit.code == common::kExitExcluded) || job->spares > 0;
+  if (!job->outcome && !clean && !expected && job->launcher_failure.empty()) {
     std::string name = agent != agents_.end() ? agent->second.info.name() : "?";
     job->launcher_failure = "the launcher on agent '" + name + "' ended before the job did: " +
                             (!exited.error().empty() ? exited.error() : "it " + exit.ToString());

@@ -96,6 +96,7 @@ class Daemon {
     std::unique_ptr<scheduler::KvStore> store;
     std::unique_ptr<scheduler::SchedulerServer> server;
     std::vector<std::pair<int, int>> placement;  // (agent id, workers), in node-rank order
+    size_t spares = 0;  // the last `spares` of placement: spare launchers (--spare_nodes)
     int launchers_running = 0;
     std::string launcher_failure;  // a launcher that ended before the job did
     std::optional<v1::JobOutcome> outcome;
@@ -115,6 +116,10 @@ class Daemon {
   void ReportWaiting(Job& job, const std::string& why);
   // Agents and worker counts for `job`, or why it cannot be placed now.
   absl::StatusOr<std::vector<std::pair<int, int>>> Place(const Job& job) const;
+  // Up to --spare_nodes spare launchers on agents the placement does not use, each with as
+  // many free slots as the placement's largest node (a spare takes a node of its own size).
+  std::vector<std::pair<int, int>> PlaceSpares(const Job& job,
+                                               const std::vector<std::pair<int, int>>& nodes) const;
   absl::Status StartJob(Job& job, std::vector<std::pair<int, int>> placement);
   void OnLauncherExited(int agent_id, const v1::LauncherExited& exited);
   void MaybeJobDone(Job& job);

@@ -3,6 +3,7 @@
 // actor (daemon.h): the same strand, the same state.
 
 #include <algorithm>
+#include <set>
 
 #include "common/logging.h"
 #include "common/status.h"
@@ -58,6 +59,32 @@ absl::StatusOr<std::vector<std::pair<int, int>>> Daemon::Place(const Job& job) c
                                 " agent(s)");
 }
 
+std::vector<std::pair<int, int>> Daemon::PlaceSpares(
+    const Job& job, const std::vector<std::pair<int, int>>& nodes) const {
+  std::vector<std::pair<int, int>> spares;
+  const int wanted = job.config.scheduler.spare_nodes;
+  if (wanted <= 0 || nodes.empty()) return spares;
+  int size = 0;
+  std::set<int> used;
+  for (const auto& [id, workers] : nodes) {
+    size = std::max(size, workers);
+    used.insert(id);
+  }
+  for (const auto& [id, agent] : agents_) {
+    if (static_cast<int>(spares.size()) == wanted) break;
+    if (!agent.registered || used.count(id) || agent.info.slots() - agent.used_slots < size) {
+      continue;
+    }
+    spares.emplace_back(id, size);
+  }
+  if (static_cast<int>(spares.size()) < wanted) {
+    common::Logger("daemon")->warn(
+        "job {}: {} of {} spare launcher(s) placed: no other agent has {} free slot(s)", job.id,
+        spares.size(), wanted, size);
+  }
+  return spares;
+}
+
 // First come, first served among the jobs the registered agents could ever run: the oldest
 // such job that does not fit now holds the later ones back (so a stream of small jobs cannot
 // starve it). A job larger than all registered slots together holds nobody back: it waits
@@ -91,6 +118,9 @@ void Daemon::PlacePending() {
     auto placement = Place(*job);
     if (placement.ok()) {
       job->wait_timer.reset();
+      std::vector<std::pair<int, int>> spares = PlaceSpares(*job, *placement);
+      job->spares = spares.size();
+      placement->insert(placement->end(), spares.begin(), spares.end());
       absl::Status started = StartJob(*job, std::move(*placement));
       if (!started.ok()) {
         EndJob(job->id, proto::Outcome(v1::JobOutcome::KIND_FORMATION_FAILED,
@@ -155,7 +185,9 @@ absl::Status Daemon::StartJob(Job& job, std::vector<std::pair<int, int>> placeme
     spec = job.spec.spec();
     launcher::SetLaunchOption(spec, "worker_num", std::to_string(job.config.world_size));
     launcher::SetLaunchOption(spec, "local_worker_num", std::to_string(workers));
-    launcher::SetLaunchOption(spec, "node_rank", std::to_string(rank));
+    // A spare has no node rank until it takes a place.
+    const bool spare = rank >= job.placement.size() - job.spares;
+    launcher::SetLaunchOption(spec, "node_rank", spare ? "-1" : std::to_string(rank));
     launcher::SetLaunchOption(spec, "master_port", std::to_string(job.server->port()));
     launcher::SetLaunchOption(spec, "join", "True");
     launcher::SetLaunchOption(spec, "run_id", job.id);

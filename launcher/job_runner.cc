@@ -246,6 +246,7 @@ void JobRunner::OnProcessStarted(const node::ProcessSpec& spec, pid_t pid) {
                            ", log file:" + spec.log_path + ". Environment variable [RANK_ID=" +
                            std::to_string(spec.rank) + "] is exported.\n");
   }
+  ran_worker_ = true;
   log->info("rank {} started (pid {}), log {}", spec.rank, pid, spec.log_path);
   if (options_.join && Tailed(options_, spec.rank, spec.local_rank)) {
     std::string prefix = absl::StrReplaceAll(options_.log_prefix,
@@ -325,7 +326,11 @@ void JobRunner::Report() {
   }
   const bool msrun = options_.personality == Personality::kMsrun;
   if (outcome_->kind() == v1::JobOutcome::KIND_SUCCEEDED) {
-    log->info("job succeeded: all {} local worker(s) exited 0", options_.local_worker_num);
+    if (ran_worker_) {
+      log->info("job succeeded: all {} local worker(s) exited 0", options_.local_worker_num);
+    } else {
+      log->info("job succeeded; this node ran no worker (it waited as a spare)");
+    }
     if (msrun) common::Stdout().Write("All workers successfully exit!\n");
     common::Stderr().Write(FormatOutcome(*outcome_));  // its warnings, if any
     return;

@@ -98,7 +98,8 @@ class JobRunner {
   std::unique_ptr<node::Node> node_;
   boost::asio::signal_set signals_;
   std::optional<v1::JobOutcome> outcome_;
-  std::thread reaper_;  // kills what a lost keeper left behind, off the loop
+  bool ran_worker_ = false;  // a spare that was never needed ran none
+  std::thread reaper_;       // kills what a lost keeper left behind, off the loop
 };
 
 }  // namespace gangrun::launcher

@@ -6,15 +6,18 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "common/exit_status.h"
 #include "common/net.h"
 #include "common/numbers.h"
 #include "common/status.h"
 #include "launcher/command_line.h"
+#include "launcher/option_codecs.h"
 #include "launcher/option_table.h"
 
 namespace gangrun::launcher {
@@ -65,6 +68,9 @@ const std::vector<TorchOption>& TorchOptions() {
       {"master_port", "--master_port,--master-port", false,
        "static rendezvous: the scheduler's port (default 29500)"},
       {"local_addr", "--local_addr,--local-addr", false, "the address this node gives its peers"},
+      {"signals_to_handle", "--signals_to_handle,--signals-to-handle", false,
+       "SIG,...: SIGTERM, SIGINT and SIGHUP stop the job (always); the others listed "
+       "(SIGUSR1, SIGUSR2, SIGQUIT, ...) reach every worker of the job, which goes on"},
   };
   return options;
 }
@@ -282,6 +288,26 @@ absl::Status ApplyConsole(const Values& v, Options& o) {
   return absl::OkStatus();
 }
 
+// torchrun 2.9's --signals-to-handle (default SIGTERM,SIGINT,SIGHUP,SIGQUIT): its agent stops
+// the workers on each. gangrun always stops the job on SIGTERM, SIGINT and SIGHUP, and makes
+// the others job-wide (--signals_to_forward): a checkpoint signal should not end the job.
+absl::Status ApplySignalsToHandle(const Values& v, Options& o) {
+  o.signals_to_forward.clear();
+  for (absl::string_view item : absl::StrSplit(v.Get("signals_to_handle", ""), ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    if (item.empty()) continue;
+    auto sig = common::ParseSignal(std::string_view(item.data(), item.size()));
+    if (sig && (*sig == SIGTERM || *sig == SIGINT || *sig == SIGHUP)) continue;
+    if (!sig || !codec::Forwardable(*sig)) {
+      return v.Bad("signals_to_handle",
+                   "signal names from SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, "
+                   "SIGALRM, SIGWINCH, SIGURG, SIGCONT");
+    }
+    o.signals_to_forward.push_back(*sig);
+  }
+  return absl::OkStatus();
+}
+
 // The options that have a meaning with either backend.
 absl::Status ApplyCommon(const Values& v, Options& o, std::vector<std::string>& warnings) {
   if (v.Has("max_restarts")) {
@@ -298,6 +324,7 @@ absl::Status ApplyCommon(const Values& v, Options& o, std::vector<std::string>& 
   if (method != "spawn" && method != "fork" && method != "forkserver") {
     return v.Bad("start_method", "spawn, fork or forkserver");
   }
+  if (v.Has("signals_to_handle")) RETURN_IF_ERROR(ApplySignalsToHandle(v, o));
   o.role = v.Get("role", "default");
   if (o.role.empty()) return v.Bad("role", "a non-empty name");
   o.log_dir = v.Get("log_dir", "");

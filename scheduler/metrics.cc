@@ -87,6 +87,9 @@ class Renderer {
     w_.Family("gangrun_world_size", "gauge",
               "Workers the job runs with (its maximum when elastic).");
     for (const auto& j : jobs_) w_.Sample("gangrun_world_size", j.label, j.status.world_size());
+    w_.Family("gangrun_spare_nodes", "gauge",
+              "Launchers beyond the job's size waiting to take a lost or excluded node's place.");
+    for (const auto& j : jobs_) w_.Sample("gangrun_spare_nodes", j.label, j.status.spare_nodes());
     w_.Family("gangrun_generation", "gauge", "The current generation (0 before the first).");
     for (const auto& j : jobs_) w_.Sample("gangrun_generation", j.label, j.status.generation());
   }
@@ -123,7 +126,7 @@ class Renderer {
     for (const auto& j : jobs_) w_.Sample("gangrun_restarts_total", j.label, j.status.restarts());
     w_.Family("gangrun_failures_total", "counter",
               "Failures by cause: worker_exit, heartbeat_timeout, connection_lost, "
-              "formation_timeout.");
+              "formation_timeout, health_check, excluded.");
     for (const auto& j : jobs_) {
       for (size_t i = 0; i < static_cast<size_t>(FailureCause::kCount); ++i) {
         const auto cause = static_cast<FailureCause>(i);

@@ -108,7 +108,9 @@ void Scheduler::OnNodeDisconnected(int node_id) {
   NodeState& node = it->second;
   node.link = nullptr;
   if (!node.joined || node.lost || state_ == State::kFinished) {
-    if (node.spare) common::Logger("scheduler")->warn("spare {} left", Describe(node));
+    if (node.spare && state_ != State::kFinished) {
+      common::Logger("scheduler")->warn("spare {} left", Describe(node));
+    }
     nodes_.erase(it);
     HealthAnswered(node_id);  // a spare's answer will not come
     return;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <fstream>
 #include <map>
 
@@ -84,6 +85,18 @@ TEST(TorchrunOptionsTest, DefaultsAreTorchruns) {
   EXPECT_EQ(WorkerEnv(o, "TORCH_NCCL_ASYNC_ERROR_HANDLING"), "1");
 }
 
+TEST(TorchrunOptionsTest, SignalsToHandleStopOnStopSignalsAndForwardTheOthers) {
+  EXPECT_EQ(Parse({"t.py"}).options.signals_to_forward, (std::vector<int>{SIGUSR1, SIGUSR2}));
+  EXPECT_EQ(Parse({"--signals-to-handle", "SIGTERM,SIGINT,SIGHUP,SIGQUIT", "t.py"})
+                .options.signals_to_forward,
+            std::vector<int>{SIGQUIT});
+  EXPECT_EQ(Parse({"t.py"}, {{"PET_SIGNALS_TO_HANDLE", "SIGUSR2"}}).options.signals_to_forward,
+            std::vector<int>{SIGUSR2});
+  EXPECT_NE(Error({"--signals-to-handle", "SIGKILL", "t.py"}).find("SIGKILL"), std::string::npos);
+  EXPECT_NE(Error({"--signals-to-handle", "SIGUSR1,bogus", "t.py"}).find("signal names"),
+            std::string::npos);
+}
+
 TEST(TorchrunOptionsTest, EverySpellingOfEveryValueOption) {
   const std::vector<std::pair<std::string, std::string>> spellings = {
       {"--nproc_per_node", "--nproc-per-node"},
@@ -96,7 +109,8 @@ TEST(TorchrunOptionsTest, EverySpellingOfEveryValueOption) {
       {"--start_method", "--start-method"},
       {"--log_dir", "--log-dir"},
       {"--local_addr", "--local-addr"},
-      {"--local_ranks_filter", "--local-ranks-filter"}};
+      {"--local_ranks_filter", "--local-ranks-filter"},
+      {"--signals_to_handle", "--signals-to-handle"}};
   const std::map<std::string, std::string> values = {{"nproc_per_node", "4"},
                                                      {"rdzv_backend", "c10d"},
                                                      {"rdzv_endpoint", "10.0.0.7:1234"},
@@ -107,7 +121,8 @@ TEST(TorchrunOptionsTest, EverySpellingOfEveryValueOption) {
                                                      {"start_method", "fork"},
                                                      {"log_dir", "/tmp/logs"},
                                                      {"local_addr", "10.0.0.8"},
-                                                     {"local_ranks_filter", "1"}};
+                                                     {"local_ranks_filter", "1"},
+                                                     {"signals_to_handle", "SIGTERM,SIGUSR1"}};
   for (const auto& [underscore, dash] : spellings) {
     const std::string name = underscore.substr(2);
     for (const std::string& spelling : {underscore, dash}) {
@@ -145,6 +160,9 @@ TEST(TorchrunOptionsTest, EverySpellingOfEveryValueOption) {
         }
         if (name == "local_ranks_filter") {
           EXPECT_EQ(o.console_local_ranks, std::set<int>{1});
+        }
+        if (name == "signals_to_handle") {
+          EXPECT_EQ(o.signals_to_forward, std::vector<int>{SIGUSR1});
         }
       }
     }

@@ -1,0 +1,144 @@
+// Recovery without a person, with real launchers on 127.0.0.1: a spare takes a killed node's
+// place, a failing health check keeps a node out, a node that keeps failing is excluded,
+// exit codes that must not be retried, job-wide signals and the time limit.
+
+#include <csignal>
+#include <regex>
+#include <set>
+
+#include "tests/integration/launcher_fixture.h"
+#include "tests/testing/http.h"
+
+namespace gangrun::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+class RecoveryTest : public LauncherTest {
+ protected:
+  RecoveryTest() : port_(FreePort()) {}
+
+  // One launcher of a `world`-worker job of one-worker nodes.
+  Launched Node(int world, std::vector<std::string> extra,
+                const std::vector<std::string>& worker_args) {
+    std::vector<std::string> args = {"--worker_num",         std::to_string(world),
+                                     "--local_worker_num",   "1",
+                                     "--master_port",        port_,
+                                     "--node_timeout",       "5",
+                                     "--heartbeat_interval", "0.2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Start(args, worker_args);
+  }
+  static bool Joined(const Launched& l) {
+    return l.Stderr().find("joining the scheduler") != std::string::npos;
+  }
+  // Waits until `spare` has been told it waits as a spare.
+  static void WaitSpare(const Launched& spare) {
+    ASSERT_TRUE(WaitForStderr(spare, "waiting as a spare", seconds(20))) << spare.Stderr();
+  }
+
+  std::string port_;
+};
+
+TEST_F(RecoveryTest, ASpareTakesTheKilledNodesPlaceAndTheJobSucceeds) {
+  // Generation 1 hangs (bystanders of a rank that never fails); generation 2 exits 0.
+  const std::vector<std::string> worker = {"--fail-rank", "99", "--only-generation", "1"};
+  const std::vector<std::string> opts = {"--spare_nodes", "1", "--max_restarts", "1"};
+  const std::string metrics = FreePort();
+  std::vector<std::string> master_opts = opts;
+  master_opts.insert(master_opts.end(), {"--metrics_port", metrics});
+  auto master = Node(2, master_opts, worker);
+  ASSERT_TRUE(WaitForStderr(master, "waiting for", seconds(20))) << master.Stderr();
+  auto node = Node(2, opts, worker);
+  WaitReady(2);
+  auto spare = Node(2, opts, worker);
+  WaitSpare(spare);
+  ASSERT_TRUE(Joined(node)) << node.Stderr();
+  // Both gangrun status and /metrics show it waiting.
+  auto status = Launch({GangrunBinary(), "status", "--master", "127.0.0.1:" + port_}, {},
+                       dir_.path(), dir_.path());
+  EXPECT_EQ(RunToEnd(status).code, 0) << status.Stderr();
+  EXPECT_NE(status.Stdout().find("spares 1"), std::string::npos) << status.Stdout();
+  EXPECT_NE(status.Stdout().find(" spare "), std::string::npos) << status.Stdout();
+  auto [code, body] = HttpGet(metrics, "/metrics");
+  EXPECT_EQ(code, 200);
+  EXPECT_TRUE(std::regex_search(body, std::regex(R"(\ngangrun_spare_nodes\{job="[^"]+"\} 1\n)")))
+      << body;
+  kill(node.pid, SIGKILL);
+  RunToEnd(node);
+  EXPECT_EQ(RunToEnd(master).code, 0) << master.Stderr();
+  EXPECT_EQ(RunToEnd(spare).code, 0) << spare.Stderr();
+  EXPECT_NE(spare.Stderr().find("a spare no more: this node takes node rank 1"), std::string::npos)
+      << spare.Stderr();
+  EXPECT_EQ(master.Stderr().find("waiting for a node to take its place"), std::string::npos)
+      << "a spare was there: nobody waits";
+}
+
+TEST_F(RecoveryTest, AFailingHealthCheckKeepsTheNodeOutAndTheSpareRuns) {
+  const std::vector<std::string> opts = {"--spare_nodes", "1"};
+  auto master = Node(2, opts, {});
+  ASSERT_TRUE(WaitForStderr(master, "waiting for", seconds(20))) << master.Stderr();
+  auto bad = Node(2, {"--spare_nodes", "1", "--health_check", "echo no GPU here; exit 3"}, {});
+  EXPECT_EQ(RunToEnd(bad).code, 6) << bad.Stderr();
+  EXPECT_NE(bad.Stderr().find("no GPU here"), std::string::npos) << bad.Stderr();
+  EXPECT_EQ(bad.Stderr().find("started (pid"), std::string::npos) << "it never ran a worker";
+  auto good = Node(2, opts, {});
+  EXPECT_EQ(RunToEnd(master).code, 0) << master.Stderr();
+  EXPECT_EQ(RunToEnd(good).code, 0) << good.Stderr();
+}
+
+TEST_F(RecoveryTest, ANodeThatFailsEveryGenerationIsExcludedAfterTwo) {
+  const std::vector<std::string> opts = {"--spare_nodes",   "1", "--max_restarts",    "5",
+                                         "--exclude_after", "2", "--restart_backoff", "0.1"};
+  auto master = Node(2, opts, {});
+  ASSERT_TRUE(WaitForStderr(master, "waiting for", seconds(20))) << master.Stderr();
+  auto bad = Node(2, opts, {"--exit", "1"});  // every generation, its rank fails here
+  ASSERT_TRUE(WaitForStderr(bad, "started (pid", seconds(20))) << bad.Stderr();
+  auto spare = Node(2, opts, {});
+  EXPECT_EQ(RunToEnd(bad).code, 6) << bad.Stderr();
+  EXPECT_NE(bad.Stderr().find("root cause of 2 failed generations in a row"), std::string::npos)
+      << bad.Stderr();
+  EXPECT_EQ(RunToEnd(master).code, 0) << master.Stderr();
+  EXPECT_EQ(RunToEnd(spare).code, 0) << spare.Stderr();
+  EXPECT_NE(master.Stderr().find("generation 3"), std::string::npos) << master.Stderr();
+}
+
+TEST_F(RecoveryTest, AnExitCodeOfTheListIsNotRestarted) {
+  auto launcher = Start({"--worker_num", "2", "--local_worker_num", "2", "--max_restarts", "3",
+                         "--no_restart_exit_codes", "93"},
+                        {"--fail-rank", "1", "--exit", "93"});
+  EXPECT_EQ(RunToEnd(launcher).code, 93) << launcher.Stderr();
+  EXPECT_NE(launcher.Stderr().find("is one of --no_restart_exit_codes"), std::string::npos)
+      << launcher.Stderr();
+  EXPECT_EQ(launcher.Stderr().find("generation 2"), std::string::npos) << launcher.Stderr();
+}
+
+TEST_F(RecoveryTest, SigusrToOneLauncherReachesEveryRankOfTheJob) {
+  const std::vector<std::string> worker = {"--usr1", "--hang"};
+  auto master = Node(2, {}, worker);
+  ASSERT_TRUE(WaitForStderr(master, "waiting for", seconds(20))) << master.Stderr();
+  auto node = Node(2, {}, worker);
+  WaitReady(2);
+  ASSERT_TRUE(Joined(node)) << node.Stderr();
+  kill(node.pid, SIGUSR1);  // the launcher that does not host the scheduler
+  auto lines = fifo_.ReadLines(2, seconds(20));
+  std::set<std::string> got(lines.begin(), lines.end());
+  EXPECT_EQ(got, (std::set<std::string>{"usr1 0", "usr1 1"}));
+  kill(master.pid, SIGTERM);
+  RunToEnd(master);
+  RunToEnd(node);
+}
+
+TEST_F(RecoveryTest, TheTimeLimitSignalsFirstThenEndsTheJobWithSeven) {
+  auto launcher = Start({"--worker_num", "1", "--local_worker_num", "1", "--time_limit", "3",
+                         "--time_limit_signal", "SIGUSR1@2"},
+                        {"--usr1", "--hang"});
+  WaitReady(1);
+  EXPECT_EQ(fifo_.ReadLines(1, seconds(20)), std::vector<std::string>{"usr1 0"});
+  EXPECT_EQ(RunToEnd(launcher).code, 7) << launcher.Stderr();
+  EXPECT_NE(launcher.Stderr().find("time limit"), std::string::npos) << launcher.Stderr();
+}
+
+}  // namespace
+}  // namespace gangrun::testing

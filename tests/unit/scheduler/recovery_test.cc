@@ -1,0 +1,300 @@
+// Recovery without a person (scheduler/spares.cc, limits.cc, recovery_policy.h): spares that
+// take a lost or excluded node's place, health rounds between generations, exit codes that
+// must not be retried, bad-node exclusion, restarts without progress, job-wide signals and the
+// time limit; a real Scheduler on the fake clock.
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+#include "scheduler/recovery_policy.h"
+#include "scheduler/scheduler.h"
+#include "tests/testing/fake_clock.h"
+#include "tests/testing/scheduler_fakes.h"
+
+namespace gangrun::scheduler {
+namespace {
+
+using std::chrono::seconds;
+using Link = testing::FakeNodeLink;
+
+v1::ProcessExit Code(int code) {
+  v1::ProcessExit exit;
+  exit.set_exit_code(code);
+  return exit;
+}
+
+TEST(RecoveryPolicyTest, ExitCodesOfTheListAreNotRestarted) {
+  RecoveryPolicy policy({{93, 2}, 0, 0});
+  EXPECT_TRUE(policy.NoRestart(Code(93)));
+  EXPECT_TRUE(policy.NoRestart(Code(2)));
+  EXPECT_FALSE(policy.NoRestart(Code(1)));
+  v1::ProcessExit killed;
+  killed.set_signal(SIGKILL);
+  EXPECT_FALSE(policy.NoRestart(killed));
+}
+
+TEST(RecoveryPolicyTest, TheHeadersWorkedExample) {
+  RecoveryPolicy policy({{}, /*exclude_after=*/2, /*max_no_progress_restarts=*/2});
+  policy.OnStep(10);
+  auto first = policy.OnGenerationFailed(7);
+  EXPECT_FALSE(first.exclude);
+  EXPECT_FALSE(first.stop);
+  EXPECT_EQ(policy.no_progress_streak(), 0);  // step 10 is progress: nothing came before
+  policy.OnStep(4);
+  auto second = policy.OnGenerationFailed(7);
+  EXPECT_TRUE(second.exclude);
+  EXPECT_NE(second.exclude_why.find("2 failed generations in a row"), std::string::npos)
+      << second.exclude_why;
+  EXPECT_FALSE(second.stop);
+  EXPECT_EQ(policy.no_progress_streak(), 1);
+  policy.OnStep(10);
+  auto third = policy.OnGenerationFailed(3);
+  EXPECT_FALSE(third.exclude);
+  EXPECT_TRUE(third.stop);
+  EXPECT_NE(third.stop_why.find("made no progress"), std::string::npos) << third.stop_why;
+  EXPECT_EQ(policy.best_step(), 10);
+}
+
+TEST(RecoveryPolicyTest, AnotherNodeOrAForgottenOneStartsTheStreakAgain) {
+  RecoveryPolicy policy({{}, 2, 0});
+  EXPECT_FALSE(policy.OnGenerationFailed(7).exclude);
+  EXPECT_FALSE(policy.OnGenerationFailed(3).exclude);
+  EXPECT_FALSE(policy.OnGenerationFailed(7).exclude);
+  policy.Forget(7);
+  EXPECT_FALSE(policy.OnGenerationFailed(7).exclude);
+  EXPECT_TRUE(policy.OnGenerationFailed(7).exclude);
+  EXPECT_FALSE(policy.OnGenerationFailed(0).exclude);  // no root node (a lost one)
+}
+
+class RecoveryTest : public ::testing::Test {
+ protected:
+  void Make(int world, int max_restarts = 0, int spares = 0) {
+    options.world_size = world;
+    options.cluster_timeout = seconds(10);
+    options.node_timeout = seconds(60);
+    options.max_restarts = max_restarts;
+    options.restart_backoff_initial = seconds(1);
+    options.spare_nodes = spares;
+    scheduler = std::make_unique<Scheduler>(clock, options);
+    scheduler->SetOnFinished([this](const v1::JobOutcome& o) { outcome = o; });
+    scheduler->Start();
+  }
+  // A node of one worker; its link is links[index].
+  int Join(const std::string& name, bool health_check = false) {
+    links.push_back(std::make_unique<Link>());
+    int id = scheduler->AddNode(links.back().get());
+    v1::NodeEvent join = testing::JoinEvent(name, "10.0.0." + std::to_string(links.size()), -1, 1);
+    join.mutable_join()->set_health_check(health_check);
+    scheduler->OnNodeEvent(id, join);
+    return id;
+  }
+  Link& link(size_t index) { return *links.at(index); }
+  void Send(int id, v1::NodeEvent event) {
+    event.set_generation(scheduler->generation());
+    scheduler->OnNodeEvent(id, event);
+  }
+  // The rank this node's last Start gave it.
+  static int RankOf(const Link& link) {
+    for (auto it = link.commands.rbegin(); it != link.commands.rend(); ++it) {
+      if (it->has_start()) return it->start().assignment().first_rank();
+    }
+    return -1;
+  }
+  static int Count(const Link& link, v1::NodeCommand::CommandCase kind) {
+    int n = 0;
+    for (const auto& command : link.commands) n += command.command_case() == kind;
+    return n;
+  }
+  // Every node of the running generation: its worker exits `code` (rank = its rank), it ends.
+  void EndGeneration(const std::vector<int>& ids, const std::vector<size_t>& indexes, int code) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      Send(ids[i], testing::ExitedEvent(0, RankOf(link(indexes[i])), code));
+    }
+    for (int id : ids) Send(id, testing::EndedEvent(0));
+  }
+  // Time passes; the nodes keep sending heartbeats.
+  void Pass(int secs, const std::vector<int>& ids) {
+    for (int i = 0; i < secs; ++i) {
+      for (int id : ids) Send(id, testing::HeartbeatEvent());
+      clock.Advance(seconds(1));
+    }
+  }
+  v1::NodeState StateOf(const std::string& name) const {
+    const v1::GetStatusResponse status = scheduler->Status();
+    for (const auto& node : status.nodes()) {
+      if (node.node_name() == name) return node.state();
+    }
+    return v1::NODE_STATE_UNSPECIFIED;
+  }
+
+  testing::FakeClock clock;
+  Scheduler::Options options;
+  std::unique_ptr<Scheduler> scheduler;
+  std::vector<std::unique_ptr<Link>> links;
+  std::optional<v1::JobOutcome> outcome;
+};
+
+TEST_F(RecoveryTest, NodesBeyondTheSizeWaitAsSparesUpToTheirNumber) {
+  Make(2, 0, /*spares=*/1);
+  Join("a");
+  Join("b");
+  EXPECT_EQ(scheduler->generation(), 1u);
+  Join("c");
+  ASSERT_FALSE(link(2).commands.empty());
+  EXPECT_TRUE(link(2).commands.back().has_spare());
+  EXPECT_EQ(StateOf("c"), v1::NODE_STATE_SPARE);
+  EXPECT_EQ(scheduler->Status().spare_nodes(), 1);
+  Join("d");  // beyond the spares too
+  EXPECT_TRUE(link(3).rejected()) << "the fourth node is refused";
+  EXPECT_EQ(Count(link(2), v1::NodeCommand::kStart), 0) << "a spare runs nothing";
+}
+
+TEST_F(RecoveryTest, ALostNodesPlaceGoesToASpareAtOnce) {
+  Make(2, /*max_restarts=*/1, /*spares=*/1);
+  int a = Join("a");
+  int b = Join("b");
+  int c = Join("c");  // spare
+  const int b_rank = RankOf(link(1));
+  scheduler->OnNodeDisconnected(b);
+  Send(a, testing::ExitedEvent(0, RankOf(link(0)), 143, /*stopped=*/true));
+  Send(a, testing::EndedEvent(0));
+  // No backoff and no waiting: the spare runs the lost node's ranks in generation 2.
+  EXPECT_EQ(scheduler->generation(), 2u);
+  EXPECT_EQ(RankOf(link(2)), b_rank);
+  EXPECT_EQ(RankOf(link(0)), 1 - b_rank) << "the survivor keeps its rank";
+  EXPECT_EQ(scheduler->Status().spare_nodes(), 0);
+  EndGeneration({a, c}, {0, 2}, 0);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_SUCCEEDED);
+}
+
+TEST_F(RecoveryTest, ASpareThatComesAfterThePlaceWasLeftTakesIt) {
+  Make(2, /*max_restarts=*/1, /*spares=*/1);
+  int a = Join("a");
+  int b = Join("b");
+  scheduler->OnNodeDisconnected(b);
+  Send(a, testing::EndedEvent(0));
+  EXPECT_EQ(scheduler->state(), JobState::kAwaitingReplacement);
+  Join("c");  // a spare's launcher (or a relaunched one): it takes the place
+  EXPECT_EQ(scheduler->generation(), 2u);
+  EXPECT_TRUE(link(2).started());
+}
+
+TEST_F(RecoveryTest, AnExitCodeOfTheListEndsTheJobWithBudgetLeft) {
+  options.recovery.no_restart_exit_codes = {93};
+  Make(2, /*max_restarts=*/3);
+  int a = Join("a");
+  int b = Join("b");
+  EndGeneration({a, b}, {0, 1}, 93);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_WORKER_FAILED);
+  EXPECT_NE(outcome->message().find("--no_restart_exit_codes"), std::string::npos)
+      << outcome->message();
+  EXPECT_EQ(scheduler->generation(), 1u);
+}
+
+TEST_F(RecoveryTest, ANodeThatFailsTwiceInARowIsExcludedAndASpareTakesItsPlace) {
+  options.recovery.exclude_after = 2;
+  Make(2, /*max_restarts=*/5, /*spares=*/1);
+  int a = Join("a");
+  int b = Join("b");
+  int c = Join("c");  // spare
+  for (int generation = 1; generation <= 2; ++generation) {
+    Send(b, testing::ExitedEvent(0, RankOf(link(1)), 1));
+    Send(a, testing::ExitedEvent(0, RankOf(link(0)), 143, true));
+    Send(a, testing::EndedEvent(0));
+    Send(b, testing::EndedEvent(0));
+    if (generation == 1) clock.Advance(seconds(1));  // the backoff
+  }
+  ASSERT_GT(Count(link(1), v1::NodeCommand::kExcluded), 0) << "b is told it is excluded";
+  clock.Advance(seconds(2));
+  EXPECT_EQ(scheduler->generation(), 3u);
+  EXPECT_TRUE(link(2).started()) << "the spare runs generation 3";
+  EXPECT_EQ(Count(link(1), v1::NodeCommand::kStart), 2);
+  EXPECT_EQ(scheduler->Status().failures().at("excluded"), 1u);
+  EndGeneration({a, c}, {0, 2}, 0);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_SUCCEEDED);
+}
+
+TEST_F(RecoveryTest, RestartsWithoutProgressStopTheJob) {
+  options.recovery.max_no_progress_restarts = 2;
+  Make(1, /*max_restarts=*/10);
+  int a = Join("a");
+  for (int generation = 1; generation <= 3; ++generation) {
+    Send(a, testing::StartedEvent(0, 0, 100 + generation));
+    v1::NodeEvent progress;
+    auto* rank = progress.mutable_progress()->add_ranks();
+    rank->set_rank(0);
+    rank->set_step(1);  // every generation gets to step 1 and fails
+    rank->set_reports(1);
+    Send(a, progress);
+    Send(a, testing::ExitedEvent(0, 0, 1));
+    Send(a, testing::EndedEvent(0));
+    if (outcome) break;
+    clock.Advance(seconds(60));
+  }
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(scheduler->generation(), 3u) << "generation 1 progressed; 2 and 3 did not";
+  EXPECT_NE(outcome->message().find("made no progress"), std::string::npos) << outcome->message();
+}
+
+TEST_F(RecoveryTest, AFailedHealthCheckBetweenGenerationsExcludesTheNode) {
+  Make(2, /*max_restarts=*/1, /*spares=*/1);
+  int a = Join("a", true);
+  int b = Join("b", true);
+  int c = Join("c", true);  // spare, checked too
+  EndGeneration({a, b}, {0, 1}, 1);
+  EXPECT_EQ(Count(link(0), v1::NodeCommand::kCheckHealth), 1);
+  EXPECT_EQ(Count(link(2), v1::NodeCommand::kCheckHealth), 1);
+  clock.Advance(seconds(1));  // the backoff passed; the round is still open
+  EXPECT_EQ(scheduler->generation(), 1u);
+  Send(a, testing::HealthEvent(1, true));
+  Send(c, testing::HealthEvent(1, true));
+  Send(b, testing::HealthEvent(1, false, "GPU 3 fell off the bus"));
+  EXPECT_GT(Count(link(1), v1::NodeCommand::kExcluded), 0);
+  EXPECT_EQ(scheduler->generation(), 2u);
+  EXPECT_TRUE(link(2).started());
+  EXPECT_EQ(scheduler->Status().failures().at("health_check"), 1u);
+}
+
+TEST_F(RecoveryTest, AForwardedSignalReachesEveryNodeOnlyIfAllowed) {
+  options.signals_to_forward = {SIGUSR1};
+  Make(2);
+  int a = Join("a");
+  Join("b");
+  v1::NodeEvent forward;
+  forward.mutable_forward_signal()->set_signal(SIGUSR1);
+  Send(a, forward);
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(link(i).commands.back().has_signal()) << i;
+    EXPECT_EQ(link(i).commands.back().signal().signal(), SIGUSR1);
+  }
+  forward.mutable_forward_signal()->set_signal(SIGTERM);
+  Send(a, forward);
+  EXPECT_EQ(Count(link(1), v1::NodeCommand::kSignal), 1) << "SIGTERM is not forwarded";
+}
+
+TEST_F(RecoveryTest, TheTimeLimitSignalsEarlyThenStopsTheJob) {
+  options.time_limit = seconds(100);
+  options.time_limit_signal = SIGUSR1;
+  options.time_limit_signal_before = seconds(30);
+  Make(1);
+  int a = Join("a");
+  Pass(69, {a});
+  EXPECT_EQ(Count(link(0), v1::NodeCommand::kSignal), 0);
+  Pass(1, {a});
+  EXPECT_EQ(Count(link(0), v1::NodeCommand::kSignal), 1);
+  EXPECT_NEAR(scheduler->Status().time_left_seconds(), 30, 0.01);
+  Pass(30, {a});
+  EXPECT_TRUE(link(0).aborted());
+  EXPECT_FALSE(outcome.has_value()) << "the job ends when its workers have stopped";
+  Send(a, testing::ExitedEvent(0, 0, 143, true));
+  Send(a, testing::EndedEvent(0));
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_TIME_LIMIT);
+}
+
+}  // namespace
+}  // namespace gangrun::scheduler
