@@ -40,80 +40,20 @@
 #include <thread>
 #include <vector>
 
+#include "bench/sim_cluster.h"
 #include "common/clock.h"
 #include "common/logging.h"
-#include "common/spawn.h"
 #include "node/grpc_link.h"
 #include "node/session_link.h"
 #include "node/tcp_link.h"
 #include "rpc/channel.h"
 #include "rpc/process.h"
-#include "scheduler/grpc_server.h"
-#include "scheduler/kv_store.h"
 #include "scheduler/scheduler.h"
 
+namespace gangrun::bench {
 namespace {
 
-using namespace gangrun;
 using Clock = std::chrono::steady_clock;
-
-void RaiseFileLimit() {
-  rlimit limit;
-  if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
-    limit.rlim_cur = limit.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &limit);
-  }
-}
-
-// The scheduler process: listens on 127.0.0.1:0, prints the port, serves until killed.
-int Serve(int world, double node_timeout) {
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  RaiseFileLimit();
-  common::SetLogLevel("warn");
-  boost::asio::io_context io;
-  common::AsioClock clock(io.get_executor());
-  scheduler::Scheduler::Options options;
-  options.world_size = world;
-  options.cluster_timeout = std::chrono::seconds(600);
-  options.node_timeout =
-      std::chrono::duration_cast<common::Duration>(std::chrono::duration<double>(node_timeout));
-  scheduler::Scheduler sched(clock, options);
-  scheduler::KvStore store(clock);
-  auto server = scheduler::SchedulerServer::Start(io, sched, store, {"127.0.0.1:0", "", nullptr});
-  if (!server.ok()) {
-    std::fprintf(stderr, "cannot start the scheduler: %s\n",
-                 std::string(server.status().message()).c_str());
-    return 1;
-  }
-  std::printf("%d\n", (*server)->port());
-  std::fflush(stdout);
-  sched.Start();
-  auto guard = boost::asio::make_work_guard(io);
-  io.run();
-  return 0;
-}
-
-// The process's CPU time in user space and in the kernel, in seconds.
-struct Cpu {
-  double user = 0, sys = 0;
-  double total() const { return user + sys; }
-  Cpu operator-(const Cpu& other) const { return {user - other.user, sys - other.sys}; }
-};
-
-Cpu CpuOf(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(in, line);
-  std::istringstream rest(line.substr(line.rfind(')') + 2));
-  std::string field;
-  unsigned long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = std::stoul(field);
-    if (i == 15) stime = std::stoul(field);
-  }
-  const auto tick = static_cast<double>(sysconf(_SC_CLK_TCK));
-  return {static_cast<double>(utime) / tick, static_cast<double>(stime) / tick};
-}
 
 struct Params {
   int nodes = 1000;
@@ -135,20 +75,15 @@ int Rendezvous(const Params& params, const std::string& self) {
   // HeartbeatPolicy says otherwise (node::MessageIntervalFor, node::HeartbeatMessageDue).
   std::vector<std::atomic<common::Duration::rep>> message_interval(nodes);
   RaiseFileLimit();
-  int out_pipe[2];
-  if (pipe(out_pipe) != 0) return 1;
-  common::SpawnOptions spawn;
-  spawn.exec_path = self;
-  spawn.argv = {self, "serve", std::to_string(nodes), std::to_string(params.node_timeout)};
-  spawn.env = common::CurrentEnvironment();
-  spawn.fds = {{1, out_pipe[1]}};
-  auto server_pid = common::Spawn(spawn);
-  close(out_pipe[1]);
-  if (!server_pid.ok()) return 1;
-  FILE* out = fdopen(out_pipe[0], "r");
-  int port = 0;
-  if (std::fscanf(out, "%d", &port) != 1) return 1;
-  const std::string target = "127.0.0.1:" + std::to_string(port);
+  ServeOptions serve;
+  serve.world = nodes;
+  serve.node_timeout = params.node_timeout;
+  auto server = StartServer(self, serve);
+  if (!server.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(server.status().message()).c_str());
+    return 1;
+  }
+  const std::string target = "127.0.0.1:" + std::to_string(server->port);
 
   boost::asio::io_context io;
   auto guard = boost::asio::make_work_guard(io);
@@ -164,7 +99,7 @@ int Rendezvous(const Params& params, const std::string& self) {
       channels.push_back(rpc::MakeChannel(target, nullptr, "", "", std::chrono::seconds(60)));
     }
   }
-  const Cpu cpu_at_start = CpuOf(*server_pid);
+  const Cpu cpu_at_start = CpuOf(server->pid);
   const auto start = Clock::now();
   auto on_command = [&](int i) {
     return [&, i](const v1::NodeCommand& command) {
@@ -227,7 +162,7 @@ int Rendezvous(const Params& params, const std::string& self) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   const double ready_s = static_cast<double>(last_assigned_ns.load()) / 1e9;
-  const double scheduler_cpu_s = (CpuOf(*server_pid) - cpu_at_start).total();
+  const double scheduler_cpu_s = (CpuOf(server->pid) - cpu_at_start).total();
   std::fprintf(stderr, "%d/%d nodes ready in %.3f s (%d lost)\n", assigned.load(), nodes, ready_s,
                lost.load());
 
@@ -236,7 +171,7 @@ int Rendezvous(const Params& params, const std::string& self) {
   v1::NodeEvent heartbeat;
   heartbeat.set_generation(1);
   heartbeat.mutable_heartbeat();
-  const Cpu cpu_before = CpuOf(*server_pid);
+  const Cpu cpu_before = CpuOf(server->pid);
   const auto hb_start = Clock::now();
   const auto step = std::chrono::duration<double>(params.heartbeat_interval / nodes);
   long sent = 0, ticks = 0;
@@ -257,7 +192,7 @@ int Rendezvous(const Params& params, const std::string& self) {
     std::this_thread::sleep_until(std::min(next, end));
   }
   const double wall = std::chrono::duration<double>(Clock::now() - hb_start).count();
-  const Cpu cpu = CpuOf(*server_pid) - cpu_before;
+  const Cpu cpu = CpuOf(server->pid) - cpu_before;
   std::fprintf(stderr,
                "%ld heartbeat ticks, %ld heartbeat messages in %.2f s; scheduler CPU %.3f s "
                "(%.3f s user, %.3f s kernel)\n",
@@ -265,8 +200,7 @@ int Rendezvous(const Params& params, const std::string& self) {
 
   const int lost_in_run = lost.load();
   // The scheduler goes first, so that it does not report every simulated node as lost.
-  kill(*server_pid, SIGKILL);
-  waitpid(*server_pid, nullptr, 0);
+  StopServer(*server);
   // The links go on their io_context's thread, which then stops.
   std::promise<void> closed;
   boost::asio::post(io, [&] {
@@ -288,18 +222,21 @@ int Rendezvous(const Params& params, const std::string& self) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  rpc::DisableDebugOnlyChecks();
-  std::vector<std::string> args(argv, argv + argc);
-  if (args.size() == 4 && args[1] == "serve") return Serve(std::stoi(args[2]), std::stod(args[3]));
+constexpr char kUsage[] =
+    "usage: gangrun-bench rendezvous --nodes N --heartbeat_interval S --duration D "
+    "[--transport session|grpc] [--nodes_per_channel K] [--node_timeout T]\n";
+
+int RendezvousMain(const std::vector<std::string>& args, const std::string& self) {
   Params params;
-  if (args.size() < 2 || args[1] != "rendezvous") {
-    std::fprintf(stderr,
-                 "usage: gangrun-bench rendezvous --nodes N --heartbeat_interval S --duration D "
-                 "[--transport session|grpc] [--nodes_per_channel K] [--node_timeout T]\n");
-    return 2;
-  }
-  for (size_t i = 2; i + 1 < args.size(); i += 2) {
+  for (size_t i = 0; i < args.size(); i += 2) {
+    if (args[i] == "--help" || args[i] == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (i + 1 >= args.size()) {
+      std::fprintf(stderr, "%s needs a value\n%s", args[i].c_str(), kUsage);
+      return 2;
+    }
     if (args[i] == "--nodes")
       params.nodes = std::stoi(args[i + 1]);
     else if (args[i] == "--heartbeat_interval")
@@ -313,13 +250,12 @@ int main(int argc, char** argv) {
     else if (args[i] == "--node_timeout")
       params.node_timeout = std::max(0.1, std::stod(args[i + 1]));
     else {
-      std::fprintf(stderr, "unknown option %s\n", args[i].c_str());
+      std::fprintf(stderr, "unknown option %s\n%s", args[i].c_str(), kUsage);
       return 2;
     }
   }
   if (params.per_channel > 1) params.grpc = true;  // channels are gRPC's
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) return 1;
-  return Rendezvous(params, std::string(self, static_cast<size_t>(n)));
+  return Rendezvous(params, self);
 }
+
+}  // namespace gangrun::bench

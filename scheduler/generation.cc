@@ -65,6 +65,7 @@ void Scheduler::Form() {
 void Scheduler::StartGeneration() {
   std::vector<NodeState*> states;
   NodeState* rank0 = nullptr;
+  ended_scan_from_ = 0;
   for (auto& [id, node] : nodes_) {
     if (!node.joined) continue;
     node.ended = false;
@@ -209,8 +210,13 @@ void Scheduler::BeginStopping(StopReason reason) {
 
 void Scheduler::MaybeGenerationOver() {
   if (!Live() && state_ != State::kStopping) return;
-  for (const auto& [id, other] : nodes_) {
-    if (other.joined && !other.ended) return;
+  // Nodes below ended_scan_from_ have ended (only a generation's start un-ends them): each
+  // node's end costs O(1) amortised, not a scan of every node.
+  for (auto it = nodes_.lower_bound(ended_scan_from_); it != nodes_.end(); ++it) {
+    if (it->second.joined && !it->second.ended) {
+      ended_scan_from_ = it->first;
+      return;
+    }
   }
   nlohmann::json ended = {{"generation", generation_}};
   if (abort_sent_at_) {

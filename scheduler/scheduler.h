@@ -366,7 +366,8 @@ class Scheduler {
   uint64_t generation_ = 0;
   int next_node_id_ = 1;
   std::map<int, NodeState> nodes_;
-  Membership membership_;  // the joined nodes, for O(log n) join checks
+  int ended_scan_from_ = 0;  // MaybeGenerationOver: every node below this id has ended
+  Membership membership_;    // the joined nodes, for O(log n) join checks
   std::unique_ptr<common::Timer> formation_timer_;
   std::unique_ptr<common::Timer> last_call_timer_;
   std::unique_ptr<common::Timer> restart_timer_;

@@ -1,0 +1,32 @@
+// gangrun-bench BENCHMARK [options]: rendezvous (formation and heartbeats of N simulated
+// nodes) or recovery (a lost node's place taken by a spare). See bench/README.md.
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench/sim_cluster.h"
+#include "common/logging.h"
+#include "rpc/process.h"
+
+int main(int argc, char** argv) {
+  using namespace gangrun;
+  rpc::DisableDebugOnlyChecks();
+  common::SetLogLevel("error");  // the simulated nodes: the results are the output
+  std::vector<std::string> args(argv + 1, argv + argc);
+  const std::string name = args.empty() ? "" : args[0];
+  if (!args.empty()) args.erase(args.begin());
+  if (name == "serve") return bench::Serve(args);
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return 1;
+  const std::string path(self, static_cast<size_t>(n));
+  if (name == "rendezvous") return bench::RendezvousMain(args, path);
+  if (name == "recovery") return bench::RecoveryMain(args, path);
+  std::fprintf(stderr,
+               "usage: gangrun-bench rendezvous|recovery [options]; gangrun-bench BENCHMARK "
+               "--help for its options\n");
+  return 2;
+}

@@ -1,0 +1,112 @@
+#include "bench/sim_cluster.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "common/clock.h"
+#include "common/logging.h"
+#include "common/spawn.h"
+#include "scheduler/grpc_server.h"
+#include "scheduler/kv_store.h"
+#include "scheduler/scheduler.h"
+
+namespace gangrun::bench {
+
+void RaiseFileLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+Cpu CpuOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  std::istringstream rest(line.substr(line.rfind(')') + 2));
+  std::string field;
+  unsigned long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stoul(field);
+    if (i == 15) stime = std::stoul(field);
+  }
+  const auto tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  return {static_cast<double>(utime) / tick, static_cast<double>(stime) / tick};
+}
+
+int Serve(const std::vector<std::string>& args) {
+  if (args.size() != 4) return 2;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  RaiseFileLimit();
+  common::SetLogLevel("warn");
+  boost::asio::io_context io;
+  common::AsioClock clock(io.get_executor());
+  scheduler::Scheduler::Options options;
+  options.world_size = std::stoi(args[0]);
+  options.cluster_timeout = std::chrono::seconds(600);
+  options.node_timeout = std::chrono::duration_cast<common::Duration>(
+      std::chrono::duration<double>(std::stod(args[1])));
+  options.spare_nodes = std::stoi(args[2]);
+  options.max_restarts = std::stoi(args[3]);
+  scheduler::Scheduler sched(clock, options);
+  scheduler::KvStore store(clock);
+  auto server = scheduler::SchedulerServer::Start(io, sched, store, {"127.0.0.1:0", "", nullptr});
+  if (!server.ok()) {
+    std::fprintf(stderr, "cannot start the scheduler: %s\n",
+                 std::string(server.status().message()).c_str());
+    return 1;
+  }
+  std::printf("%d\n", (*server)->port());
+  std::fflush(stdout);
+  sched.Start();
+  auto guard = boost::asio::make_work_guard(io);
+  io.run();
+  return 0;
+}
+
+absl::StatusOr<Server> StartServer(const std::string& self, const ServeOptions& options) {
+  int out_pipe[2];
+  if (pipe(out_pipe) != 0) return absl::InternalError("pipe failed");
+  common::SpawnOptions spawn;
+  spawn.exec_path = self;
+  spawn.argv = {self,
+                "serve",
+                std::to_string(options.world),
+                std::to_string(options.node_timeout),
+                std::to_string(options.spares),
+                std::to_string(options.max_restarts)};
+  spawn.env = common::CurrentEnvironment();
+  spawn.fds = {{1, out_pipe[1]}};
+  auto pid = common::Spawn(spawn);
+  close(out_pipe[1]);
+  if (!pid.ok()) {
+    close(out_pipe[0]);
+    return pid.status();
+  }
+  FILE* out = fdopen(out_pipe[0], "r");
+  int port = 0;
+  const bool read = std::fscanf(out, "%d", &port) == 1;
+  std::fclose(out);
+  if (!read) {
+    StopServer({*pid, 0});
+    return absl::UnavailableError("the scheduler process did not start");
+  }
+  return Server{*pid, port};
+}
+
+void StopServer(const Server& server) {
+  kill(server.pid, SIGKILL);
+  waitpid(server.pid, nullptr, 0);
+}
+
+}  // namespace gangrun::bench

@@ -1,0 +1,51 @@
+#pragma once
+// What gangrun-bench's benchmarks share: a real scheduler in a process of its own (so that its
+// CPU can be measured alone), many simulated nodes in this one, each a real node session on its
+// own TCP connection, and the scheduler's CPU time. Benchmarks, not tests.
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace gangrun::bench {
+
+// Raises this process's soft file limit to its hard one.
+void RaiseFileLimit();
+
+// A process's CPU time in user space and in the kernel, in seconds.
+struct Cpu {
+  double user = 0, sys = 0;
+  double total() const { return user + sys; }
+  Cpu operator-(const Cpu& other) const { return {user - other.user, sys - other.sys}; }
+};
+Cpu CpuOf(pid_t pid);
+
+// The scheduler process's settings, as `gangrun-bench serve` takes them.
+struct ServeOptions {
+  int world = 1;
+  double node_timeout = 5;
+  int spares = 0;
+  int max_restarts = 0;
+};
+// `gangrun-bench serve WORLD NODE_TIMEOUT SPARES MAX_RESTARTS`: listens on 127.0.0.1:0, prints
+// the port, serves until killed (or its parent dies).
+int Serve(const std::vector<std::string>& args);
+
+struct Server {
+  pid_t pid = -1;
+  int port = 0;
+};
+// Starts `self serve ...` and reads its port.
+absl::StatusOr<Server> StartServer(const std::string& self, const ServeOptions& options);
+// Kills and reaps it.
+void StopServer(const Server& server);
+
+// The benchmarks (argv without the program and the benchmark's name); exit code.
+int RendezvousMain(const std::vector<std::string>& args, const std::string& self);
+int RecoveryMain(const std::vector<std::string>& args, const std::string& self);
+
+}  // namespace gangrun::bench
