@@ -126,7 +126,7 @@ class Renderer {
     for (const auto& j : jobs_) w_.Sample("gangrun_restarts_total", j.label, j.status.restarts());
     w_.Family("gangrun_failures_total", "counter",
               "Failures by cause: worker_exit, heartbeat_timeout, connection_lost, "
-              "formation_timeout, health_check, excluded.");
+              "formation_timeout, hang, health_check, excluded.");
     for (const auto& j : jobs_) {
       for (size_t i = 0; i < static_cast<size_t>(FailureCause::kCount); ++i) {
         const auto cause = static_cast<FailureCause>(i);

@@ -10,11 +10,11 @@ namespace gangrun::scheduler {
 
 bool Scheduler::JoinsAsSpare(const NodeState& node, const v1::JoinRequest& join) const {
   if (options_.spare_nodes <= 0 || node.joined || node.spare) return false;
-  if (static_cast<int>(SpareIds().size()) >= options_.spare_nodes) return false;
-  if (!CheckJoinRequest(join, identity_).ok()) return false;  // refused with the reason
   // No place for it: the job is full, or (fixed size) already formed.
   const bool full = membership_.workers + join.local_worker_num() > options_.world_size;
-  return full || (!Elastic() && !Forming());
+  if (!full && (Elastic() || Forming())) return false;
+  if (!CheckJoinRequest(join, identity_).ok()) return false;  // refused with the reason
+  return static_cast<int>(SpareIds().size()) < options_.spare_nodes;
 }
 
 void Scheduler::AdmitSpare(NodeState& node, const v1::JoinRequest& join) {

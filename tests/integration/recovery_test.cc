@@ -114,6 +114,33 @@ TEST_F(RecoveryTest, AnExitCodeOfTheListIsNotRestarted) {
   EXPECT_EQ(launcher.Stderr().find("generation 2"), std::string::npos) << launcher.Stderr();
 }
 
+TEST_F(RecoveryTest, RestartsThatMakeNoProgressStopTheJob) {
+  // Every generation reports step 1 and fails: generation 1 made progress, 2 and 3 did not.
+  const std::string worker =
+      "'" + GangrunBinary() + "' progress step 1 && echo generation $GANGRUN_GENERATION; exit 1";
+  std::vector<std::string> argv = {GangrunBinary(),
+                                   "--worker_num",
+                                   "1",
+                                   "--local_worker_num",
+                                   "1",
+                                   "--max_restarts",
+                                   "10",
+                                   "--restart_backoff",
+                                   "0.05",
+                                   "--max_no_progress_restarts",
+                                   "2",
+                                   "/bin/sh",
+                                   "-c",
+                                   worker};
+  auto launcher = Launch(argv, {}, dir_.path(), dir_.path());
+  EXPECT_EQ(RunToEnd(launcher).code, 1) << launcher.Stderr();
+  EXPECT_NE(launcher.Stderr().find("2 failed generation(s) in a row made no progress"),
+            std::string::npos)
+      << launcher.Stderr();
+  EXPECT_NE(launcher.Stderr().find("generation 3"), std::string::npos) << launcher.Stderr();
+  EXPECT_EQ(launcher.Stderr().find("generation 4"), std::string::npos) << launcher.Stderr();
+}
+
 TEST_F(RecoveryTest, SigusrToOneLauncherReachesEveryRankOfTheJob) {
   const std::vector<std::string> worker = {"--usr1", "--hang"};
   auto master = Node(2, {}, worker);
