@@ -88,6 +88,19 @@ TEST_F(RecoveryTest, AFailingHealthCheckKeepsTheNodeOutAndTheSpareRuns) {
   EXPECT_EQ(RunToEnd(good).code, 0) << good.Stderr();
 }
 
+TEST_F(RecoveryTest, AHealthCheckThatHangsIsKilledAtItsTimeoutAndExcludesTheNode) {
+  auto launcher =
+      Start({"--worker_num", "1", "--local_worker_num", "1", "--health_check",
+             "echo checking the GPUs; exec tail -f /dev/null", "--health_check_timeout", "0.5"},
+            {});
+  EXPECT_EQ(RunToEnd(launcher).code, 6) << launcher.Stderr();
+  EXPECT_NE(
+      launcher.Stderr().find("took longer than --health_check_timeout 0.5 s: checking the GPUs"),
+      std::string::npos)
+      << launcher.Stderr();
+  EXPECT_EQ(launcher.Stderr().find("started (pid"), std::string::npos) << launcher.Stderr();
+}
+
 TEST_F(RecoveryTest, ANodeThatFailsEveryGenerationIsExcludedAfterTwo) {
   const std::vector<std::string> opts = {"--spare_nodes",   "1", "--max_restarts",    "5",
                                          "--exclude_after", "2", "--restart_backoff", "0.1"};

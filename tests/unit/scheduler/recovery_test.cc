@@ -181,6 +181,38 @@ TEST_F(RecoveryTest, ASpareThatComesAfterThePlaceWasLeftTakesIt) {
   EXPECT_TRUE(link(2).started());
 }
 
+TEST_F(RecoveryTest, AnElasticJobsNodesBeyondItsMaximumAreSparesThatKeepItsSize) {
+  options.min_world_size = 1;
+  options.last_call = seconds(0);
+  Make(2, 0, /*spares=*/1);
+  int a = Join("a");
+  int b = Join("b");
+  Join("c");  // beyond MAX
+  EXPECT_TRUE(link(2).commands.back().has_spare());
+  const uint64_t before = scheduler->generation();
+  scheduler->OnNodeDisconnected(a);
+  Send(b, testing::ExitedEvent(0, RankOf(link(1)), 143, true));
+  Send(b, testing::EndedEvent(0));
+  EXPECT_EQ(scheduler->generation(), before + 1);
+  EXPECT_TRUE(link(2).started()) << "the spare keeps the job at its maximum";
+  EXPECT_EQ(scheduler->Status().world_size(), 2);
+}
+
+TEST_F(RecoveryTest, AnElasticJobShrinksWhenAnExcludedNodeHasNoSpare) {
+  options.min_world_size = 1;
+  options.last_call = seconds(0);
+  Make(2, /*max_restarts=*/1);
+  int a = Join("a", true);
+  int b = Join("b", true);
+  EndGeneration({a, b}, {0, 1}, 1);
+  Send(a, testing::HealthEvent(1, true));
+  Send(b, testing::HealthEvent(1, false, "no GPU"));
+  clock.Advance(seconds(1));  // the backoff
+  EXPECT_EQ(scheduler->generation(), 2u);
+  ASSERT_TRUE(link(0).started());
+  EXPECT_EQ(link(0).commands.back().start().assignment().world_size(), 1);
+}
+
 TEST_F(RecoveryTest, AnExitCodeOfTheListEndsTheJobWithBudgetLeft) {
   options.recovery.no_restart_exit_codes = {93};
   Make(2, /*max_restarts=*/3);
