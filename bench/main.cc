@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -23,8 +24,16 @@ int main(int argc, char** argv) {
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n <= 0) return 1;
   const std::string path(self, static_cast<size_t>(n));
-  if (name == "rendezvous") return bench::RendezvousMain(args, path);
-  if (name == "recovery") return bench::RecoveryMain(args, path);
+  try {
+    if (name == "rendezvous") return bench::RendezvousMain(args, path);
+    if (name == "recovery") return bench::RecoveryMain(args, path);
+  } catch (const std::invalid_argument&) {
+    std::fprintf(stderr, "gangrun-bench %s: an option's value is not a number\n", name.c_str());
+    return 2;
+  } catch (const std::out_of_range&) {
+    std::fprintf(stderr, "gangrun-bench %s: an option's value is out of range\n", name.c_str());
+    return 2;
+  }
   std::fprintf(stderr,
                "usage: gangrun-bench rendezvous|recovery [options]; gangrun-bench BENCHMARK "
                "--help for its options\n");

@@ -152,6 +152,10 @@ class SimulatedNodes {
 };
 
 int Recovery(const Params& params, const std::string& self) {
+  if (absl::Status fits = CheckFileLimit(params.nodes + params.spares); !fits.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(fits.message()).c_str());
+    return 2;
+  }
   RaiseFileLimit();
   ServeOptions serve;
   serve.world = params.nodes;

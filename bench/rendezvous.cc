@@ -74,6 +74,10 @@ int Rendezvous(const Params& params, const std::string& self) {
   // How often each node sends a Heartbeat message: every tick until the scheduler's
   // HeartbeatPolicy says otherwise (node::MessageIntervalFor, node::HeartbeatMessageDue).
   std::vector<std::atomic<common::Duration::rep>> message_interval(nodes);
+  if (absl::Status fits = CheckFileLimit(params.nodes); !fits.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(fits.message()).c_str());
+    return 2;
+  }
   RaiseFileLimit();
   ServeOptions serve;
   serve.world = nodes;

@@ -29,11 +29,27 @@ void RaiseFileLimit() {
   }
 }
 
+absl::Status CheckFileLimit(int connections) {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return absl::OkStatus();
+  const rlim_t needed = static_cast<rlim_t>(connections) + 64;  // + the processes' own files
+  if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < needed) {
+    return absl::ResourceExhaustedError(
+        "gangrun-bench: " + std::to_string(connections) + " connections need about " +
+        std::to_string(needed) + " open files in the benchmark and in its scheduler, but the " +
+        "hard file limit is " + std::to_string(limit.rlim_max) +
+        "; raise it (ulimit -Hn as root, LimitNOFILE= in a unit) or use fewer nodes");
+  }
+  return absl::OkStatus();
+}
+
 Cpu CpuOf(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
   std::getline(in, line);
-  std::istringstream rest(line.substr(line.rfind(')') + 2));
+  const size_t paren = line.rfind(')');
+  if (paren == std::string::npos || paren + 2 > line.size()) return {};  // it is gone
+  std::istringstream rest(line.substr(paren + 2));
   std::string field;
   unsigned long utime = 0, stime = 0;
   for (int i = 3; i <= 15 && rest >> field; ++i) {

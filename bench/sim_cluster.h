@@ -9,12 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace gangrun::bench {
 
 // Raises this process's soft file limit to its hard one.
 void RaiseFileLimit();
+// One line saying what to do when the hard file limit cannot hold `connections` sockets.
+absl::Status CheckFileLimit(int connections);
 
 // A process's CPU time in user space and in the kernel, in seconds.
 struct Cpu {
