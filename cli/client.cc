@@ -5,6 +5,7 @@
 #include "common/env_names.h"
 #include "common/net.h"
 #include "common/status.h"
+#include "common/version.h"
 #include "rpc/channel.h"
 
 namespace gangrun::cli {
@@ -34,10 +35,15 @@ void AddClientOptions(CLI::App& app, ClientTarget& target, const launcher::EnvLo
 std::optional<CommandResult> ParseArgs(CLI::App& app, const std::string& command,
                                        const std::vector<std::string>& args) {
   std::vector<std::string> reversed(args.rbegin(), args.rend());
+  app.set_version_flag("--version", common::VersionLine(app.get_name()),
+                       "print the version and exit");
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);
+    return absl::OkStatus();
+  } catch (const CLI::CallForVersion&) {
+    std::fputs((common::VersionLine(app.get_name()) + "\n").c_str(), stdout);
     return absl::OkStatus();
   } catch (const CLI::ParseError& e) {
     return absl::InvalidArgumentError(std::string(e.what()) + " (see gangrun " + command +

@@ -10,6 +10,7 @@
 #include "cli/command.h"
 #include "common/env_names.h"
 #include "common/net.h"
+#include "common/version.h"
 #include "gangrun/v1/kv.grpc.pb.h"
 #include "rpc/channel.h"
 
@@ -91,6 +92,10 @@ CommandResult RunKv(const CommandArgs& command) {
   const auto& args = command.args;
   if (args.empty()) return Usage("missing command");
   const std::string& verb = args[0];
+  if (args.size() == 1 && verb == "--version") {
+    std::printf("%s\n", common::VersionLine("gangrun kv").c_str());
+    return absl::OkStatus();
+  }
   auto target = command.env(env::kScheduler);
   if (!target || target->empty())
     return Usage(std::string(env::kScheduler) + " is not set (run me from a worker)");

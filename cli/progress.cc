@@ -15,6 +15,7 @@
 #include "cli/command.h"
 #include "common/env_names.h"
 #include "common/status.h"
+#include "common/version.h"
 
 namespace gangrun::cli {
 namespace {
@@ -24,6 +25,10 @@ constexpr char kUsage[] = "usage: gangrun progress step [N] | begin NAME | end N
 }  // namespace
 
 CommandResult RunProgress(const CommandArgs& command) {
+  if (command.args.size() == 1 && command.args[0] == "--version") {
+    std::printf("%s\n", common::VersionLine("gangrun progress").c_str());
+    return absl::OkStatus();
+  }
   if (command.args.size() == 1 && (command.args[0] == "-h" || command.args[0] == "--help")) {
     std::printf(
         "%s\nReports this worker's progress to its gangrun node ($GANGRUN_PROGRESS): a step "
@@ -34,9 +39,8 @@ CommandResult RunProgress(const CommandArgs& command) {
   const std::string datagram = absl::StrJoin(command.args, " ");
   auto parsed = node::ParseProgress(datagram);
   if (command.args.empty() || !parsed.ok()) {
-    return UsageError(kUsage, "gangrun progress: " +
-                                  (command.args.empty() ? std::string("nothing to report")
-                                                        : std::string(parsed.status().message())));
+    return UsageError(kUsage, (command.args.empty() ? std::string("nothing to report")
+                                                    : std::string(parsed.status().message())));
   }
   const std::optional<std::string> path = command.env(env::kProgress);
   if (!path || path->empty()) {

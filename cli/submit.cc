@@ -19,6 +19,7 @@
 #include "common/env_names.h"
 #include "common/exit_status.h"
 #include "common/spawn.h"
+#include "common/version.h"
 #include "gangrun/v1/daemon.grpc.pb.h"
 #include "launcher/launch_spec.h"
 #include "launcher/launcher.h"
@@ -39,6 +40,7 @@ struct SubmitArgs {
   std::string export_mode = "ALL";
   std::vector<std::string> launch;
   bool help = false;
+  bool version = false;
 };
 
 SubmitArgs Split(const std::vector<std::string>& args) {
@@ -49,6 +51,7 @@ SubmitArgs Split(const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (!in_task && (arg == "-h" || arg == "--help")) out.help = true;
+    if (!in_task && arg == "--version") out.version = true;
     if (!in_task && arg == "--master" && i + 1 < args.size()) {
       out.master = args[++i];
       continue;
@@ -207,6 +210,10 @@ class SubmitSession {
 
 CommandResult RunSubmit(const CommandArgs& command) {
   SubmitArgs args = Split(command.args);
+  if (args.version && !args.help) {
+    std::printf("%s\n", common::VersionLine("gangrun submit").c_str());
+    return absl::OkStatus();
+  }
   if (args.help) {
     std::printf(
         "%s\nRuns the job on the agents registered with the daemon at --master and exits with "

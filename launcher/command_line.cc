@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "common/env_names.h"
+#include "common/version.h"
 
 namespace gangrun::launcher {
 
@@ -14,10 +15,14 @@ std::string GangrunVariable(const std::string& option) {
 
 absl::StatusOr<std::string> RunParser(CLI::App& app, const std::vector<std::string>& args) {
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them backwards
+  app.set_version_flag("--version", common::VersionLine(app.get_name()),
+                       "print the version and exit");
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     return app.help();
+  } catch (const CLI::CallForVersion&) {
+    return common::VersionLine(app.get_name()) + "\n";
   } catch (const CLI::ParseError& e) {
     return absl::InvalidArgumentError(e.what());
   }

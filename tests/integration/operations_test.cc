@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 
 #include "common/net.h"
@@ -88,6 +89,34 @@ TEST_F(OperationsTest, ClientCommandsReadTheTokenFromAFile) {
       Command({"stop", "--master", master}, {"GANGRUN_TOKEN_FILE=" + token_file});
   EXPECT_EQ(stop, 0) << stop_text;
   EXPECT_EQ(RunToEnd(job).code, 128 + SIGTERM);
+}
+
+TEST_F(OperationsTest, EveryPersonalityAndCommandAnswersVersionWithOneLine) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"gangrun", {GangrunBinary()}},
+      {"msrun", {MsrunBinary()}},
+      {"torchrun", {TorchrunBinary()}},
+  };
+  std::vector<std::pair<std::string, std::vector<std::string>>> all = cases;
+  for (const char* command :
+       {"status", "stop", "scale", "health", "kv", "progress", "scheduler", "agent", "submit"}) {
+    all.push_back({std::string("gangrun ") + command, {GangrunBinary(), command}});
+  }
+  for (auto [name, argv] : all) {
+    SCOPED_TRACE(name);
+    argv.push_back("--version");
+    auto run = Launch(argv, {}, dir_.path(), dir_.path());
+    EXPECT_EQ(RunToEnd(run).code, 0) << run.Stderr();
+    EXPECT_TRUE(std::regex_match(run.Stdout(),
+                                 std::regex(name + " [0-9]+\\.[0-9]+\\.[0-9]+( \\(.+\\))?\n")))
+        << run.Stdout();
+    EXPECT_EQ(run.Stderr(), "");
+  }
+  // After the task script, --version is the task's.
+  auto task = Start({"--worker_num", "1", "--local_worker_num", "1"}, {"--version"});
+  EXPECT_EQ(RunToEnd(task).code, 0) << task.Stderr();
+  EXPECT_NE(task.Stderr().find("rank 0 started"), std::string::npos) << task.Stderr();
+  EXPECT_EQ(task.Stdout().find("gangrun 0."), std::string::npos) << task.Stdout();
 }
 
 TEST_F(OperationsTest, MetricsEndpointServesPrometheusText) {
