@@ -79,6 +79,12 @@ void ProcessManager::OnGraceExpired() {
 void ProcessManager::SignalAll(int sig) {
   GANGRUN_ON_STRAND(strand_);
   for (const auto& [pid, spec] : running_) backend_.SignalGroup(pid, sig);
+  if (pending_ > 0) {
+    // Not sent later: a process that just started has no handler yet, and most signals'
+    // default is to end it.
+    common::Logger("process")->warn("{} process(es) still starting do not get signal {}", pending_,
+                                    sig);
+  }
 }
 
 void ProcessManager::MaybeAllEnded() {

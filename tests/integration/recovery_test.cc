@@ -161,17 +161,21 @@ TEST_F(RecoveryTest, SigusrToOneLauncherReachesEveryRankOfTheJob) {
   auto node = Node(2, {}, worker);
   WaitReady(2);
   ASSERT_TRUE(Joined(node)) << node.Stderr();
+  // Each launcher knows its worker's pid (a signal reaches only started workers).
+  for (const Launched* l : {&master, &node}) {
+    ASSERT_TRUE(WaitForStderr(*l, "all 1 local process(es) running", seconds(20))) << l->Stderr();
+  }
   kill(node.pid, SIGUSR1);  // the launcher that does not host the scheduler
   auto lines = fifo_.ReadLines(2, seconds(20));
   std::set<std::string> got(lines.begin(), lines.end());
-  EXPECT_EQ(got, (std::set<std::string>{"usr1 0", "usr1 1"}));
+  EXPECT_EQ(got, (std::set<std::string>{"usr1 0", "usr1 1"})) << master.Stderr() << node.Stderr();
   kill(master.pid, SIGTERM);
   RunToEnd(master);
   RunToEnd(node);
 }
 
 TEST_F(RecoveryTest, TheTimeLimitSignalsFirstThenEndsTheJobWithSeven) {
-  auto launcher = Start({"--worker_num", "1", "--local_worker_num", "1", "--time_limit", "3",
+  auto launcher = Start({"--worker_num", "1", "--local_worker_num", "1", "--time_limit", "4",
                          "--time_limit_signal", "SIGUSR1@2"},
                         {"--usr1", "--hang"});
   WaitReady(1);
