@@ -4,6 +4,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <charconv>
+#include <cmath>
 #include <deque>
 #include <sstream>
 #include <tuple>
@@ -31,6 +33,20 @@ std::string Escape(const std::string& value) {
   return out;
 }
 
+}  // namespace
+
+// Prometheus's text format spells the special values NaN, +Inf and -Inf; every other value is
+// the shortest text that reads back as exactly it (268435456, not 2.68435e+08).
+std::string FormatSampleValue(double value) {
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
+  char text[64];
+  auto [end, error] = std::to_chars(text, text + sizeof(text), value);
+  return error == std::errc() ? std::string(text, end) : "NaN";
+}
+
+namespace {
+
 class Writer {
  public:
   void Family(const std::string& name, const char* type, const char* help) {
@@ -39,7 +55,7 @@ class Writer {
   void Sample(const std::string& name, const std::string& labels, double value) {
     out_ << name;
     if (!labels.empty()) out_ << '{' << labels << '}';
-    out_ << ' ' << value << '\n';
+    out_ << ' ' << FormatSampleValue(value) << '\n';
   }
   std::string str() const { return out_.str(); }
 

@@ -24,6 +24,9 @@ struct JobView {
   const KvStore* store = nullptr;  // its key-value store, when there is one
 };
 
+// One sample's value as the text exposition format writes it.
+std::string FormatSampleValue(double value);
+
 // The exposition text for these jobs, plus `extra` gauges given as full sample lines keyed
 // by metric name ("gangrun_agents" -> {"gangrun_agents 2"}), each with its TYPE line.
 std::string RenderMetrics(const std::vector<JobView>& jobs,

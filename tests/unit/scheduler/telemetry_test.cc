@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <csignal>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -149,6 +150,18 @@ TEST_F(TelemetryTest, CountsAndLogsAFailureARestartAndTheEnd) {
     if (line.empty() || line[0] == '#') continue;
     EXPECT_EQ(line.rfind(family, 0), 0u) << line << " outside family " << family;
   }
+}
+
+TEST(MetricsFormatTest, SampleValuesAreExactAndSpellTheSpecialValuesAsPrometheusDoes) {
+  EXPECT_EQ(FormatSampleValue(268435456), "268435456");
+  EXPECT_EQ(FormatSampleValue(0), "0");
+  EXPECT_EQ(FormatSampleValue(0.1), "0.1");
+  EXPECT_EQ(FormatSampleValue(1e-7), "1e-07");
+  EXPECT_EQ(FormatSampleValue(12345678901234567.0), "12345678901234568");
+  EXPECT_EQ(FormatSampleValue(std::nan("")), "NaN");
+  EXPECT_EQ(FormatSampleValue(-std::nan("")), "NaN");
+  EXPECT_EQ(FormatSampleValue(HUGE_VAL), "+Inf");
+  EXPECT_EQ(FormatSampleValue(-HUGE_VAL), "-Inf");
 }
 
 TEST_F(TelemetryTest, StatusListsWorkersWithPidsAndStates) {
