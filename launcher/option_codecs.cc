@@ -371,6 +371,22 @@ constexpr char kForwardableNames[] =
 
 }  // namespace
 
+absl::Status SetSignalsToHandle(Options& o, const std::string& value) {
+  o.signals_to_forward.clear();
+  for (absl::string_view item : absl::StrSplit(value, ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    if (item.empty()) continue;
+    auto sig = common::ParseSignal(std::string_view(item.data(), item.size()));
+    if (sig && (*sig == SIGTERM || *sig == SIGINT || *sig == SIGHUP)) continue;
+    if (!sig || !Forwardable(*sig)) {
+      return absl::InvalidArgumentError(std::string("signal names from SIGTERM, SIGINT, SIGHUP, ") +
+                                        kForwardableNames);
+    }
+    o.signals_to_forward.push_back(*sig);
+  }
+  return absl::OkStatus();
+}
+
 Codec Signals(std::vector<int> Options::*field) {
   return {[field](Options& o, const std::string& v) -> absl::Status {
             std::vector<int> signals;

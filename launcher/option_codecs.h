@@ -64,6 +64,11 @@ bool Forwardable(int sig);
 Codec ExitCodes(std::set<int> Options::*field);
 // SIG[,SIG...] of Forwardable signals by name or number; "" = none.
 Codec Signals(std::vector<int> Options::*field);
+// torchrun 2.9's --signals-to-handle SIG[,SIG...] (its default SIGTERM,SIGINT,SIGHUP,SIGQUIT):
+// its agent stops the workers on each. gangrun always stops the job on SIGTERM, SIGINT and
+// SIGHUP, and forwards the others job-wide (signals_to_forward): a checkpoint signal should
+// not end the job. InvalidArgument says what was expected.
+absl::Status SetSignalsToHandle(Options& o, const std::string& value);
 // SIG@SECONDS: SIG to every worker SECONDS before --time_limit; "" = none.
 Codec TimeLimitSignal();
 

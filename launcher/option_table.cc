@@ -52,10 +52,9 @@ std::vector<OptionRow> MakeMsrunRows() {
   };
 }
 
-std::vector<OptionRow> MakeGangrunRows() {
-  std::vector<OptionRow> rows = {
-      Row("max_restarts", "restarts allowed after failures (default 0)" + Range(0, 1000000),
-          Int(&Options::max_restarts, 0, 1000000)),
+// README "Failures and recovery".
+std::vector<OptionRow> MakeRecoveryRows() {
+  return {
       Row("spare_nodes",
           "launchers beyond the job's size that join and wait, running nothing, to take a lost "
           "or excluded node's place at once (default 0)" +
@@ -93,6 +92,13 @@ std::vector<OptionRow> MakeGangrunRows() {
       Row("time_limit_signal",
           "SIG@S: send SIG to every worker S seconds before --time_limit ('' = none)",
           TimeLimitSignal()),
+  };
+}
+
+std::vector<OptionRow> MakeGangrunRows() {
+  std::vector<OptionRow> rows = {
+      Row("max_restarts", "restarts allowed after failures (default 0)" + Range(0, 1000000),
+          Int(&Options::max_restarts, 0, 1000000)),
       Row("restart_backoff",
           "restart backoff INITIAL[,CAP] in seconds (default 1,30)" + Range(0.0, kMaxBackoff),
           Backoff()),
@@ -160,6 +166,7 @@ std::vector<OptionRow> MakeGangrunRows() {
               Range(-1, 65535),
           Int(&Options::health_port, -1, 65535)),
   };
+  for (OptionRow& row : MakeRecoveryRows()) rows.push_back(std::move(row));
   // The access options come from their one list (rpc::AccessOptions); the token itself never
   // travels in a spec (its file does).
   for (const rpc::AccessOption& option : rpc::AccessOptions()) {

@@ -1,18 +1,15 @@
 #include "launcher/torchrun.h"
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
-#include <csignal>
 #include <map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "common/exit_status.h"
 #include "common/net.h"
 #include "common/numbers.h"
 #include "common/status.h"
@@ -288,26 +285,6 @@ absl::Status ApplyConsole(const Values& v, Options& o) {
   return absl::OkStatus();
 }
 
-// torchrun 2.9's --signals-to-handle (default SIGTERM,SIGINT,SIGHUP,SIGQUIT): its agent stops
-// the workers on each. gangrun always stops the job on SIGTERM, SIGINT and SIGHUP, and makes
-// the others job-wide (--signals_to_forward): a checkpoint signal should not end the job.
-absl::Status ApplySignalsToHandle(const Values& v, Options& o) {
-  o.signals_to_forward.clear();
-  for (absl::string_view item : absl::StrSplit(v.Get("signals_to_handle", ""), ',')) {
-    item = absl::StripAsciiWhitespace(item);
-    if (item.empty()) continue;
-    auto sig = common::ParseSignal(std::string_view(item.data(), item.size()));
-    if (sig && (*sig == SIGTERM || *sig == SIGINT || *sig == SIGHUP)) continue;
-    if (!sig || !codec::Forwardable(*sig)) {
-      return v.Bad("signals_to_handle",
-                   "signal names from SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, "
-                   "SIGALRM, SIGWINCH, SIGURG, SIGCONT");
-    }
-    o.signals_to_forward.push_back(*sig);
-  }
-  return absl::OkStatus();
-}
-
 // The options that have a meaning with either backend.
 absl::Status ApplyCommon(const Values& v, Options& o, std::vector<std::string>& warnings) {
   if (v.Has("max_restarts")) {
@@ -324,7 +301,10 @@ absl::Status ApplyCommon(const Values& v, Options& o, std::vector<std::string>& 
   if (method != "spawn" && method != "fork" && method != "forkserver") {
     return v.Bad("start_method", "spawn, fork or forkserver");
   }
-  if (v.Has("signals_to_handle")) RETURN_IF_ERROR(ApplySignalsToHandle(v, o));
+  if (v.Has("signals_to_handle")) {
+    absl::Status status = codec::SetSignalsToHandle(o, v.Get("signals_to_handle", ""));
+    if (!status.ok()) return v.Bad("signals_to_handle", std::string(status.message()));
+  }
   o.role = v.Get("role", "default");
   if (o.role.empty()) return v.Bad("role", "a non-empty name");
   o.log_dir = v.Get("log_dir", "");
@@ -448,27 +428,6 @@ absl::StatusOr<Values> ReadTorchValues(const std::map<std::string, CLI::Option*>
 }
 
 }  // namespace
-
-AcceleratorCounts CountAccelerators(const EnvLookup& env) {
-  AcceleratorCounts counts;
-  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  counts.cpus = cpus > 0 ? static_cast<int>(std::min<long>(cpus, kMaxLocalWorkers)) : 1;
-  if (auto visible = env("CUDA_VISIBLE_DEVICES")) {
-    // torch counts the leading valid entries; a "-1" or an empty list hides every device.
-    for (absl::string_view item : absl::StrSplit(*visible, ',', absl::SkipEmpty())) {
-      if (absl::StripAsciiWhitespace(item).empty() || item[0] == '-') break;
-      ++counts.gpus;
-    }
-    return counts;
-  }
-  if (DIR* dir = opendir("/proc/driver/nvidia/gpus")) {
-    while (dirent* entry = readdir(dir)) {
-      if (entry->d_name[0] != '.') ++counts.gpus;
-    }
-    closedir(dir);
-  }
-  return counts;
-}
 
 absl::StatusOr<ParseResult> ParseTorchrunCommandLine(const std::vector<std::string>& args,
                                                      const EnvLookup& env) {

@@ -10,7 +10,7 @@
 #include <set>
 
 #include "common/net.h"
-#include "tests/integration/launcher_fixture.h"
+#include "tests/integration/daemon_fixture.h"
 
 namespace gangrun::testing {
 namespace {
@@ -43,30 +43,6 @@ class NotifySocket {
  private:
   std::string path_;
   int fd_ = -1;
-};
-
-class DaemonTest : public LauncherTest {
- protected:
-  Launched Gangrun(const std::vector<std::string>& args, std::vector<std::string> env = {}) {
-    std::vector<std::string> argv = {GangrunBinary()};
-    argv.insert(argv.end(), args.begin(), args.end());
-    env.push_back("GANGRUN_TEST_READY=" + fifo_.path());
-    return Launch(argv, env, dir_.path(), dir_.path());
-  }
-  // `gangrun scheduler <args>`, once it listens.
-  Launched Scheduler(const std::vector<std::string>& args, std::vector<std::string> env = {}) {
-    std::vector<std::string> argv = {"scheduler"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    auto daemon = Gangrun(argv, std::move(env));
-    EXPECT_TRUE(WaitForStderr(daemon, "waiting for agents and jobs", seconds(10)))
-        << daemon.Stderr();
-    return daemon;
-  }
-  // Stops a long-lived daemon and expects a clean exit.
-  void StopDaemon(const Launched& daemon) {
-    kill(daemon.pid, SIGTERM);
-    EXPECT_EQ(RunToEnd(daemon).code, 0) << daemon.Stderr();
-  }
 };
 
 TEST_F(DaemonTest, TwoAgentsRunTwoConsecutiveJobsWithoutNewDaemons) {
@@ -120,40 +96,6 @@ TEST_F(DaemonTest, TwoAgentsRunTwoConsecutiveJobsWithoutNewDaemons) {
   StopDaemon(agent_a);
   StopDaemon(agent_b);
   StopDaemon(scheduler);
-}
-
-// The launcher an agent starts, from one of its workers: worker -> keeper -> launcher.
-pid_t LauncherOf(pid_t worker) {
-  auto parent = [](pid_t pid) {
-    const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-    return static_cast<pid_t>(std::stoi(Split(stat.substr(stat.rfind(')') + 2), ' ')[1]));
-  };
-  return parent(parent(worker));
-}
-
-TEST_F(DaemonTest, ASubmittedJobsSpareOnAnotherAgentTakesAKilledLaunchersPlace) {
-  const std::string master = "127.0.0.1:" + FreePort();
-  auto daemon = Scheduler({"--listen", master});
-  std::vector<Launched> agents;
-  for (const char* name : {"agent-a", "agent-b", "agent-c"}) {
-    agents.push_back(Gangrun({"agent", "--master", master, "--slots", "1", "--name", name}));
-    ASSERT_TRUE(WaitForStderr(daemon, std::string("'") + name + "' (", seconds(10)))
-        << daemon.Stderr();
-  }
-  // Generation 1 hangs; generation 2 (after the spare took the killed launcher's place) exits 0.
-  auto job = Gangrun({"submit", "--master", master, "--worker_num", "2", "--local_worker_num", "1",
-                      "--spare_nodes", "1", "--max_restarts", "1", TestWorkerBinary(),
-                      "--fail-rank", "99", "--only-generation", "1"});
-  auto ready = WaitReady(2);
-  ASSERT_EQ(ready.size(), 2u);
-  auto status = Gangrun({"status", "--master", master});
-  EXPECT_EQ(RunToEnd(status).code, 0);
-  EXPECT_NE(status.Stdout().find("agents 3  jobs 1"), std::string::npos) << status.Stdout();
-  kill(LauncherOf(ready[1].pid), SIGKILL);
-  EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr() << daemon.Stderr();
-  EXPECT_NE(daemon.Stderr().find("takes the place of"), std::string::npos) << daemon.Stderr();
-  for (auto& agent : agents) StopDaemon(agent);
-  StopDaemon(daemon);
 }
 
 TEST_F(DaemonTest, TheExportedEnvironmentReachesTheWorkersButNeverTheLauncher) {

@@ -6,7 +6,7 @@
 #include <regex>
 #include <set>
 
-#include "tests/integration/launcher_fixture.h"
+#include "tests/integration/daemon_fixture.h"
 #include "tests/testing/http.h"
 
 namespace gangrun::testing {
@@ -182,6 +182,31 @@ TEST_F(RecoveryTest, TheTimeLimitSignalsFirstThenEndsTheJobWithSeven) {
   EXPECT_EQ(fifo_.ReadLines(1, seconds(20)), std::vector<std::string>{"usr1 0"});
   EXPECT_EQ(RunToEnd(launcher).code, 7) << launcher.Stderr();
   EXPECT_NE(launcher.Stderr().find("time limit"), std::string::npos) << launcher.Stderr();
+}
+
+TEST_F(DaemonTest, ASubmittedJobsSpareOnAnotherAgentTakesAKilledLaunchersPlace) {
+  const std::string master = "127.0.0.1:" + FreePort();
+  auto daemon = Scheduler({"--listen", master});
+  std::vector<Launched> agents;
+  for (const char* name : {"agent-a", "agent-b", "agent-c"}) {
+    agents.push_back(Gangrun({"agent", "--master", master, "--slots", "1", "--name", name}));
+    ASSERT_TRUE(WaitForStderr(daemon, std::string("'") + name + "' (", seconds(10)))
+        << daemon.Stderr();
+  }
+  // Generation 1 hangs; generation 2 (after the spare took the killed launcher's place) exits 0.
+  auto job = Gangrun({"submit", "--master", master, "--worker_num", "2", "--local_worker_num", "1",
+                      "--spare_nodes", "1", "--max_restarts", "1", TestWorkerBinary(),
+                      "--fail-rank", "99", "--only-generation", "1"});
+  auto ready = WaitReady(2);
+  ASSERT_EQ(ready.size(), 2u);
+  auto status = Gangrun({"status", "--master", master});
+  EXPECT_EQ(RunToEnd(status).code, 0);
+  EXPECT_NE(status.Stdout().find("agents 3  jobs 1"), std::string::npos) << status.Stdout();
+  kill(LauncherOf(ready[1].pid), SIGKILL);
+  EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr() << daemon.Stderr();
+  EXPECT_NE(daemon.Stderr().find("takes the place of"), std::string::npos) << daemon.Stderr();
+  for (auto& agent : agents) StopDaemon(agent);
+  StopDaemon(daemon);
 }
 
 }  // namespace
