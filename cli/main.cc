@@ -19,6 +19,7 @@
 #include "common/env_names.h"
 #include "common/logging.h"
 #include "common/service.h"
+#include "launcher/options.h"
 #include "node/keeper.h"
 #include "rpc/process.h"
 
@@ -58,7 +59,10 @@ int Main(int argc, char** argv) {
       {"scheduler", cli::RunScheduler}, {"agent", cli::RunAgent},       {"submit", cli::RunSubmit}};
   cli::CommandArgs command{
       argv[0], {argv + 1, argv + argc}, gangrun::launcher::ProcessEnv(), SelfExe()};
-  std::string prefix = "gangrun: error: ";
+  // A personality's errors carry its name (torchrun: error: ..., as argparse writes them).
+  std::string prefix =
+      gangrun::launcher::PersonalityName(gangrun::launcher::PersonalityFromArgv0(argv[0])) +
+      ": error: ";
   cli::CommandResult result;
   auto it = argc >= 2 ? kCommands.find(argv[1]) : kCommands.end();
   if (it != kCommands.end()) {

@@ -53,6 +53,7 @@ inline constexpr char kRankId[] = "RANK_ID";
 inline constexpr char kRankSize[] = "RANK_SIZE";
 inline constexpr char kRankTableFile[] = "RANK_TABLE_FILE";
 inline constexpr char kDeviceId[] = "DEVICE_ID";
+inline constexpr char kCudaVisibleDevices[] = "CUDA_VISIBLE_DEVICES";  // --virtual_local_rank
 inline constexpr char kMsRole[] = "MS_ROLE";
 inline constexpr char kMsWorkerNum[] = "MS_WORKER_NUM";
 inline constexpr char kMsSchedHost[] = "MS_SCHED_HOST";

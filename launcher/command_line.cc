@@ -1,9 +1,11 @@
 #include "launcher/command_line.h"
 
 #include <cstdlib>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_join.h"
 #include "common/env_names.h"
 #include "common/version.h"
 
@@ -46,6 +48,44 @@ absl::Status ApplyOption(const OptionRow& def, const std::optional<std::string>&
   if (status.ok()) return status;
   return absl::InvalidArgumentError("invalid value '" + QuoteValue(value) + "' for " + source +
                                     ": expected " + std::string(status.message()));
+}
+
+absl::StatusOr<std::vector<std::string>> ExpandAbbreviations(
+    const std::vector<std::string>& args, const std::map<std::string, Spelling>& spellings) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--" || arg.empty() || arg[0] != '-') break;  // the task starts here
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    auto exact = spellings.find(name);
+    std::string spelled = name;
+    if (exact == spellings.end() && name.size() > 2 && name[1] == '-') {
+      std::set<std::string> dests;
+      std::vector<std::string> candidates;
+      for (auto it = spellings.lower_bound(name);
+           it != spellings.end() && it->first.compare(0, name.size(), name) == 0; ++it) {
+        dests.insert(it->second.dest);
+        candidates.push_back(it->first);
+      }
+      if (dests.size() > 1) {
+        return absl::InvalidArgumentError("ambiguous option: " + name + " could match " +
+                                          absl::StrJoin(candidates, ", "));
+      }
+      if (dests.size() == 1) {
+        spelled = candidates.front();
+        exact = spellings.find(spelled);
+      }
+    }
+    out.push_back(eq == std::string::npos ? spelled : spelled + arg.substr(eq));
+    if (exact != spellings.end() && exact->second.takes_value && eq == std::string::npos &&
+        i + 1 < args.size()) {
+      out.push_back(args[++i]);  // its value, whatever it looks like
+    }
+  }
+  out.insert(out.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  return out;
 }
 
 absl::Status TakeTask(std::vector<std::string> rest, const std::string& program, Options& options) {

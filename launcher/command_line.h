@@ -4,6 +4,7 @@
 // its environment variable, and taking the task from what is left.
 
 #include <CLI/CLI.hpp>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,18 @@ absl::StatusOr<std::string> RunParser(CLI::App& app, const std::vector<std::stri
 // for GANGRUN_GRACE_PERIOD: expected ...".
 absl::Status ApplyOption(const OptionRow& def, const std::optional<std::string>& flag_value,
                          const std::string& variable, const EnvLookup& env, ParseResult& result);
+
+// argparse's abbreviations (torchrun's parser is argparse): before the task, a long option
+// that is no spelling in `spellings` but the prefix of some is the option those spell, when
+// they are all one option (`dest`); when they are several, InvalidArgument names them, as
+// argparse does. `spellings` maps each spelling ("--nproc-per-node") to its option and
+// whether it takes a value (so that the value is not taken for the task).
+struct Spelling {
+  std::string dest;
+  bool takes_value = true;
+};
+absl::StatusOr<std::vector<std::string>> ExpandAbbreviations(
+    const std::vector<std::string>& args, const std::map<std::string, Spelling>& spellings);
 
 // The task script and its arguments from what the parser left (a leading "--" dropped); an
 // option there is unknown to `program`.

@@ -149,6 +149,10 @@ std::vector<OptionRow> MakeGangrunRows() {
           String(&Options::run_id)),
       Row("dry_run", "print the rank/command/environment plan and exit", Bool(&Options::dry_run),
           /*travels=*/false),
+      Row("virtual_local_rank",
+          "every worker sees LOCAL_RANK=0 and only its own GPU (CUDA_VISIBLE_DEVICES), as "
+          "torchrun --virtual-local-rank (default False)",
+          Bool(&Options::virtual_local_rank)),
       Row("log_prefix",
           "console prefix of worker lines; {host} {rank} {local_rank} (default "
           "'[{host}:{rank}] ')",

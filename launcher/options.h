@@ -68,6 +68,7 @@ struct Options {
   rpc::Access access;      // --token, --token_file, --tls_cert, --tls_key, --tls_ca
   std::string run_id;
   bool dry_run = false;
+  bool virtual_local_rank = false;  // every worker: LOCAL_RANK=0 and only its own GPU
   std::string log_prefix = "[{host}:{rank}] ";
   int metrics_port = -1;  // the scheduler's Prometheus endpoint; -1 = none, 0 = any free port
   std::string event_log;  // the scheduler's JSON-lines event log

@@ -16,93 +16,12 @@
 #include "launcher/command_line.h"
 #include "launcher/option_codecs.h"
 #include "launcher/option_table.h"
+#include "launcher/torchrun_options.h"
 
 namespace gangrun::launcher {
 namespace {
 
-// torchrun's options: the name of their PET_ variable (torchrun's `dest`), their spellings,
-// whether they take a value, and help.
-struct TorchOption {
-  std::string dest;
-  std::string names;  // CLI11's comma-separated spellings
-  bool flag;
-  std::string help;
-};
-
-const std::vector<TorchOption>& TorchOptions() {
-  static const std::vector<TorchOption> options = {
-      {"nnodes", "--nnodes", false, "number of nodes, or MIN:MAX for an elastic job (default 1:1)"},
-      {"nproc_per_node", "--nproc_per_node,--nproc-per-node", false,
-       "workers per node: N, auto, cpu or gpu (default 1)"},
-      {"rdzv_backend", "--rdzv_backend,--rdzv-backend", false, "static (default) or c10d"},
-      {"rdzv_endpoint", "--rdzv_endpoint,--rdzv-endpoint", false,
-       "HOST[:PORT] of the rendezvous; its host hosts gangrun's scheduler (c10d port 29400)"},
-      {"rdzv_id", "--rdzv_id,--rdzv-id", false, "job id, TORCHELASTIC_RUN_ID (default none)"},
-      {"rdzv_conf", "--rdzv_conf,--rdzv-conf", false,
-       "KEY=VALUE,...: join_timeout, last_call_timeout, is_host (others accepted)"},
-      {"standalone", "--standalone", true, "a single-node job with a rendezvous of its own"},
-      {"max_restarts", "--max_restarts,--max-restarts", false,
-       "restarts of the whole job after failures (default 0)"},
-      {"monitor_interval", "--monitor_interval,--monitor-interval", false,
-       "accepted; gangrun sees exits as they happen"},
-      {"start_method", "--start_method,--start-method", false,
-       "spawn, fork or forkserver: accepted; workers are always exec'd"},
-      {"role", "--role", false, "ROLE_NAME of the workers (default 'default')"},
-      {"module", "-m,--module", true, "run the script as a module: python -u -m MODULE"},
-      {"no_python", "--no_python,--no-python", true, "run the script itself, not under python"},
-      {"run_path", "--run_path,--run-path", true, "run the script under python (as torchrun)"},
-      {"log_dir", "--log_dir,--log-dir", false,
-       "directory of the workers' logs (default: a new torchelastic_* temporary directory)"},
-      {"redirects", "-r,--redirects", false,
-       "0-3 or LOCAL_RANK:0-3,...: ranks whose stdout and stderr (3) are redirected are not "
-       "shown on the console; every rank's output is always in its log"},
-      {"tee", "-t,--tee", false, "0-3 or LOCAL_RANK:0-3,...: shown on the console, prefixed"},
-      {"local_ranks_filter", "--local_ranks_filter,--local-ranks-filter", false,
-       "comma-separated local ranks shown on the console (default all)"},
-      {"node_rank", "--node_rank,--node-rank", false, "static rendezvous: this node's rank"},
-      {"master_addr", "--master_addr,--master-addr", false,
-       "static rendezvous: the scheduler's host (default 127.0.0.1)"},
-      {"master_port", "--master_port,--master-port", false,
-       "static rendezvous: the scheduler's port (default 29500)"},
-      {"local_addr", "--local_addr,--local-addr", false, "the address this node gives its peers"},
-      {"signals_to_handle", "--signals_to_handle,--signals-to-handle", false,
-       "SIG,...: SIGTERM, SIGINT and SIGHUP stop the job (always); the others listed "
-       "(SIGUSR1, SIGUSR2, SIGQUIT, ...) reach every worker of the job, which goes on"},
-  };
-  return options;
-}
-
-absl::Status Invalid(const std::string& source, const std::string& value,
-                     const std::string& expected) {
-  return absl::InvalidArgumentError("invalid value '" + QuoteValue(value) + "' for " + source +
-                                    ": expected " + expected);
-}
-
-// A value, from the command line or PET_<DEST>, with where it came from.
-struct Value {
-  std::string text;
-  std::string source;  // "--nnodes" or "PET_NNODES"
-};
-
-class Values {
- public:
-  explicit Values(std::map<std::string, Value> values) : values_(std::move(values)) {}
-  bool Has(const std::string& dest) const { return values_.count(dest) > 0; }
-  std::string Get(const std::string& dest, const std::string& fallback) const {
-    auto it = values_.find(dest);
-    return it == values_.end() ? fallback : it->second.text;
-  }
-  std::string Source(const std::string& dest) const {
-    auto it = values_.find(dest);
-    return it == values_.end() ? "--" + dest : it->second.source;
-  }
-  absl::Status Bad(const std::string& dest, const std::string& expected) const {
-    return Invalid(Source(dest), Get(dest, ""), expected);
-  }
-
- private:
-  std::map<std::string, Value> values_;
-};
+using namespace torch;  // torchrun's options and their values (launcher/torchrun_options.h)
 
 absl::StatusOr<std::pair<int, int>> ParseNnodes(const Values& v) {
   const std::string text = v.Get("nnodes", "1:1");
@@ -285,8 +204,39 @@ absl::Status ApplyConsole(const Values& v, Options& o) {
   return absl::OkStatus();
 }
 
+// torchrun 2.9's --shutdown-timeout, --virtual-local-rank and its Python plugins' options.
+absl::Status ApplyTorch29(const Values& v, const EnvLookup& env, Options& o) {
+  std::optional<std::string> shutdown;
+  std::string source = "--shutdown_timeout";
+  if (v.Has("shutdown_timeout")) {
+    shutdown = v.Get("shutdown_timeout", "");
+    source = v.Source("shutdown_timeout");
+  } else if ((shutdown = env("TORCH_ELASTIC_SHUTDOWN_TIMEOUT"))) {
+    source = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT";
+  }
+  if (shutdown) {
+    auto seconds = common::ParseInt(*shutdown, 0, 86400);
+    if (!seconds) return Invalid(source, *shutdown, "an integer number of seconds in [0, 86400]");
+    o.grace_period = static_cast<double>(*seconds);
+  }
+  if (v.Has("virtual_local_rank")) o.virtual_local_rank = true;
+  const std::string specs = v.Get("logs_specs", "");
+  if (!specs.empty() && specs != "default") {
+    return v.Bad("logs_specs",
+                 "the default: gangrun has no Python LogsSpecs plugins (every rank's output is "
+                 "in its log file; --log_dir, --tee and --redirects choose where it shows)");
+  }
+  if (v.Get("event_log_handler", "null") != "null") {
+    return v.Bad("event_log_handler",
+                 "'null': gangrun has no Python event handlers (--event_log writes every event "
+                 "as a JSON line)");
+  }
+  return absl::OkStatus();
+}
+
 // The options that have a meaning with either backend.
-absl::Status ApplyCommon(const Values& v, Options& o, std::vector<std::string>& warnings) {
+absl::Status ApplyCommon(const Values& v, const EnvLookup& env, Options& o,
+                         std::vector<std::string>& warnings) {
   if (v.Has("max_restarts")) {
     auto n = common::ParseInt(v.Get("max_restarts", ""), 0, 1000000);
     if (!n) return v.Bad("max_restarts", "an integer in [0, 1000000]");
@@ -301,6 +251,7 @@ absl::Status ApplyCommon(const Values& v, Options& o, std::vector<std::string>& 
   if (method != "spawn" && method != "fork" && method != "forkserver") {
     return v.Bad("start_method", "spawn, fork or forkserver");
   }
+  RETURN_IF_ERROR(ApplyTorch29(v, env, o));
   if (v.Has("signals_to_handle")) {
     absl::Status status = codec::SetSignalsToHandle(o, v.Get("signals_to_handle", ""));
     if (!status.ok()) return v.Bad("signals_to_handle", std::string(status.message()));
@@ -366,7 +317,7 @@ absl::Status ApplyTorchrunOptions(const Values& v, const EnvLookup& env,
   o.worker_num = nnodes.second * nproc;
   o.worker_num_min = nnodes.first < nnodes.second ? nnodes.first * nproc : 0;
   o.cluster_time_out = 600;  // torchrun's join_timeout
-  RETURN_IF_ERROR(ApplyCommon(v, o, result.warnings));
+  RETURN_IF_ERROR(ApplyCommon(v, env, o, result.warnings));
   o.run_id = v.Get("rdzv_id", "none");
   RETURN_IF_ERROR(ApplyRendezvous(v, nnodes.second, o));
   if (o.elastic()) o.node_rank = -1;  // an elastic job's node ranks follow who joined
@@ -384,47 +335,6 @@ absl::Status ApplyTorchrunOptions(const Values& v, const EnvLookup& env,
     if (!env(name)) o.worker_env.emplace_back(name, "1");
   }
   return absl::OkStatus();
-}
-
-std::string PetName(const std::string& dest) { return "PET_" + absl::AsciiStrToUpper(dest); }
-
-// gangrun's option names in both spellings, as CLI11 wants them.
-std::string Spellings(const std::string& name) {
-  std::string dashed = name;
-  for (char& c : dashed) c = c == '_' ? '-' : c;
-  return dashed == name ? "--" + name : "--" + name + ",--" + dashed;
-}
-
-bool IsTorchOption(const std::string& dest) {
-  for (const auto& option : TorchOptions()) {
-    if (option.dest == dest) return true;
-  }
-  return false;
-}
-
-// torchrun's options from their flags, else from PET_<DEST> (a flag's variable, as torchrun's
-// check_env reads it: an integer, set when non-zero).
-absl::StatusOr<Values> ReadTorchValues(const std::map<std::string, CLI::Option*>& given,
-                                       const std::map<std::string, std::string>& texts,
-                                       const EnvLookup& env, ParseResult& result) {
-  std::map<std::string, Value> values;
-  for (const auto& option : TorchOptions()) {
-    if (given.at(option.dest)->count() > 0) {
-      values[option.dest] = {option.flag ? "1" : texts.at(option.dest), "--" + option.dest};
-      result.flags.insert(option.dest);
-    } else if (auto from_env = env(PetName(option.dest))) {
-      if (option.flag) {
-        auto number = common::ParseInt(*from_env, INT64_MIN, INT64_MAX);
-        if (!number) return Invalid(PetName(option.dest), *from_env, "an integer (0 or 1)");
-        if (*number == 0) continue;
-      }
-      values[option.dest] = {*from_env, PetName(option.dest)};
-    } else {
-      continue;
-    }
-    result.given.insert(option.dest);
-  }
-  return Values(std::move(values));
 }
 
 }  // namespace
@@ -458,7 +368,9 @@ absl::StatusOr<ParseResult> ParseTorchrunCommandLine(const std::vector<std::stri
       "Usage: torchrun [options] <training_script> [training_script_args...]\n"
       "torchrun's options also come from PET_<OPTION> (e.g. PET_NPROC_PER_NODE=4), gangrun's "
       "own from GANGRUN_<OPTION>.");
-  ASSIGN_OR_RETURN(std::string help, RunParser(app, args));
+  ASSIGN_OR_RETURN(const std::vector<std::string> expanded,
+                   ExpandAbbreviations(args, AllSpellings()));
+  ASSIGN_OR_RETURN(std::string help, RunParser(app, expanded));
   ParseResult result;
   if (!help.empty()) {
     result.help = std::move(help);

@@ -3,14 +3,31 @@
 #include <cstring>
 #include <map>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "common/env_names.h"
 #include "launcher/bind_core.h"
 
 namespace gangrun::launcher {
 namespace {
+
+// The `local_rank`-th device of the inherited CUDA_VISIBLE_DEVICES (a list of indices or
+// UUIDs), or the index itself when it lists none or too few.
+std::string VisibleDevice(const std::vector<std::string>& base_env, int local_rank) {
+  const std::string prefix = std::string(env::kCudaVisibleDevices) + "=";
+  for (const auto& entry : base_env) {
+    if (entry.rfind(prefix, 0) != 0) continue;
+    std::vector<std::string> devices =
+        absl::StrSplit(entry.substr(prefix.size()), ',', absl::SkipEmpty());
+    if (local_rank < static_cast<int>(devices.size())) {
+      return std::string(absl::StripAsciiWhitespace(devices[local_rank]));
+    }
+  }
+  return std::to_string(local_rank);
+}
 
 // Applies `overrides` to `base` (KEY=VALUE strings): replaced in place, new ones appended.
 std::vector<std::string> MergeEnv(
@@ -134,7 +151,13 @@ absl::StatusOr<std::vector<node::ProcessSpec>> PlanProcesses(const Options& opti
     if (!binding.cpus.empty()) env.emplace_back(env::kMsrunCpuList, PythonList(binding.cpus));
     spec.cpus = std::move(binding.cpus);
     env.emplace_back(env::kRank, std::to_string(rank_id));
-    env.emplace_back(env::kLocalRank, std::to_string(i));
+    if (options.virtual_local_rank) {
+      // As torchrun --virtual-local-rank: the worker's own GPU is its device 0.
+      env.emplace_back(env::kLocalRank, "0");
+      env.emplace_back(env::kCudaVisibleDevices, VisibleDevice(facts.base_env, i));
+    } else {
+      env.emplace_back(env::kLocalRank, std::to_string(i));
+    }
     env.emplace_back(env::kWorldSize, std::to_string(assignment.world_size()));
     env.emplace_back(env::kLocalWorldSize, std::to_string(assignment.local_worker_num()));
     env.emplace_back(env::kGroupRank, std::to_string(assignment.node_rank()));

@@ -35,6 +35,18 @@ TEST_F(LauncherTest, MsrunRunsTheMindSporeSchedulerProcessAndPrintsItsLines) {
       << run.Stdout();
 }
 
+TEST_F(LauncherTest, APersonalitysErrorCarriesItsName) {
+  for (const auto& [binary, name] :
+       {std::pair{GangrunBinary(), "gangrun"}, std::pair{MsrunBinary(), "msrun"},
+        std::pair{TorchrunBinary(), "torchrun"}}) {
+    auto run = Launch({binary, "--bogus_option", "1", "x"}, {}, dir_.path(), dir_.path());
+    EXPECT_EQ(RunToEnd(run).code, 2);
+    EXPECT_EQ(run.Stderr().rfind(std::string(name) + ": error: unknown option --bogus_option", 0),
+              0u)
+        << run.Stderr();
+  }
+}
+
 TEST_F(LauncherTest, GangrunDoesNotRunTheMindSporeScheduler) {
   auto run = Start({"--worker_num", "1", "--local_worker_num", "1"}, {});
   EXPECT_EQ(RunToEnd(run).code, 0);

@@ -55,6 +55,7 @@ const std::map<std::string, std::string>& Samples() {
       {"time_limit_signal", "SIGUSR1@120"},
       {"run_id", "job-7"},
       {"dry_run", "True"},
+      {"virtual_local_rank", "True"},
       {"log_prefix", "<{rank}> "},
       {"metrics_port", "9100"},
       {"event_log", "/tmp/events.jsonl"},

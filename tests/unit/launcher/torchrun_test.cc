@@ -85,6 +85,41 @@ TEST(TorchrunOptionsTest, DefaultsAreTorchruns) {
   EXPECT_EQ(WorkerEnv(o, "TORCH_NCCL_ASYNC_ERROR_HANDLING"), "1");
 }
 
+TEST(TorchrunOptionsTest, Torch29sShutdownTimeoutVirtualLocalRankAndPlugins) {
+  EXPECT_DOUBLE_EQ(Parse({"--shutdown-timeout", "7", "t.py"}).options.grace_period, 7);
+  EXPECT_DOUBLE_EQ(Parse({"t.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "9"}}).options.grace_period,
+                   9);
+  EXPECT_DOUBLE_EQ(
+      Parse({"--shutdown_timeout=3", "t.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "9"}})
+          .options.grace_period,
+      3);
+  EXPECT_NE(Error({"--shutdown-timeout", "soon", "t.py"}).find("--shutdown_timeout"),
+            std::string::npos);
+  EXPECT_TRUE(Parse({"--virtual-local-rank", "t.py"}).options.virtual_local_rank);
+  EXPECT_TRUE(Parse({"t.py"}, {{"PET_VIRTUAL_LOCAL_RANK", "1"}}).options.virtual_local_rank);
+  EXPECT_FALSE(Parse({"t.py"}).options.virtual_local_rank);
+  Parse({"--logs-specs", "default", "--event-log-handler", "null", "t.py"});
+  EXPECT_NE(Error({"--logs-specs", "mine", "t.py"}).find("'mine' for --logs_specs"),
+            std::string::npos);
+  EXPECT_NE(Error({"--event-log-handler", "console", "t.py"}).find("'console'"), std::string::npos);
+}
+
+TEST(TorchrunOptionsTest, AUniquePrefixIsItsOptionAndAnAmbiguousOneIsRefusedNamingThem) {
+  const Options o =
+      Parse({"--nproc", "2", "--max-re", "4", "--stand", "t.py", "--nproc", "9"}).options;
+  EXPECT_EQ(o.local_worker_num, 2);
+  EXPECT_EQ(o.max_restarts, 4);
+  EXPECT_EQ(o.master_port, kTorchC10dPort);  // --standalone
+  EXPECT_EQ(o.task_args, (std::vector<std::string>{"--nproc", "9"})) << "the script's own";
+  EXPECT_EQ(Parse({"--nproc=3", "t.py"}).options.local_worker_num, 3);
+  // A value that looks like an option is the option's value, not a prefix to expand.
+  EXPECT_EQ(Parse({"--role", "--nproc", "t.py"}).options.role, "--nproc");
+  const std::string ambiguous = Error({"--n", "2", "t.py"});
+  EXPECT_NE(ambiguous.find("ambiguous option: --n could match --nnodes"), std::string::npos)
+      << ambiguous;
+  EXPECT_NE(ambiguous.find("--nproc-per-node"), std::string::npos) << ambiguous;
+}
+
 TEST(TorchrunOptionsTest, SignalsToHandleStopOnStopSignalsAndForwardTheOthers) {
   EXPECT_EQ(Parse({"t.py"}).options.signals_to_forward, (std::vector<int>{SIGUSR1, SIGUSR2}));
   EXPECT_EQ(Parse({"--signals-to-handle", "SIGTERM,SIGINT,SIGHUP,SIGQUIT", "t.py"})

@@ -96,6 +96,23 @@ TEST_F(WorkerPlanTest, TorchrunsRoleAndVariablesReachEveryWorker) {
   }
 }
 
+TEST_F(WorkerPlanTest, AVirtualLocalRankSeesItsOwnGpuAsDeviceZero) {
+  options.virtual_local_rank = true;
+  auto plan = PlanProcesses(options, facts, assignment, 1, 0);
+  ASSERT_TRUE(plan.ok());
+  for (int i = 0; i < 2; ++i) {
+    auto env = EnvMap((*plan)[i].env);
+    EXPECT_EQ(env["LOCAL_RANK"], "0");
+    EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], std::to_string(i));  // none inherited: the index
+    EXPECT_EQ(env["RANK"], std::to_string(2 + i));
+  }
+  facts.base_env.push_back("CUDA_VISIBLE_DEVICES=GPU-aa, 5");
+  plan = PlanProcesses(options, facts, assignment, 1, 0);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(EnvMap((*plan)[0].env)["CUDA_VISIBLE_DEVICES"], "GPU-aa");
+  EXPECT_EQ(EnvMap((*plan)[1].env)["CUDA_VISIBLE_DEVICES"], "5");
+}
+
 TEST_F(WorkerPlanTest, InheritedVariablesAreReplacedNotDuplicated) {
   auto plan = PlanProcesses(options, facts, assignment, 1, 0);
   int count = 0;
