@@ -56,7 +56,8 @@ int Main(int argc, char** argv) {
   static const std::map<std::string, cli::CommandResult (*)(const cli::CommandArgs&)> kCommands = {
       {"status", cli::RunStatus},       {"stop", cli::RunStop},         {"health", cli::RunHealth},
       {"scale", cli::RunScale},         {"progress", cli::RunProgress}, {"kv", cli::RunKv},
-      {"scheduler", cli::RunScheduler}, {"agent", cli::RunAgent},       {"submit", cli::RunSubmit}};
+      {"scheduler", cli::RunScheduler}, {"agent", cli::RunAgent},       {"submit", cli::RunSubmit},
+      {"generate", cli::RunGenerate}};
   cli::CommandArgs command{
       argv[0], {argv + 1, argv + argc}, gangrun::launcher::ProcessEnv(), SelfExe()};
   // A personality's errors carry its name (torchrun: error: ..., as argparse writes them).
