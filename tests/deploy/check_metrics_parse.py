@@ -1,12 +1,14 @@
 #!/usr/bin/python3
 """A scrape of /metrics parses with a real parser of Prometheus's text format
-(python3-prometheus-client), and its values are those `gangrun status --json` shows.
+(python3-prometheus-client), and its values are those `gangrun status --json` shows; every
+metric the Grafana dashboard queries is in a job's or the daemon's scrape.
 
-Usage: check_metrics_parse.py GANGRUN_BINARY
+Usage: check_metrics_parse.py GANGRUN_BINARY DASHBOARD_JSON
 """
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -16,12 +18,34 @@ import urllib.request
 from prometheus_client.parser import text_string_to_metric_families
 
 GANGRUN = sys.argv[1]
+DASHBOARD = sys.argv[2]
 
 
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return str(s.getsockname()[1])
+
+
+def families(text):
+    """The family names of a scrape (raises on anything malformed)."""
+    return {family.name for family in text_string_to_metric_families(text)}
+
+
+def daemon_scrape(work):
+    listen, metrics = free_port(), free_port()
+    daemon = subprocess.Popen([GANGRUN, "scheduler", "--listen", "127.0.0.1:" + listen,
+                               "--metrics_port", metrics], cwd=work, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        for line in daemon.stderr:
+            if "waiting for agents and jobs" in line:
+                break
+        return urllib.request.urlopen("http://127.0.0.1:%s/metrics" % metrics,
+                                      timeout=30).read().decode()
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)
 
 
 def fail(message):
@@ -76,7 +100,20 @@ with tempfile.TemporaryDirectory() as work:
             value("gangrun_failures_total", cause=cause)
         if "e+" in text or "nan" in text.replace("NaN", ""):
             fail("a value is not written exactly:\n" + text)
-        print("check_metrics_parse: %d samples parse and match gangrun status" % len(samples))
+        # The dashboard's queries name only metrics that exist (the summaries' families lose
+        # their _count/_sum suffixes in the parser's names).
+        known = families(text) | families(daemon_scrape(work))
+        dashboard = json.load(open(DASHBOARD))
+        queried = set()
+        for panel in dashboard["panels"]:
+            for target in panel["targets"]:
+                queried |= set(re.findall(r"gangrun_[a-z_]+", target["expr"]))
+        for name in queried:
+            base = re.sub(r"_(total|count|sum|bucket)$", "", name)
+            if name not in known and base not in known:
+                fail("the dashboard queries %s, which no scrape exports" % name)
+        print("check_metrics_parse: %d samples parse and match gangrun status; the dashboard's "
+              "%d metrics exist" % (len(samples), len(queried)))
     finally:
         subprocess.run([GANGRUN, "stop", "--master", "127.0.0.1:" + port],
                        capture_output=True, timeout=60)
