@@ -4,6 +4,8 @@
 
 #include "daemon/daemon.h"
 
+#include <google/protobuf/util/json_util.h>
+
 #include <boost/asio/io_context.hpp>
 
 #include "cli/client.h"
@@ -20,6 +22,16 @@
 
 namespace gangrun::cli {
 namespace {
+
+// The status page's /status.json for the daemon: its status as `gangrun status --json` shows it.
+std::string ProtoJson(const google::protobuf::Message& message) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  return json;
+}
 
 // The access checks of a daemon's port: nobody serves the network unauthenticated unless told.
 absl::Status CheckDoor(const std::string& listen, const std::string& host,
@@ -73,9 +85,10 @@ absl::Status Serve(DaemonSetup& setup) {
   if (!server.ok()) return server.status();
   std::unique_ptr<scheduler::MetricsServer> metrics;
   if (setup.service.metrics_port >= 0) {
-    ASSIGN_OR_RETURN(metrics,
-                     scheduler::MetricsServer::Start(io, "0.0.0.0", setup.service.metrics_port,
-                                                     [&] { return daemon.Metrics(); }));
+    ASSIGN_OR_RETURN(
+        metrics, scheduler::MetricsServer::Start(
+                     io, "0.0.0.0", setup.service.metrics_port, [&] { return daemon.Metrics(); },
+                     [&] { return ProtoJson(daemon.Status()); }));
   }
   common::Logger("daemon")->info("listening on {} (port {}); waiting for agents and jobs",
                                  setup.address.ToString(), (*server)->port());

@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "launcher/launcher.h"
 #include "rpc/credentials.h"
+#include "scheduler/status_page.h"
 
 namespace gangrun::launcher {
 namespace {
@@ -81,6 +82,9 @@ absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io, co
             io, "0.0.0.0", options.metrics_port,
             [&scheduler = *role.scheduler, &telemetry = *role.telemetry, &store = *role.store] {
               return scheduler::RenderMetrics({{&scheduler, &telemetry, &store}});
+            },
+            [&scheduler = *role.scheduler, &telemetry = *role.telemetry] {
+              return scheduler::JobStatusJson(scheduler, telemetry);
             }));
   }
   role.link = std::make_unique<LocalLink>(io, *role.scheduler);

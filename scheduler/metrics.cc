@@ -12,6 +12,7 @@
 
 #include "common/logging.h"
 #include "proto/conversions.h"
+#include "scheduler/status_page.h"
 
 namespace gangrun::scheduler {
 namespace {
@@ -251,8 +252,11 @@ class MetricsServer::Acceptor : public std::enable_shared_from_this<Acceptor> {
   static constexpr std::chrono::seconds kRequestTimeout{10};
   static constexpr std::chrono::milliseconds kAcceptBackoff{250};
 
-  Acceptor(boost::asio::io_context& io, Render render)
-      : acceptor_(io), backoff_(io), render_(std::move(render)) {}
+  Acceptor(boost::asio::io_context& io, Render render, Render status_json)
+      : acceptor_(io),
+        backoff_(io),
+        render_(std::move(render)),
+        status_json_(std::move(status_json)) {}
 
   boost::system::error_code Listen(const tcp::endpoint& endpoint) {
     boost::system::error_code ec;
@@ -265,6 +269,7 @@ class MetricsServer::Acceptor : public std::enable_shared_from_this<Acceptor> {
   int port() const { return acceptor_.local_endpoint().port(); }
   void Close() {
     render_ = nullptr;  // what it renders may be gone; late scrapes get 503
+    status_json_ = nullptr;
     closed_ = true;
     boost::system::error_code ignored;
     acceptor_.close(ignored);
@@ -338,20 +343,29 @@ class MetricsServer::Acceptor : public std::enable_shared_from_this<Acceptor> {
   }
 
   static void Respond(const std::shared_ptr<Acceptor>& self, const std::shared_ptr<Connection>& c) {
-    std::string target(c->request.target());
-    const bool metrics = target == "/metrics" || target.rfind("/metrics?", 0) == 0;
+    const std::string target(c->request.target().substr(0, c->request.target().find('?')));
     c->response.version(c->request.version());
     c->response.keep_alive(false);
+    const bool get = c->request.method() == http::verb::get;
+    auto answer = [&c](const char* type, std::string body) {
+      c->response.result(http::status::ok);
+      c->response.set(http::field::content_type, type);
+      c->response.set(http::field::cache_control, "no-store");
+      c->response.body() = std::move(body);
+    };
     if (!self->render_) {
       c->response.result(http::status::service_unavailable);
-    } else if (c->request.method() == http::verb::get && metrics) {
-      c->response.result(http::status::ok);
-      c->response.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-      c->response.body() = self->render_();
+    } else if (get && target == "/metrics") {
+      answer("text/plain; version=0.0.4; charset=utf-8", self->render_());
+    } else if (get && self->status_json_ && (target == "/" || target == "/index.html")) {
+      answer("text/html; charset=utf-8", StatusPageHtml());
+    } else if (get && self->status_json_ && target == "/status.json") {
+      answer("application/json", self->status_json_());
     } else {
       c->response.result(http::status::not_found);
       c->response.set(http::field::content_type, "text/plain");
-      c->response.body() = "only GET /metrics is served here\n";
+      c->response.body() = self->status_json_ ? "GET /, /status.json and /metrics are served here\n"
+                                              : "only GET /metrics is served here\n";
     }
     c->response.prepare_payload();
     http::async_write(c->socket, c->response, [self, c](boost::system::error_code, size_t) {
@@ -371,6 +385,7 @@ class MetricsServer::Acceptor : public std::enable_shared_from_this<Acceptor> {
   tcp::acceptor acceptor_;
   boost::asio::steady_timer backoff_;
   Render render_;
+  Render status_json_;
   int active_ = 0;
   std::deque<std::weak_ptr<Connection>> waiting_;  // in accept order
   bool accepting_ = false;
@@ -379,12 +394,13 @@ class MetricsServer::Acceptor : public std::enable_shared_from_this<Acceptor> {
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(boost::asio::io_context& io,
                                                                     const std::string& host,
-                                                                    int port, Render render) {
+                                                                    int port, Render render,
+                                                                    Render status_json) {
   boost::system::error_code ec;
   auto address = boost::asio::ip::make_address(host, ec);
   if (ec) return absl::InvalidArgumentError("--metrics_port: bad address '" + host + "'");
   std::unique_ptr<MetricsServer> server(new MetricsServer());
-  server->acceptor_ = std::make_shared<Acceptor>(io, std::move(render));
+  server->acceptor_ = std::make_shared<Acceptor>(io, std::move(render), std::move(status_json));
   ec = server->acceptor_->Listen(tcp::endpoint(address, static_cast<unsigned short>(port)));
   if (ec) {
     return absl::UnavailableError("cannot serve metrics on " + host + ":" + std::to_string(port) +

@@ -35,10 +35,13 @@ std::string RenderMetrics(const std::vector<JobView>& jobs,
 class MetricsServer {
  public:
   using Render = std::function<std::string()>;
-  // Listens on host:port (port 0 = any); `render` runs on `io` for every scrape.
+  // Listens on host:port (port 0 = any). `render` runs on `io` for every GET /metrics;
+  // `status_json`, when given, for every GET /status.json, and GET / is then the status page
+  // (scheduler/status_page.h).
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(boost::asio::io_context& io,
                                                               const std::string& host, int port,
-                                                              Render render);
+                                                              Render render,
+                                                              Render status_json = nullptr);
   ~MetricsServer();
   int port() const { return port_; }
 

@@ -1,0 +1,134 @@
+#include "scheduler/status_page.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include "nlohmann/json.hpp"
+
+namespace gangrun::scheduler {
+namespace {
+
+constexpr char kPage[] = R"html(<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>gangrun</title>
+<style>
+body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}
+h1{font-size:1.3em;margin:0 0 .3em}
+table{border-collapse:collapse;margin:.6em 0 1.2em}
+td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}
+th{background:#f0f0f0}
+.phase{font-weight:bold}
+.straggler{background:#fff3c4}
+.failed{color:#b00}
+#error{color:#b00}
+</style></head>
+<body>
+<h1 id="title">gangrun</h1>
+<div id="summary"></div>
+<div id="error"></div>
+<div id="content"></div>
+<script>
+"use strict";
+function cell(row, text, cls) {
+  const td = document.createElement("td");
+  td.textContent = text === undefined || text === null || text === "" ? "-" : String(text);
+  if (cls) td.className = cls;
+  row.appendChild(td);
+}
+function table(id, headers, rows) {
+  const t = document.createElement("table");
+  t.id = id;
+  const head = t.insertRow();
+  for (const h of headers) {
+    const th = document.createElement("th");
+    th.textContent = h;
+    head.appendChild(th);
+  }
+  for (const r of rows) {
+    const tr = t.insertRow();
+    if (r.cls) tr.className = r.cls;
+    for (const c of r.cells) cell(tr, c);
+  }
+  return t;
+}
+function short(name) { return String(name || "").replace(/^[A-Z]+_STATE_|^JOB_PHASE_/, "").toLowerCase(); }
+function showJob(s, events) {
+  document.getElementById("title").textContent = "gangrun job " + (s.job_id || "");
+  const summary = document.getElementById("summary");
+  summary.innerHTML = "";
+  const p = document.createElement("span");
+  p.className = "phase";
+  p.id = "phase";
+  p.textContent = short(s.phase);
+  summary.appendChild(p);
+  summary.appendChild(document.createTextNode(
+    "  generation " + s.generation + "  restarts " + s.restarts + "/" + s.max_restarts +
+    "  workers " + s.world_size + (s.spare_nodes ? "  spares " + s.spare_nodes : "")));
+  const content = document.getElementById("content");
+  content.innerHTML = "";
+  content.appendChild(table("nodes", ["node", "address", "node rank", "launcher pid", "state"],
+    (s.nodes || []).map(n => ({cells: [n.node_name, n.host_address,
+      n.node_rank < 0 ? "-" : n.node_rank, n.launcher_pid, short(n.state)]}))));
+  const workers = [];
+  for (const n of s.nodes || []) for (const w of n.workers || []) {
+    const reported = Number(w.reports) > 0;
+    workers.push({cls: w.straggler ? "straggler" : (short(w.state) === "failed" ? "failed" : ""),
+      cells: [w.rank, n.node_name, w.pid, short(w.state), reported ? w.step : "-",
+              reported ? Number(w.progress_age_seconds).toFixed(1) + " s" : "-",
+              w.step_seconds > 0 ? Number(w.step_seconds).toFixed(3) : "-",
+              w.straggler ? "straggler" : ""]});
+  }
+  workers.sort((a, b) => a.cells[0] - b.cells[0]);
+  content.appendChild(table("workers", ["rank", "node", "pid", "state", "step", "progress age",
+    "s/step", ""], workers));
+  content.appendChild(table("events", ["from", "to", "why"],
+    (events || []).slice().reverse().map(e => ({cells: [e.from, e.to, e.why]}))));
+}
+function showDaemon(d) {
+  document.getElementById("title").textContent = "gangrun scheduler (daemon)";
+  document.getElementById("summary").textContent =
+    (d.agents || []).length + " agent(s), " + (d.jobs || []).length + " job(s) running or waiting, " +
+    (d.jobs_submitted || 0) + " submitted";
+  const content = document.getElementById("content");
+  content.innerHTML = "";
+  content.appendChild(table("agents", ["agent", "name", "address", "pid", "slots", "used", "jobs"],
+    (d.agents || []).map(a => ({cells: [a.agent_id, a.name, a.address, a.pid, a.slots,
+      a.used_slots, (a.jobs || []).join(", ")]}))));
+  content.appendChild(table("jobs", ["job", "phase", "generation", "workers"],
+    (d.jobs || []).map(j => ({cells: [j.job_id, short(j.phase), j.generation, j.world_size]}))));
+}
+async function refresh() {
+  try {
+    const r = await fetch("status.json", {cache: "no-store"});
+    const data = await r.json();
+    document.getElementById("error").textContent = "";
+    if (data.status) showJob(data.status, data.events); else showDaemon(data);
+  } catch (e) {
+    document.getElementById("error").textContent = "cannot reach gangrun: " + e;
+  }
+  setTimeout(refresh, 2000);
+}
+refresh();
+</script>
+</body></html>
+)html";
+
+}  // namespace
+
+const std::string& StatusPageHtml() {
+  static const std::string page = kPage;
+  return page;
+}
+
+std::string JobStatusJson(const Scheduler& scheduler, const Telemetry& telemetry) {
+  std::string status;
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(scheduler.Status(), &status, options);
+  nlohmann::json events = nlohmann::json::array();
+  for (const auto& t : telemetry.transitions()) {
+    events.push_back({{"from", t.from}, {"to", t.to}, {"why", t.why}});
+  }
+  return "{\"status\": " + status + ", \"events\": " + events.dump() + "}";
+}
+
+}  // namespace gangrun::scheduler
