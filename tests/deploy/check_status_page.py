@@ -70,6 +70,9 @@ class Tables(html.parser.HTMLParser):
             self.ids[self.capture] += data
 
 
+PROFILES = tempfile.TemporaryDirectory()  # Chromium's profiles, removed at exit
+
+
 def render(url, screenshot):
     if CHROMIUM is None:
         fail("chromium is missing (deploy/install-deps.sh installs it)")
@@ -77,7 +80,7 @@ def render(url, screenshot):
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
             "--disable-default-apps", "--disable-extensions", "--no-pings",
             "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-            "--user-data-dir=" + tempfile.mkdtemp(), "--virtual-time-budget=4000"]
+            "--user-data-dir=" + tempfile.mkdtemp(dir=PROFILES.name), "--virtual-time-budget=4000"]
     dom = subprocess.run(base + ["--dump-dom", url], capture_output=True, text=True, timeout=120)
     if dom.returncode != 0:
         fail("chromium failed: " + dom.stderr[-2000:])
