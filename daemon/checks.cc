@@ -64,6 +64,7 @@ absl::StatusOr<Daemon::JobConfig> ConfigureSubmittedJob(const v1::SubmitJob& job
   }
   Daemon::JobConfig config;
   config.scheduler = launcher::SchedulerOptionsFor(options);
+  config.scheduler.await_replacement = false;  // the daemon relaunches no launcher
   config.kv = launcher::KvLimitsFor(options);
   config.world_size = options.worker_num;
   config.local_worker_num = options.local_worker_num;

@@ -16,6 +16,13 @@ void Scheduler::WaitForReplacement() {
     formation_timer_ = clock_.After(options_.cluster_timeout, [this] { OnFormationTimeout(); });
   }
   if (MembershipComplete()) return Form();  // a spare took the place
+  if (!options_.await_replacement) {
+    // Nothing would start a launcher for it (a daemon's job): the job ends now.
+    v1::JobOutcome outcome;
+    outcome.set_kind(v1::JobOutcome::KIND_NODE_LOST);
+    outcome.set_message(lost_node_ + "; no spare is left to take its place");
+    return Finish(std::move(outcome));
+  }
   common::Logger("scheduler")
       ->warn("{}; waiting for a node to take its place ({} of {} restarts left)", lost_node_,
              options_.max_restarts - restarts_used_, options_.max_restarts);

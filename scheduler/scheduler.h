@@ -137,6 +137,9 @@ class Scheduler {
     // Recovery (README "Failures and recovery"): nodes beyond the job's size that wait to take
     // a lost or excluded node's place, and what a failed generation means.
     int spare_nodes = 0;
+    // Whether a lost place that no spare takes waits (up to the cluster timeout) for a node to
+    // come: a relaunched launcher. A daemon's jobs do not wait: nothing relaunches theirs.
+    bool await_replacement = true;
     RecoveryPolicy::Options recovery;
     // The signals a node may ask to pass on to every worker (--signals_to_forward).
     std::vector<int> signals_to_forward;

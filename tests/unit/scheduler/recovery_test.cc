@@ -213,6 +213,19 @@ TEST_F(RecoveryTest, AnElasticJobShrinksWhenAnExcludedNodeHasNoSpare) {
   EXPECT_EQ(link(0).commands.back().start().assignment().world_size(), 1);
 }
 
+TEST_F(RecoveryTest, WithoutAwaitingAReplacementALostPlaceNoSpareTakesEndsTheJob) {
+  options.await_replacement = false;  // a daemon's job
+  Make(2, /*max_restarts=*/1);
+  int a = Join("a");
+  int b = Join("b");
+  scheduler->OnNodeDisconnected(b);
+  Send(a, testing::EndedEvent(0));
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_NODE_LOST);
+  EXPECT_NE(outcome->message().find("no spare is left to take its place"), std::string::npos)
+      << outcome->message();
+}
+
 TEST_F(RecoveryTest, AnExitCodeOfTheListEndsTheJobWithBudgetLeft) {
   options.recovery.no_restart_exit_codes = {93};
   Make(2, /*max_restarts=*/3);
