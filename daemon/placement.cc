@@ -148,6 +148,8 @@ void Daemon::ReportWaiting(Job& job, const std::string& why) {
 
 absl::Status Daemon::StartJob(Job& job, std::vector<std::pair<int, int>> placement) {
   job.telemetry = std::make_unique<Telemetry>(job.id, options_.event_log);
+  // The spares the job has are those placed (fewer when other agents lacked the slots).
+  job.config.scheduler.spare_nodes = static_cast<int>(job.spares);
   job.scheduler = std::make_unique<Scheduler>(clock_, job.config.scheduler);
   job.scheduler->SetTelemetry(job.telemetry.get());
   job.store = std::make_unique<KvStore>(clock_, job.config.kv);

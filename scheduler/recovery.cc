@@ -16,8 +16,9 @@ void Scheduler::WaitForReplacement() {
     formation_timer_ = clock_.After(options_.cluster_timeout, [this] { OnFormationTimeout(); });
   }
   if (MembershipComplete()) return Form();  // a spare took the place
-  if (!options_.await_replacement) {
-    // Nothing would start a launcher for it (a daemon's job): the job ends now.
+  if (!options_.await_replacement && spares_admitted_ >= options_.spare_nodes) {
+    // Nothing would start a launcher for it (a daemon's job) and every spare has come: the
+    // job ends now. (A spare still on its way takes the place when it joins.)
     v1::JobOutcome outcome;
     outcome.set_kind(v1::JobOutcome::KIND_NODE_LOST);
     outcome.set_message(lost_node_ + "; no spare is left to take its place");

@@ -363,8 +363,10 @@ class Scheduler {
     NodeSlot slot;
     std::string who;
   };
-  std::vector<Hole> holes_;          // places no spare took yet (cleared when a generation starts)
-  std::string lost_node_;            // kAwaitingReplacement (and on the way there): what was lost
+  std::vector<Hole> holes_;
+  int spares_admitted_ = 0;  // every spare that ever joined          // places no spare took yet
+                             // (cleared when a generation starts)
+  std::string lost_node_;    // kAwaitingReplacement (and on the way there): what was lost
   bool membership_changed_ = false;  // elastic: re-form when the generation is over
   uint64_t generation_ = 0;
   int next_node_id_ = 1;

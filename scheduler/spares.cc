@@ -24,6 +24,7 @@ void Scheduler::AdmitSpare(NodeState& node, const v1::JoinRequest& join) {
   node.pid = join.pid();
   node.health_check = join.health_check();
   node.ended = true;  // it runs nothing
+  ++spares_admitted_;
   const int spares = static_cast<int>(SpareIds().size());
   common::Logger("scheduler")
       ->info("{} waits as a spare with {} worker(s) ({} of {} spares)", Describe(node),

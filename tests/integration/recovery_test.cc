@@ -199,6 +199,7 @@ TEST_F(DaemonTest, ASubmittedJobsSpareOnAnotherAgentTakesAKilledLaunchersPlace) 
                       "--fail-rank", "99", "--only-generation", "1"});
   auto ready = WaitReady(2);
   ASSERT_EQ(ready.size(), 2u);
+  ASSERT_TRUE(WaitForStderr(daemon, "waits as a spare", seconds(20))) << daemon.Stderr();
   auto status = Gangrun({"status", "--master", master});
   EXPECT_EQ(RunToEnd(status).code, 0);
   EXPECT_NE(status.Stdout().find("agents 3  jobs 1"), std::string::npos) << status.Stdout();

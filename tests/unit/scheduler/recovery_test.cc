@@ -226,6 +226,19 @@ TEST_F(RecoveryTest, WithoutAwaitingAReplacementALostPlaceNoSpareTakesEndsTheJob
       << outcome->message();
 }
 
+TEST_F(RecoveryTest, WithoutAwaitingAReplacementASpareStillOnItsWayIsWaitedFor) {
+  options.await_replacement = false;
+  Make(2, /*max_restarts=*/1, /*spares=*/1);
+  int a = Join("a");
+  int b = Join("b");
+  scheduler->OnNodeDisconnected(b);  // before the spare came
+  Send(a, testing::EndedEvent(0));
+  EXPECT_FALSE(outcome.has_value());
+  Join("c");  // the spare: it takes the place
+  EXPECT_EQ(scheduler->generation(), 2u);
+  EXPECT_TRUE(link(2).started());
+}
+
 TEST_F(RecoveryTest, AnExitCodeOfTheListEndsTheJobWithBudgetLeft) {
   options.recovery.no_restart_exit_codes = {93};
   Make(2, /*max_restarts=*/3);
