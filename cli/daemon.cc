@@ -4,8 +4,6 @@
 
 #include "daemon/daemon.h"
 
-#include <google/protobuf/util/json_util.h>
-
 #include <boost/asio/io_context.hpp>
 
 #include "cli/client.h"
@@ -18,20 +16,11 @@
 #include "common/service.h"
 #include "common/status.h"
 #include "daemon/checks.h"
+#include "proto/conversions.h"
 #include "scheduler/metrics.h"
 
 namespace gangrun::cli {
 namespace {
-
-// The status page's /status.json for the daemon: its status as `gangrun status --json` shows it.
-std::string ProtoJson(const google::protobuf::Message& message) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.always_print_primitive_fields = true;
-  options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
-  return json;
-}
 
 // The access checks of a daemon's port: nobody serves the network unauthenticated unless told.
 absl::Status CheckDoor(const std::string& listen, const std::string& host,
@@ -88,7 +77,7 @@ absl::Status Serve(DaemonSetup& setup) {
     ASSIGN_OR_RETURN(
         metrics, scheduler::MetricsServer::Start(
                      io, "0.0.0.0", setup.service.metrics_port, [&] { return daemon.Metrics(); },
-                     [&] { return ProtoJson(daemon.Status()); }));
+                     [&] { return proto::ToJson(daemon.Status()); }));
   }
   common::Logger("daemon")->info("listening on {} (port {}); waiting for agents and jobs",
                                  setup.address.ToString(), (*server)->port());

@@ -1,8 +1,6 @@
 // gangrun status: a job's phase, nodes, ranks, pids and states — or, against a daemon, its
 // agents and every job — as tables or JSON.
 
-#include <google/protobuf/util/json_util.h>
-
 #include <cstdio>
 #include <map>
 
@@ -18,16 +16,6 @@
 
 namespace gangrun::cli {
 namespace {
-
-std::string ToJson(const google::protobuf::Message& message) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.always_print_primitive_fields = true;
-  options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
-  return json;
-}
 
 std::string ExitText(const v1::WorkerStatus& worker) {
   if (worker.state() == v1::WORKER_STATE_STARTING || worker.state() == v1::WORKER_STATE_RUNNING) {
@@ -136,14 +124,15 @@ CommandResult RunStatus(const CommandArgs& command) {
   v1::GetStatusResponse job;
   grpc::Status status = v1::Scheduler::NewStub(*channel)->GetStatus(CallContext().get(), {}, &job);
   if (status.ok()) {
-    std::fputs((json ? ToJson(job) : FormatJobStatus(job)).c_str(), stdout);
+    std::fputs((json ? proto::ToJson(job, /*pretty=*/true) : FormatJobStatus(job)).c_str(), stdout);
     return absl::OkStatus();
   }
   if (status.error_code() != grpc::StatusCode::UNIMPLEMENTED) return CallFailed(status);
   v1::DaemonStatusResponse daemon;
   status = v1::Daemon::NewStub(*channel)->Status(CallContext().get(), {}, &daemon);
   if (!status.ok()) return CallFailed(status);
-  std::fputs((json ? ToJson(daemon) : FormatDaemonStatus(daemon)).c_str(), stdout);
+  std::fputs((json ? proto::ToJson(daemon, /*pretty=*/true) : FormatDaemonStatus(daemon)).c_str(),
+             stdout);
   return absl::OkStatus();
 }
 

@@ -1,9 +1,21 @@
 #include "proto/conversions.h"
 
+#include <google/protobuf/util/json_util.h>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 
 namespace gangrun::proto {
+
+std::string ToJson(const google::protobuf::Message& message, bool pretty) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = pretty;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  return json;
+}
 namespace {
 
 std::string Lower(const std::string& name, const std::string& prefix) {

@@ -2,6 +2,8 @@
 // The one place where gangrun's values meet their protos: how a process ended, what to run,
 // and the names of the state enums as people read them (a table, a metric label: "running").
 
+#include <google/protobuf/message.h>
+
 #include <string>
 #include <vector>
 
@@ -17,6 +19,10 @@ common::ExitStatus FromProto(const v1::ProcessExit& exit);
 
 v1::Program ToProto(const common::Program& program);
 common::Program FromProto(const v1::Program& program);
+
+// A message as `gangrun status --json` prints it: every field, even at its default, under its
+// .proto name; `pretty` adds line breaks and indents.
+std::string ToJson(const google::protobuf::Message& message, bool pretty = false);
 
 // An outcome of `kind` with `message`.
 v1::JobOutcome Outcome(v1::JobOutcome::Kind kind, const std::string& message);

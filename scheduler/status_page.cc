@@ -1,8 +1,7 @@
 #include "scheduler/status_page.h"
 
-#include <google/protobuf/util/json_util.h>
-
 #include "nlohmann/json.hpp"
+#include "proto/conversions.h"
 
 namespace gangrun::scheduler {
 namespace {
@@ -119,11 +118,7 @@ const std::string& StatusPageHtml() {
 }
 
 std::string JobStatusJson(const Scheduler& scheduler, const Telemetry& telemetry) {
-  std::string status;
-  google::protobuf::util::JsonPrintOptions options;
-  options.always_print_primitive_fields = true;
-  options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(scheduler.Status(), &status, options);
+  const std::string status = proto::ToJson(scheduler.Status());
   nlohmann::json events = nlohmann::json::array();
   for (const auto& t : telemetry.transitions()) {
     events.push_back({{"from", t.from}, {"to", t.to}, {"why", t.why}});
