@@ -119,12 +119,8 @@ void Scheduler::OnNodeDisconnected(int node_id) {
     membership_.Remove(node.join);
     if (TakeSpareFor(node)) {
       // The next generation has the spare in its place.
-      common::Logger("scheduler")->error("lost {}: its connection broke", Describe(node));
-      CountFailure(FailureCause::kConnectionLost);
-      Record(Event::kNodeLost, {{"node", node.join.node_name},
-                                {"generation", generation_},
-                                {"cause", FailureCauseName(FailureCause::kConnectionLost)},
-                                {"reason", "its connection broke while the job backed off"}});
+      RecordLoss(node, FailureCause::kConnectionLost,
+                 "its connection broke while the job backed off");
       policy_.Forget(node_id);
       nodes_.erase(it);
       HealthAnswered(node_id);
@@ -145,6 +141,17 @@ void Scheduler::OnNodeDisconnected(int node_id) {
   OnNodeLost(node_id, node, FailureCause::kConnectionLost, "its connection broke");
 }
 
+void Scheduler::RecordLoss(const NodeState& node, FailureCause cause, const std::string& why) {
+  common::Logger("scheduler")->error("lost {}: {}", Describe(node), why);
+  CountFailure(cause);
+  Record(Event::kNodeLost, {{"node", node.join.node_name},
+                            {"address", node.join.host_address},
+                            {"pid", node.pid},
+                            {"generation", generation_},
+                            {"cause", FailureCauseName(cause)},
+                            {"reason", why}});
+}
+
 // What a lost node means depends on the state: while forming, only that its workers no
 // longer count; while a generation runs, an elastic job shrinks, a job with restarts left
 // waits for a replacement, and any other job ends (NODE_LOST).
@@ -158,14 +165,7 @@ void Scheduler::OnNodeLost(int node_id, NodeState& node, FailureCause cause,
   // session and ends, instead of finding a job that no longer counts it.
   if (node.link != nullptr) node.link->Drop();
   node.link = nullptr;
-  common::Logger("scheduler")->error("lost {}: {}", Describe(node), why);
-  CountFailure(cause);
-  Record(Event::kNodeLost, {{"node", node.join.node_name},
-                            {"address", node.join.host_address},
-                            {"pid", node.pid},
-                            {"generation", generation_},
-                            {"cause", FailureCauseName(cause)},
-                            {"reason", why}});
+  RecordLoss(node, cause, why);
   const std::string what = Describe(node) + " was lost: " + why;
   if (node.spare || node.excluded) {
     nodes_.erase(node_id);  // not in the job: nothing else changes
@@ -181,12 +181,7 @@ void Scheduler::OnNodeLost(int node_id, NodeState& node, FailureCause cause,
   const bool recoverable =
       !stop_requested_ &&
       !(stopping_ && stopping_->kind == StopReason::Kind::kNodeLost && lost_node_.empty());
-  const bool spare_fits = recoverable && [&] {
-    for (int id : SpareIds()) {
-      if (nodes_.at(id).join.local_worker_num == node.join.local_worker_num) return true;
-    }
-    return false;
-  }();
+  const bool spare_fits = recoverable && SpareFor(node.join.local_worker_num) != nullptr;
   if (Elastic() && recoverable &&
       (spare_fits || membership_.workers - node.join.local_worker_num >= min_world())) {
     // An elastic job keeps its size with a spare, or shrinks: the survivors form a smaller job

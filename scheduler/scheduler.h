@@ -291,11 +291,15 @@ class Scheduler {
   void CloseSilentSessions(common::TimePoint now);
   // scheduler.cc
   void OnNodeLost(int node_id, NodeState& node, FailureCause cause, const std::string& why);
+  // The error line, the failure count and the node_lost event of a lost node.
+  void RecordLoss(const NodeState& node, FailureCause cause, const std::string& why);
   // spares.cc
   // Whether this join, which has no place in the job, may wait as a spare.
   bool JoinsAsSpare(const NodeState& node, const v1::JoinRequest& join) const;
   void AdmitSpare(NodeState& node, const v1::JoinRequest& join);
   std::vector<int> SpareIds() const;  // in the order they joined
+  // The first spare with this many workers (only such a spare can take a node's place).
+  NodeState* SpareFor(int local_worker_num);
   // Gives `gone`'s place (its node rank and ranks) to a spare with as many workers; false if
   // none has, and after generation 1 the place is kept as a hole that the next spare to come
   // fills (FillHoles). `gone` must already be out of the membership.

@@ -67,28 +67,33 @@ bool Scheduler::TakeSpareFor(const NodeState& gone) {
 
 bool Scheduler::TakeSpare(const NodeJoin& join, const NodeSlot& slot, const std::string& gone,
                           const NodeState* except) {
-  for (int id : SpareIds()) {
-    NodeState& spare = nodes_.at(id);
-    if (spare.join.local_worker_num != join.local_worker_num) continue;
-    if (generation_ > 0) PinNodeRanks(except);
-    spare.spare = false;
-    spare.joined = true;
-    spare.ended = true;  // nothing of this generation to wait for
-    spare.join.requested_rank = generation_ > 0 ? slot.node_rank : join.requested_rank;
-    spare.slot = slot;
-    membership_.Add(spare.join);
-    common::Logger("scheduler")
-        ->warn("spare {} takes the place of {} (node rank {}, ranks {}..{})", Describe(spare), gone,
-               slot.node_rank, slot.first_rank, slot.first_rank + join.local_worker_num - 1);
-    Record(Event::kSparePromoted, {{"node", spare.join.node_name},
-                                   {"address", spare.join.host_address},
-                                   {"replaces", gone},
-                                   {"node_rank", slot.node_rank},
-                                   {"first_rank", slot.first_rank},
-                                   {"spares_left", SpareIds().size()}});
-    return true;
+  NodeState* found = SpareFor(join.local_worker_num);
+  if (found == nullptr) return false;
+  NodeState& spare = *found;
+  if (generation_ > 0) PinNodeRanks(except);
+  spare.spare = false;
+  spare.joined = true;
+  spare.ended = true;  // nothing of this generation to wait for
+  spare.join.requested_rank = generation_ > 0 ? slot.node_rank : join.requested_rank;
+  spare.slot = slot;
+  membership_.Add(spare.join);
+  common::Logger("scheduler")
+      ->warn("spare {} takes the place of {} (node rank {}, ranks {}..{})", Describe(spare), gone,
+             slot.node_rank, slot.first_rank, slot.first_rank + join.local_worker_num - 1);
+  Record(Event::kSparePromoted, {{"node", spare.join.node_name},
+                                 {"address", spare.join.host_address},
+                                 {"replaces", gone},
+                                 {"node_rank", slot.node_rank},
+                                 {"first_rank", slot.first_rank},
+                                 {"spares_left", SpareIds().size()}});
+  return true;
+}
+
+Scheduler::NodeState* Scheduler::SpareFor(int local_worker_num) {
+  for (auto& [id, node] : nodes_) {  // in the order they joined, as SpareIds
+    if (node.spare && !node.lost && node.join.local_worker_num == local_worker_num) return &node;
   }
-  return false;
+  return nullptr;
 }
 
 void Scheduler::FillHoles() {
