@@ -95,6 +95,32 @@ std::vector<OptionRow> MakeRecoveryRows() {
   };
 }
 
+// README "Progress, hangs and stragglers".
+std::vector<OptionRow> MakeProgressRows() {
+  return {
+      Row("hang_timeout",
+          "a rank that has reported progress (GANGRUN_PROGRESS) and then reports nothing for this "
+          "many seconds is hung; 'auto' learns the bound per rank (default 0: off)" +
+              Range(0.0, kMaxHangSeconds),
+          HangTimeout()),
+      Row("hang_timeout_initial",
+          "seconds from a rank's start to its first progress report (default 0: off)" +
+              Range(0.0, kMaxHangSeconds),
+          Seconds(&Options::hang_timeout_initial, 0, kMaxHangSeconds)),
+      Row("section_timeout",
+          "NAME=S[,NAME=S...]: inside the named section only its bound applies ('' = none)",
+          SectionTimeouts()),
+      Row("stack_timeout",
+          "seconds to capture every rank's stack when the job hangs (default 10)" +
+              Range(0.1, 600.0),
+          Seconds(&Options::stack_timeout, 0.1, 600)),
+      Row("straggler_factor",
+          "a rank slower per step than this multiple of the job's median is a straggler "
+          "(default 1.5) [1..1000]",
+          Seconds(&Options::straggler_factor, 1.0, 1000, "a factor")),
+  };
+}
+
 std::vector<OptionRow> MakeGangrunRows() {
   std::vector<OptionRow> rows = {
       Row("max_restarts", "restarts allowed after failures (default 0)" + Range(0, 1000000),
@@ -125,26 +151,6 @@ std::vector<OptionRow> MakeGangrunRows() {
           "65536)" +
               Range(16, 1 << 20),
           Int(&Options::kv_max_waits, 16, 1 << 20)),
-      Row("hang_timeout",
-          "a rank that has reported progress (GANGRUN_PROGRESS) and then reports nothing for this "
-          "many seconds is hung; 'auto' learns the bound per rank (default 0: off)" +
-              Range(0.0, kMaxHangSeconds),
-          HangTimeout()),
-      Row("hang_timeout_initial",
-          "seconds from a rank's start to its first progress report (default 0: off)" +
-              Range(0.0, kMaxHangSeconds),
-          Seconds(&Options::hang_timeout_initial, 0, kMaxHangSeconds)),
-      Row("section_timeout",
-          "NAME=S[,NAME=S...]: inside the named section only its bound applies ('' = none)",
-          SectionTimeouts()),
-      Row("stack_timeout",
-          "seconds to capture every rank's stack when the job hangs (default 10)" +
-              Range(0.1, 600.0),
-          Seconds(&Options::stack_timeout, 0.1, 600)),
-      Row("straggler_factor",
-          "a rank slower per step than this multiple of the job's median is a straggler "
-          "(default 1.5) [1..1000]",
-          Seconds(&Options::straggler_factor, 1.0, 1000, "a factor")),
       Row("run_id", "job id, exported as TORCHELASTIC_RUN_ID/GANGRUN_RUN_ID",
           String(&Options::run_id)),
       Row("dry_run", "print the rank/command/environment plan and exit", Bool(&Options::dry_run),
@@ -170,6 +176,7 @@ std::vector<OptionRow> MakeGangrunRows() {
               Range(-1, 65535),
           Int(&Options::health_port, -1, 65535)),
   };
+  for (OptionRow& row : MakeProgressRows()) rows.push_back(std::move(row));
   for (OptionRow& row : MakeRecoveryRows()) rows.push_back(std::move(row));
   // The access options come from their one list (rpc::AccessOptions); the token itself never
   // travels in a spec (its file does).
