@@ -216,28 +216,13 @@ constexpr char kUsage[] =
 
 int RecoveryMain(const std::vector<std::string>& args, const std::string& self) {
   Params params;
-  for (size_t i = 0; i < args.size(); i += 2) {
-    if (args[i] == "--help" || args[i] == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (i + 1 >= args.size()) {
-      std::fprintf(stderr, "%s needs a value\n%s", args[i].c_str(), kUsage);
-      return 2;
-    }
-    if (args[i] == "--nodes") {
-      params.nodes = std::max(2, std::stoi(args[i + 1]));
-    } else if (args[i] == "--spares") {
-      params.spares = std::max(1, std::stoi(args[i + 1]));
-    } else if (args[i] == "--node_timeout") {
-      params.node_timeout = std::max(0.1, std::stod(args[i + 1]));
-    } else if (args[i] == "--heartbeat_interval") {
-      params.heartbeat_interval = std::max(0.01, std::stod(args[i + 1]));
-    } else {
-      std::fprintf(stderr, "unknown option %s\n%s", args[i].c_str(), kUsage);
-      return 2;
-    }
-  }
+  const Flags flags = {
+      {"--nodes", IntFlag(params.nodes, 2)},
+      {"--spares", IntFlag(params.spares, 1)},
+      {"--node_timeout", DoubleFlag(params.node_timeout, 0.1)},
+      {"--heartbeat_interval", DoubleFlag(params.heartbeat_interval, 0.01)},
+  };
+  if (auto code = ParseFlags(args, kUsage, flags)) return *code;
   return Recovery(params, self);
 }
 

@@ -232,32 +232,19 @@ constexpr char kUsage[] =
 
 int RendezvousMain(const std::vector<std::string>& args, const std::string& self) {
   Params params;
-  for (size_t i = 0; i < args.size(); i += 2) {
-    if (args[i] == "--help" || args[i] == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (i + 1 >= args.size()) {
-      std::fprintf(stderr, "%s needs a value\n%s", args[i].c_str(), kUsage);
-      return 2;
-    }
-    if (args[i] == "--nodes")
-      params.nodes = std::stoi(args[i + 1]);
-    else if (args[i] == "--heartbeat_interval")
-      params.heartbeat_interval = std::stod(args[i + 1]);
-    else if (args[i] == "--duration")
-      params.duration = std::stod(args[i + 1]);
-    else if (args[i] == "--nodes_per_channel")
-      params.per_channel = std::max(1, std::stoi(args[i + 1]));
-    else if (args[i] == "--transport" && (args[i + 1] == "session" || args[i + 1] == "grpc"))
-      params.grpc = args[i + 1] == "grpc";
-    else if (args[i] == "--node_timeout")
-      params.node_timeout = std::max(0.1, std::stod(args[i + 1]));
-    else {
-      std::fprintf(stderr, "unknown option %s\n%s", args[i].c_str(), kUsage);
-      return 2;
-    }
-  }
+  const Flags flags = {
+      {"--nodes", IntFlag(params.nodes)},
+      {"--heartbeat_interval", DoubleFlag(params.heartbeat_interval)},
+      {"--duration", DoubleFlag(params.duration)},
+      {"--nodes_per_channel", IntFlag(params.per_channel, 1)},
+      {"--node_timeout", DoubleFlag(params.node_timeout, 0.1)},
+      {"--transport",
+       [&params](const std::string& v) {
+         params.grpc = v == "grpc";
+         return v == "session" || v == "grpc";
+       }},
+  };
+  if (auto code = ParseFlags(args, kUsage, flags)) return *code;
   if (params.per_channel > 1) params.grpc = true;  // channels are gRPC's
   return Rendezvous(params, self);
 }

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <cstdio>
@@ -118,6 +119,40 @@ absl::StatusOr<Server> StartServer(const std::string& self, const ServeOptions& 
     return absl::UnavailableError("the scheduler process did not start");
   }
   return Server{*pid, port};
+}
+
+std::optional<int> ParseFlags(const std::vector<std::string>& args, const char* usage,
+                              const Flags& flags) {
+  for (size_t i = 0; i < args.size(); i += 2) {
+    if (args[i] == "--help" || args[i] == "-h") {
+      std::fputs(usage, stdout);
+      return 0;
+    }
+    if (i + 1 >= args.size()) {
+      std::fprintf(stderr, "%s needs a value\n%s", args[i].c_str(), usage);
+      return 2;
+    }
+    auto flag = flags.find(args[i]);
+    if (flag == flags.end() || !flag->second(args[i + 1])) {
+      std::fprintf(stderr, "unknown option %s\n%s", args[i].c_str(), usage);
+      return 2;
+    }
+  }
+  return std::nullopt;
+}
+
+std::function<bool(const std::string&)> IntFlag(int& field, int least) {
+  return [&field, least](const std::string& v) {
+    field = std::max(least, std::stoi(v));
+    return true;
+  };
+}
+
+std::function<bool(const std::string&)> DoubleFlag(double& field, double least) {
+  return [&field, least](const std::string& v) {
+    field = std::max(least, std::stod(v));
+    return true;
+  };
 }
 
 void StopServer(const Server& server) {

@@ -5,7 +5,11 @@
 
 #include <sys/types.h>
 
+#include <functional>
+#include <limits>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +50,19 @@ struct Server {
 absl::StatusOr<Server> StartServer(const std::string& self, const ServeOptions& options);
 // Kills and reaps it.
 void StopServer(const Server& server);
+
+// A benchmark's "--name value" options: each `flags` entry takes its value (false: a bad
+// one). The exit code to end with (0 after --help, 2 for bad options, `usage` printed), or
+// nullopt to run.
+using Flags = std::map<std::string, std::function<bool(const std::string&)>>;
+std::optional<int> ParseFlags(const std::vector<std::string>& args, const char* usage,
+                              const Flags& flags);
+// A flag that reads a number into `field`, raised to `least` (a value that is not a number
+// throws std::invalid_argument: main says so).
+std::function<bool(const std::string&)> IntFlag(int& field,
+                                                int least = std::numeric_limits<int>::min());
+std::function<bool(const std::string&)> DoubleFlag(
+    double& field, double least = std::numeric_limits<double>::lowest());
 
 // The benchmarks (argv without the program and the benchmark's name); exit code.
 int RendezvousMain(const std::vector<std::string>& args, const std::string& self);
