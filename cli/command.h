@@ -34,6 +34,7 @@ CommandResult RunAgent(const CommandArgs& command);      // gangrun agent
 CommandResult RunSubmit(const CommandArgs& command);     // gangrun submit
 CommandResult RunProgress(const CommandArgs& command);   // gangrun progress
 CommandResult RunGenerate(const CommandArgs& command);   // gangrun generate (man, completion)
+CommandResult RunStacks(const CommandArgs& command);     // gangrun stacks
 
 // A usage error: the problem, then the usage line (InvalidArgument: exit code 2).
 inline absl::Status UsageError(const char* usage, const std::string& problem) {

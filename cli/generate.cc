@@ -22,7 +22,7 @@ namespace {
 constexpr char kUsage[] = "usage: gangrun generate man gangrun|msrun|torchrun | completion";
 
 const char* const kCommands[] = {"status",   "stop",      "scale", "health", "kv",
-                                 "progress", "scheduler", "agent", "submit"};
+                                 "progress", "scheduler", "agent", "submit", "stacks"};
 
 // roff: a leading dot or quote would be a request; backslashes and dashes are escaped.
 std::string Roff(const std::string& text) {

@@ -19,6 +19,17 @@ inline constexpr char kProgress[] = "GANGRUN_PROGRESS";  // the rank's progress 
 inline constexpr char kStackPrefix[] = "GANGRUN_STACK_";
 inline constexpr char kStackDir[] = "GANGRUN_STACK_DIR";
 inline constexpr char kStackSignal[] = "GANGRUN_STACK_SIGNAL";
+// Set by the hook in the rank's own Python process: a Python it starts inherits it and stays
+// quiet (node/python/sitecustomize.py). The node removes it from a worker's environment.
+inline constexpr char kHookPid[] = "GANGRUN_HOOK_PID";
+// Torch's NCCL flight recorder (node/flight_recorder.h): gangrun arms it unless the user did.
+// Each pair: the name torch reads now, then the older one.
+inline constexpr char kTorchTraceBuffer[] = "TORCH_FR_BUFFER_SIZE";
+inline constexpr char kTorchTraceBufferOld[] = "TORCH_NCCL_TRACE_BUFFER_SIZE";
+inline constexpr char kTorchDumpPipe[] = "TORCH_FR_DEBUG_INFO_PIPE_FILE";
+inline constexpr char kTorchDumpPipeOld[] = "TORCH_NCCL_DEBUG_INFO_PIPE_FILE";
+inline constexpr char kTorchDumpFile[] = "TORCH_FR_DUMP_TEMP_FILE";
+inline constexpr char kTorchDumpFileOld[] = "TORCH_NCCL_DEBUG_INFO_TEMP_FILE";
 
 // --- Given to a --health_check, with the launcher's own environment: this node's facts.
 inline constexpr char kNodeName[] = "GANGRUN_NODE_NAME";

@@ -70,6 +70,9 @@ class Daemon {
   v1::DaemonStatusResponse Status() const;
   // Stops one job ("" = all); returns how many were running or waiting.
   int Stop(const std::string& job_id, int signal, const std::string& reason);
+  // `gangrun stacks --job ID` ("" = the only running job): its scheduler answers
+  // (Scheduler::RequestStacks).
+  void Stacks(const v1::StacksRequest& request, scheduler::Scheduler::StacksDone done);
   std::string Metrics() const;
   // Stops every job and runs `done` once all of them have ended (their launchers exited).
   void Shutdown(std::function<void()> done);

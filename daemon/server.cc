@@ -66,6 +66,18 @@ class DaemonServer::Service : public v1::Daemon::CallbackService {
         });
   }
 
+  grpc::ServerUnaryReactor* Stacks(grpc::CallbackServerContext* context,
+                                   const v1::StacksRequest* request,
+                                   v1::StacksResponse* response) override {
+    return rpc::ServeOnStrand(io_, context, auth_, rpc::MethodPath<v1::Daemon>("Stacks"),
+                              [this, request, response](grpc::ServerUnaryReactor* r) {
+                                daemon_.Stacks(*request, [r, response](auto answer) {
+                                  if (answer.ok()) *response = std::move(*answer);
+                                  r->Finish(rpc::ToGrpcStatus(answer.status()));
+                                });
+                              });
+  }
+
  private:
   // A stream whose events go to the daemon in order: added first, then each message, then
   // its end, all posted to the io_context.

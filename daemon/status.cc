@@ -79,4 +79,25 @@ std::string Daemon::Metrics() const {
   return scheduler::RenderMetrics(views, extra);
 }
 
+void Daemon::Stacks(const v1::StacksRequest& request, Scheduler::StacksDone done) {
+  GANGRUN_ON_STRAND(strand_);
+  std::vector<Job*> running;
+  for (const auto& [id, job] : jobs_) {
+    if ((request.job_id().empty() || id == request.job_id()) && job->scheduler && !job->closing &&
+        !job->outcome) {
+      running.push_back(job.get());
+    }
+  }
+  if (running.empty()) {
+    return done(absl::NotFoundError(request.job_id().empty()
+                                        ? "no job is running"
+                                        : "no running job '" + request.job_id() + "'"));
+  }
+  if (running.size() > 1) {
+    return done(absl::InvalidArgumentError(std::to_string(running.size()) +
+                                           " jobs are running: name one with --job"));
+  }
+  running.front()->scheduler->RequestStacks(request, std::move(done));
+}
+
 }  // namespace gangrun::daemon

@@ -114,6 +114,10 @@ std::vector<OptionRow> MakeProgressRows() {
           "seconds to capture every rank's stack when the job hangs (default 10)" +
               Range(0.1, 600.0),
           Seconds(&Options::stack_timeout, 0.1, 600)),
+      Row("progress_hook",
+          "Python workers get gangrun's hook: their stacks on demand, and torch.distributed's "
+          "collectives and optimizer steps as progress, with no code (default True)",
+          Bool(&Options::progress_hook)),
       Row("straggler_factor",
           "a rank slower per step than this multiple of the job's median is a straggler "
           "(default 1.5) [1..1000]",

@@ -81,6 +81,7 @@ struct Options {
   double hang_timeout_initial = 0;
   std::map<std::string, double> section_timeouts;  // --section_timeout NAME=S,...
   double stack_timeout = 10;                       // the time to capture every rank's stack
+  bool progress_hook = true;  // Python workers: the stack and torch progress hook
   double straggler_factor = 1.5;
   // Recovery (README "Failures and recovery").
   int spare_nodes = 0;       // launchers beyond the job's size that join and wait as spares

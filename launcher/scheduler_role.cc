@@ -112,7 +112,7 @@ scheduler::Scheduler::Options SchedulerOptionsFor(const Options& options) {
     (*rules.mutable_section_timeout_seconds())[name] = seconds;
   }
   rules.set_stack_timeout_seconds(options.stack_timeout);
-  rules.set_python_stacks(options.hang_rules());
+  rules.set_python_stacks(options.progress_hook);
   scheduler_options.straggler_factor = options.straggler_factor;
   scheduler_options.spare_nodes = options.spare_nodes;
   scheduler_options.recovery.no_restart_exit_codes = options.no_restart_exit_codes;

@@ -29,6 +29,8 @@
 
 namespace gangrun::node {
 
+class FlightRecorder;
+
 // The node's way to the scheduler: in-process for the launcher that hosts it
 // (launcher/local_link.h), a resumable session otherwise (node/remote_link.h).
 class SchedulerLink {
@@ -46,6 +48,7 @@ struct Supervision {
   // TORCHELASTIC_ERROR_FILE of the worker with this local rank (unset: none).
   std::function<std::string(int local_rank)> error_file;
   StackSampler* stacks = nullptr;
+  FlightRecorder* flight_recorder = nullptr;  // torch's NCCL flight recorder, dumped at a hang
   // Wall-clock seconds (torch timers are absolute wall-clock times).
   std::function<double()> wall_now;
   // Sends a signal to a process (unset: kill(2)).
@@ -155,7 +158,9 @@ class Node {
   void SayRefusedTimers();
   void CheckTimers();
   void OnCaptureStacks(const v1::CaptureStacks& capture);
-  void OnStacksCaptured(uint64_t generation, std::vector<v1::RankStack> stacks);
+  struct StackCapture;
+  void OnStacksCaptured(StackCapture& capture);
+  void SaySilentRanks();
   // The rank whose worker is `pid` or one of its descendants; nullopt if none of ours.
   std::optional<int> RankOfPid(pid_t pid) const;
 

@@ -35,6 +35,23 @@ absl::StatusOr<ProgressDatagram> ParseProgress(absl::string_view datagram) {
       absl::SkipEmpty());
   if (words.empty()) return absl::InvalidArgumentError("empty");
   ProgressDatagram parsed;
+  if (words.size() == 1 && words[0] == "hook") {
+    parsed.kind = ProgressDatagram::Kind::kHello;
+    return parsed;
+  }
+  if (words[0] == "hook") {
+    int inside = 0;
+    if (words.size() != 5 || !absl::SimpleAtoi(words[1], &parsed.collectives) ||
+        !absl::SimpleAtoi(words[2], &parsed.step) || parsed.collectives < 0 || parsed.step < 0 ||
+        !IsSectionName(words[3]) || !absl::SimpleAtoi(words[4], &inside) || inside < 0 ||
+        inside > 1) {
+      return absl::InvalidArgumentError("expected 'hook COLLECTIVES STEPS OP 0|1'");
+    }
+    parsed.kind = ProgressDatagram::Kind::kHook;
+    parsed.name = std::string(words[3]);
+    parsed.inside = inside == 1;
+    return parsed;
+  }
   if (words[0] == "step") {
     if (words.size() > 2) return absl::InvalidArgumentError("expected 'step [N]'");
     if (words.size() == 2 && (!absl::SimpleAtoi(words[1], &parsed.step) || parsed.step < 0)) {
@@ -85,6 +102,10 @@ bool ProgressTracker::OnDatagram(int rank, absl::string_view datagram, common::T
     r.changed = true;
     return false;
   }
+  if (parsed->kind == ProgressDatagram::Kind::kHello) {
+    r.hooked = true;  // not a report: the script has done nothing yet
+    return true;
+  }
   if (r.reports > 0 && r.sections.empty()) {
     r.longest_interval = std::max(r.longest_interval, now - r.last_report);
     ++r.intervals;
@@ -94,9 +115,15 @@ bool ProgressTracker::OnDatagram(int rank, absl::string_view datagram, common::T
   r.changed = true;
   switch (parsed->kind) {
     case ProgressDatagram::Kind::kStep:
-      r.step = parsed->step >= 0 ? parsed->step : r.step + 1;
-      r.recent_steps.emplace_back(r.step, now);
-      if (r.recent_steps.size() > kStepWindow) r.recent_steps.pop_front();
+      if (!r.explicit_steps) {
+        r.explicit_steps = true;  // from now on the script's own steps are the step
+        r.step = -1;
+        r.recent_steps.clear();
+      }
+      NoteStep(r, parsed->step >= 0 ? parsed->step : r.step + 1, now);
+      break;
+    case ProgressDatagram::Kind::kHook:
+      OnHook(r, *parsed, now);
       break;
     case ProgressDatagram::Kind::kBegin:
       if (r.sections.size() == kMaxSectionDepth) r.sections.erase(r.sections.begin());
@@ -109,6 +136,50 @@ bool ProgressTracker::OnDatagram(int rank, absl::string_view datagram, common::T
     }
   }
   return true;
+}
+
+void ProgressTracker::NoteStep(Rank& r, int64_t step, common::TimePoint now) {
+  r.step = step;
+  r.recent_steps.emplace_back(r.step, now);
+  if (r.recent_steps.size() > kStepWindow) r.recent_steps.pop_front();
+}
+
+// The hook's step: optimizer steps once there are any (the window restarts when they take
+// over from collectives), else collectives; only when it changed.
+void ProgressTracker::OnHook(Rank& r, const ProgressDatagram& hook, common::TimePoint now) {
+  r.hook.collectives = hook.collectives;
+  r.hook.last_op = hook.name;
+  r.hook.inside = hook.inside;
+  if (r.explicit_steps) return;
+  if (hook.step > 0 && r.optimizer_steps == 0) r.recent_steps.clear();
+  r.optimizer_steps = hook.step;
+  const int64_t step = hook.step > 0 ? hook.step : hook.collectives;
+  if (step != r.step) NoteStep(r, step, now);
+}
+
+HookCounts ProgressTracker::HookOf(int rank) const {
+  auto it = ranks_.find(rank);
+  return it == ranks_.end() ? HookCounts{} : it->second.hook;
+}
+
+std::optional<common::Duration> ProgressTracker::SilenceHint(const Rank& r) const {
+  std::optional<common::Duration> wait;
+  if (rules_.hang_timeout_seconds() > 0) wait = FromSeconds(rules_.hang_timeout_seconds());
+  if (rules_.learn()) wait = common::Duration(kLearnFloor);
+  if (wait && r.hooked) wait = std::max(*wait, common::Duration(kHookedSilence));
+  return wait;
+}
+
+std::vector<int> ProgressTracker::TakeSilentRanks(common::TimePoint now) {
+  std::vector<int> silent;
+  for (auto& [rank, r] : ranks_) {
+    if (r.reports > 0 || r.silence_said) continue;
+    const std::optional<common::Duration> wait = SilenceHint(r);
+    if (!wait || now - r.started < *wait) continue;
+    r.silence_said = true;
+    silent.push_back(rank);
+  }
+  return silent;
 }
 
 std::optional<ProgressTracker::Bound> ProgressTracker::BoundOf(const Rank& r) const {
@@ -130,7 +201,11 @@ std::optional<ProgressTracker::Bound> ProgressTracker::BoundOf(const Rank& r) co
           Seconds(Seconds(r.longest_interval).count() * kLearnFactor));
       return Bound{std::max(learned, common::Duration(kLearnFloor)), r.last_report, "learned", ""};
     }
-    if (initial > 0) return Bound{FromSeconds(initial), r.last_report, "initial", ""};
+    // Until learned, the initial bound since the last report; not for a rank the hook
+    // reports for (its datagrams come often enough to learn from soon).
+    if (initial > 0 && r.hook.collectives < 0) {
+      return Bound{FromSeconds(initial), r.last_report, "initial", ""};
+    }
     return std::nullopt;
   }
   if (rules_.hang_timeout_seconds() > 0) {
@@ -170,6 +245,16 @@ std::optional<common::TimePoint> ProgressTracker::NextDeadline() const {
   return next;
 }
 
+std::optional<common::TimePoint> ProgressTracker::NextSilentRank() const {
+  std::optional<common::TimePoint> next;
+  for (const auto& [rank, r] : ranks_) {
+    if (r.reports > 0 || r.silence_said) continue;
+    const std::optional<common::Duration> wait = SilenceHint(r);
+    if (wait && (!next || r.started + *wait < *next)) next = r.started + *wait;
+  }
+  return next;
+}
+
 double ProgressTracker::StepSeconds(const Rank& r) const {
   if (r.recent_steps.size() < 2) return 0;
   const auto& [first_step, first_at] = r.recent_steps.front();
@@ -191,6 +276,11 @@ std::vector<v1::RankProgress> ProgressTracker::TakeChanges(common::TimePoint now
     progress.set_age_seconds(r.reports > 0 ? Seconds(now - r.last_report).count() : 0);
     progress.set_step_seconds(StepSeconds(r));
     if (!r.sections.empty()) progress.set_section(r.sections.back());
+    if (r.hook.collectives >= 0) {
+      progress.set_collectives(r.hook.collectives);
+      progress.set_last_op(r.hook.last_op);
+    }
+    progress.set_optimizer_steps(r.optimizer_steps);
     changes.push_back(std::move(progress));
   }
   return changes;

@@ -7,6 +7,11 @@
 //   step [N]      progress; N is the step number (without N: the step after the last one)
 //   begin NAME    a named section opens (sections nest, at most kMaxSectionDepth deep)
 //   end NAME      it closes (the innermost section of that name, and any opened inside it)
+//   hook C S OP I the progress hook's counts (node/python/sitecustomize.py, no code in the
+//                 script): C collectives issued, S optimizer steps, OP the last collective,
+//                 I 1 while inside it. The rank's step is S once it is > 0, else C, unless
+//                 the rank also sends `step` reports, which win.
+//   hook          the hook is in the rank's process (sent when it starts; not a report)
 //
 // Every accepted datagram is a report: it proves the rank alive. A rank is hung when it has
 // been silent for longer than the bound that applies to it, which is, in this order:
@@ -16,8 +21,10 @@
 //   3. after it: --hang_timeout, or with --hang_timeout auto the learned bound
 //      max(kLearnFloor, kLearnFactor x the longest interval seen between two of its reports
 //      outside sections), once kLearnIntervals such intervals were seen (until then the
-//      initial bound, counted from the last report);
+//      initial bound, counted from the last report, unless the hook reports for the rank);
 //   4. none of these set: never hung.
+// The progress hook's datagrams are reports like the others: a rank whose script never
+// reports is judged by the same rules once the hook has counted a collective or a step.
 // A rank is judged hung once per generation.
 //
 // Worked example: --hang_timeout 60 --section_timeout checkpoint=600. Rank 3 reports
@@ -50,11 +57,21 @@ inline constexpr common::Duration kLearnFloor = std::chrono::seconds(10);
 inline constexpr int kLearnIntervals = 3;
 // Steps over which "recent seconds per step" is measured.
 inline constexpr size_t kStepWindow = 10;
+inline constexpr common::Duration kHookedSilence = std::chrono::seconds(60);
 
 struct ProgressDatagram {
-  enum class Kind { kStep, kBegin, kEnd } kind = Kind::kStep;
-  int64_t step = -1;  // kStep with a number
-  std::string name;   // kBegin, kEnd
+  enum class Kind { kStep, kBegin, kEnd, kHook, kHello } kind = Kind::kStep;
+  int64_t step = -1;        // kStep with a number; kHook: optimizer steps
+  std::string name;         // kBegin, kEnd; kHook: the last collective
+  int64_t collectives = 0;  // kHook
+  bool inside = false;      // kHook
+};
+
+// What the progress hook last said of a rank (RankStack's fields).
+struct HookCounts {
+  int64_t collectives = -1;  // -1 = no hook report
+  std::string last_op;
+  bool inside = false;
 };
 
 // A section's name: 1 to kMaxSectionName letters, digits, _ - . : / (also what
@@ -82,6 +99,14 @@ class ProgressTracker {
   std::vector<v1::RankProgress> TakeChanges(common::TimePoint now);
   // Forgets a rank (it exited): it can no longer hang.
   void RemoveRank(int rank);
+  HookCounts HookOf(int rank) const;
+  // Ranks that have sent no report although a rule needs reports, once each (a hint that the
+  // rule cannot fire): silent for as long as the steady bound since they started, or, when
+  // the hook is in the process (it will report once the script uses torch.distributed),
+  // for kHookedSilence at least.
+  std::vector<int> TakeSilentRanks(common::TimePoint now);
+  // When TakeSilentRanks would next name a rank (nullopt: none can).
+  std::optional<common::TimePoint> NextSilentRank() const;
 
   const v1::ProgressRules& rules() const { return rules_; }
   bool Enabled() const;  // any bound is set
@@ -99,7 +124,14 @@ class ProgressTracker {
     int intervals = 0;  // seen outside sections
     bool hung = false;
     bool changed = false;
+    bool explicit_steps = false;  // a `step` report came: the hook's counts are not the step
+    bool silence_said = false;
+    bool hooked = false;  // the hook said it is there
+    HookCounts hook;
+    int64_t optimizer_steps = 0;
   };
+  void OnHook(Rank& r, const ProgressDatagram& hook, common::TimePoint now);
+  void NoteStep(Rank& r, int64_t step, common::TimePoint now);
   struct Bound {
     common::Duration bound;
     common::TimePoint since;
@@ -107,6 +139,8 @@ class ProgressTracker {
     std::string section;
   };
   std::optional<Bound> BoundOf(const Rank& rank) const;
+  // How long a rank with no report at all is silent before TakeSilentRanks names it.
+  std::optional<common::Duration> SilenceHint(const Rank& rank) const;
   double StepSeconds(const Rank& rank) const;
 
   v1::ProgressRules rules_;

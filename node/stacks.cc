@@ -20,55 +20,19 @@
 #include "common/logging.h"
 #include "common/spawn.h"
 #include "common/status.h"
+#include "gangrun_sitecustomize.h"
 
 namespace gangrun::node {
 namespace {
 
 constexpr auto kPollInterval = std::chrono::milliseconds(20);
 
-constexpr char kSiteCustomize[] =
-    R"PY(# Written by gangrun (node/stacks.h): lets gangrun ask this Python process for its
-# stacks when its job hangs, then runs the sitecustomize that this one hides, if any.
-import os as _gangrun_os
-import sys as _gangrun_sys
-
-
-def _gangrun_hook():
-    directory = _gangrun_os.environ.get("GANGRUN_STACK_DIR")
-    signum = _gangrun_os.environ.get("GANGRUN_STACK_SIGNAL")
-    if not directory or not signum:
-        return
-    try:
-        import faulthandler
-        with open("/proc/self/stat") as stat:
-            started = stat.read().rsplit(")", 1)[1].split()[19]
-        name = "%d.%s.stack" % (_gangrun_os.getpid(), started)
-        stream = open(_gangrun_os.path.join(directory, name), "w")
-        faulthandler.register(int(signum), file=stream, all_threads=True, chain=False)
-        _gangrun_sys._gangrun_stack_stream = stream  # open for the process's whole life
-    except Exception:
-        pass
-
-
-def _gangrun_chain():
-    import importlib.machinery
-    import importlib.util
-    here = _gangrun_os.path.dirname(_gangrun_os.path.abspath(__file__))
-    path = [p for p in _gangrun_sys.path if _gangrun_os.path.abspath(p or ".") != here]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
-    if spec is None or spec.loader is None:
-        return
-    module = importlib.util.module_from_spec(spec)
-    _gangrun_sys.modules["sitecustomize"] = module
-    spec.loader.exec_module(module)
-
-
-_gangrun_hook()
-_gangrun_chain()
-)PY";
+using generated::kSiteCustomize;
 // The hook reads the names the node writes (AddWorkerEnv).
 static_assert(std::string_view(kSiteCustomize).find(env::kStackDir) != std::string_view::npos);
 static_assert(std::string_view(kSiteCustomize).find(env::kStackSignal) != std::string_view::npos);
+static_assert(std::string_view(kSiteCustomize).find(env::kProgress) != std::string_view::npos);
+static_assert(std::string_view(kSiteCustomize).find(env::kHookPid) != std::string_view::npos);
 
 // Field 22 of /proc/<pid>/stat (the start time in clock ticks): with the pid, it names one
 // process for ever, so a recycled pid never gets another process's hook file.
@@ -140,10 +104,31 @@ std::string PythonWhere(absl::string_view dump) {
   return innermost;
 }
 
+namespace {
+
+// eu-stack -s puts a frame's source under it: "    /src/worker.c:41:7".
+std::string SourceLine(absl::string_view line) {
+  if (line.empty() || (line[0] != ' ' && line[0] != '\t')) return "";
+  absl::string_view source = absl::StripAsciiWhitespace(line);
+  const size_t column = source.rfind(':');
+  if (column == absl::string_view::npos) return "";
+  const size_t row = source.rfind(':', column - 1);
+  if (row == absl::string_view::npos || row + 1 == column) return "";
+  const absl::string_view number = source.substr(row + 1, column - row - 1);
+  if (!std::all_of(number.begin(), number.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return "";
+  }
+  return std::string(Basename(source.substr(0, row))) + ":" + std::string(number);
+}
+
+}  // namespace
+
 std::string NativeWhere(absl::string_view stack) {
   std::string innermost;
   int threads = 0;
-  for (absl::string_view line : absl::StrSplit(stack, '\n')) {
+  std::vector<absl::string_view> lines = absl::StrSplit(stack, '\n');
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const absl::string_view line = lines[i];
     if (absl::StartsWith(line, "TID ")) {
       if (++threads > 1) break;  // the first thread only
       continue;
@@ -158,7 +143,9 @@ std::string NativeWhere(absl::string_view stack) {
     if (words.size() < 3) continue;  // no symbol
     absl::string_view symbol = words[2];
     symbol = symbol.substr(0, symbol.find('@'));
-    const std::string where = std::string(symbol) + " (" + std::string(Basename(module)) + ")";
+    const std::string source = i + 1 < lines.size() ? SourceLine(lines[i + 1]) : "";
+    const std::string where = std::string(symbol) + " (" +
+                              (source.empty() ? std::string(Basename(module)) : source) + ")";
     if (!SystemModule(module)) return where;
     if (innermost.empty()) innermost = where;
   }
@@ -227,7 +214,8 @@ void SystemStackSampler::AddWorkerEnv(std::vector<std::string>& env) const {
       const std::string old = it->substr(11);
       if (!old.empty()) python_path += ":" + old;
       it = env.erase(it);
-    } else if (absl::StartsWith(*it, env::kStackPrefix)) {
+    } else if (absl::StartsWith(*it, env::kStackPrefix) ||
+               absl::StartsWith(*it, std::string(env::kHookPid) + "=")) {
       it = env.erase(it);
     } else {
       ++it;
@@ -326,7 +314,8 @@ void SystemStackSampler::StartNative(const std::shared_ptr<Session>& session, si
   }
   common::SpawnOptions options;
   options.exec_path = eu_stack_;
-  options.argv = {eu_stack_, "-m", "-p", std::to_string(probe.target.pid)};
+  // -s: each frame's source file and line, where the binary has debug information.
+  options.argv = {eu_stack_, "-m", "-s", "-p", std::to_string(probe.target.pid)};
   options.env = {"PATH=/usr/bin:/bin", "LC_ALL=C"};
   options.fds = {{1, fds[1]}, {2, fds[1]}};
   auto pid = common::Spawn(options);

@@ -1,10 +1,12 @@
 #pragma once
 // Where a hung rank is: its stack, captured without changing the user's code.
 //
-// Python workers: when hang rules are set, every worker's PYTHONPATH starts with the node's
-// hook directory, whose sitecustomize.py registers faulthandler for GANGRUN_STACK_SIGNAL
-// (writing every thread's stack to GANGRUN_STACK_DIR/<pid>.stack) and then runs the
-// sitecustomize that would otherwise have been found. faulthandler's handler is C code, so it
+// Python workers: unless --progress_hook False, every worker's PYTHONPATH starts with the
+// node's hook directory, whose sitecustomize.py (node/python/sitecustomize.py) registers
+// faulthandler for GANGRUN_STACK_SIGNAL (writing every thread's stack to
+// GANGRUN_STACK_DIR/<pid>.stack), counts torch.distributed's collectives and optimizer steps
+// for GANGRUN_PROGRESS (node/progress.h, "hook"), and then runs the sitecustomize that would
+// otherwise have been found. faulthandler's handler is C code, so it
 // answers even when the interpreter is stuck inside a C call holding the GIL. A Python started
 // with -E, -I or -S has no hook. Native workers (and Python ones without the hook): eu-stack
 // (elfutils) attaches with ptrace and prints every thread. Neither there: the rank is named
@@ -86,7 +88,8 @@ class SystemStackSampler : public StackSampler {
 // packages are skipped unless there is nothing else. "" = no frame found.
 std::string PythonWhere(absl::string_view dump);
 // The same for eu-stack output (its first thread, the main one): the innermost frame with a
-// symbol outside the system's libraries, as "function (module)".
+// symbol outside the system's libraries, as "function (file.c:line)" where the binary has
+// debug information (eu-stack -s), else "function (module)".
 std::string NativeWhere(absl::string_view stack);
 
 }  // namespace gangrun::node

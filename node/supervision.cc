@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "common/env_names.h"
 #include "common/logging.h"
+#include "node/flight_recorder.h"
 #include "node/node.h"
 
 namespace gangrun::node {
@@ -78,6 +80,8 @@ void Node::StartSupervision(const v1::StartGeneration& start, std::vector<Proces
     if (supervision_.stacks != nullptr && start.progress_rules().python_stacks()) {
       supervision_.stacks->AddWorkerEnv(spec.env);
     }
+    if (supervision_.flight_recorder != nullptr)
+      supervision_.flight_recorder->AddWorkerEnv(spec.env);
   }
 }
 
@@ -113,7 +117,8 @@ void Node::SendProgress() {
 // section with a shorter bound, which brings the check forward.
 void Node::ArmHangCheck() {
   if (!progress_ || finished_) return;
-  const std::optional<common::TimePoint> due = progress_->NextDeadline();
+  std::optional<common::TimePoint> due = progress_->NextDeadline();
+  if (auto silent = progress_->NextSilentRank(); silent && (!due || *silent < *due)) due = silent;
   if (!due) {
     hang_timer_.reset();
     hang_check_at_.reset();
@@ -131,6 +136,7 @@ void Node::ArmHangCheck() {
 // (it captures every rank's stack anyway), so a hang of many ranks is one message per node.
 void Node::CheckHangs() {
   if (!progress_ || finished_) return;
+  SaySilentRanks();
   for (auto& hung : progress_->CheckHangs(clock_.Now())) {
     common::Logger("node")->error(
         "rank {} reported no progress for {:.1f} s (bound {:.1f} s, {}{}{})", hung.rank(),
@@ -143,6 +149,24 @@ void Node::CheckHangs() {
     Send(std::move(event));
   }
   ArmHangCheck();
+}
+
+// A rule that counts from a rank's first report cannot fire for a rank that never reports:
+// said once per rank, so that nobody waits for a hang report that cannot come.
+void Node::SaySilentRanks() {
+  const std::vector<int> silent = progress_->TakeSilentRanks(clock_.Now());
+  if (silent.empty()) return;
+  std::string ranks;
+  for (size_t i = 0; i < silent.size() && i < 8; ++i) {
+    ranks += (i > 0 ? "," : "") + std::to_string(silent[i]);
+  }
+  if (silent.size() > 8) ranks += ",...";
+  common::Logger("node")->warn(
+      "rank(s) {} sent no progress report yet: --hang_timeout counts from a rank's first "
+      "report, so it cannot fire for them until they report (the progress hook reports for "
+      "Python workers using torch.distributed; any other worker sends GANGRUN_PROGRESS "
+      "reports, e.g. with `gangrun progress step`)",
+      ranks);
 }
 
 void Node::OnTimerLine(absl::string_view line) {
@@ -240,58 +264,112 @@ std::optional<int> Node::RankOfPid(pid_t pid) const {
   return std::nullopt;
 }
 
+// One capture: the stacks and (at a hang) the flight recorder's dumps.
+struct Node::StackCapture {
+  uint64_t generation = 0;
+  uint64_t request = 0;  // 0: a hang's
+  bool with_text = false;
+  std::vector<v1::RankStack> stacks;
+  std::map<int, std::string> dumps;
+};
+
 void Node::OnCaptureStacks(const v1::CaptureStacks& capture) {
+  const bool hang = capture.request() == 0;
+  const std::set<int> wanted(capture.ranks().begin(), capture.ranks().end());
   std::vector<StackTarget> targets;
+  std::vector<FlightRecorder::Target> dumps;
   if (processes_) {
     for (const auto& [pid, spec] : processes_->running()) {
-      if (spec.rank >= 0) targets.push_back({spec.rank, pid});
+      if (spec.rank < 0 || (!wanted.empty() && wanted.count(spec.rank) == 0)) continue;
+      targets.push_back({spec.rank, pid});
+      if (!hang || supervision_.flight_recorder == nullptr) continue;
+      if (auto dump = FlightRecorder::TargetOf(spec.env, spec.rank, spec.log_path)) {
+        dumps.push_back(std::move(*dump));
+      }
     }
   }
-  common::Logger("node")->warn("capturing the stacks of {} rank(s): {}", targets.size(),
-                               capture.reason());
-  const uint64_t generation = generation_;
+  if (hang) {
+    common::Logger("node")->warn("capturing the stacks of {} rank(s): {}", targets.size(),
+                                 capture.reason());
+  } else {
+    common::Logger("node")->info("capturing the stacks of {} rank(s) on request", targets.size());
+  }
+  auto join = std::make_shared<StackCapture>();
+  join->generation = generation_;
+  join->request = capture.request();
+  join->with_text = capture.with_text();
+  const auto timeout = std::chrono::duration_cast<common::Duration>(
+      std::chrono::duration<double>(std::max(0.1, capture.timeout_seconds())));
+  // The flight recorder after the stacks, in what is left of the same time: a dump starts
+  // threads in the process, which faulthandler's all-threads dump must not race with.
+  const common::TimePoint deadline = clock_.Now() + timeout;
+  auto stacks_done = [this, join, deadline, dumps = std::move(dumps)]() mutable {
+    if (dumps.empty() || supervision_.flight_recorder == nullptr) return OnStacksCaptured(*join);
+    const common::Duration left =
+        std::max<common::Duration>(deadline - clock_.Now(), std::chrono::milliseconds(500));
+    supervision_.flight_recorder->Collect(std::move(dumps), left,
+                                          [this, join](std::map<int, std::string> collected) {
+                                            join->dumps = std::move(collected);
+                                            OnStacksCaptured(*join);
+                                          });
+  };
   if (supervision_.stacks == nullptr || targets.empty()) {
-    std::vector<v1::RankStack> stacks;
     for (const auto& target : targets) {
       v1::RankStack stack;
       stack.set_rank(target.rank);
       stack.set_pid(target.pid);
       stack.set_error("stack capture is not available on this node");
-      stacks.push_back(std::move(stack));
+      join->stacks.push_back(std::move(stack));
     }
-    return OnStacksCaptured(generation, std::move(stacks));
+    return stacks_done();
   }
-  const auto timeout = std::chrono::duration_cast<common::Duration>(
-      std::chrono::duration<double>(std::max(0.1, capture.timeout_seconds())));
-  supervision_.stacks->Capture(std::move(targets), timeout,
-                               [this, generation](std::vector<v1::RankStack> stacks) {
-                                 OnStacksCaptured(generation, std::move(stacks));
-                               });
+  supervision_.stacks->Capture(
+      std::move(targets), timeout,
+      [join, stacks_done = std::move(stacks_done)](std::vector<v1::RankStack> stacks) mutable {
+        join->stacks = std::move(stacks);
+        stacks_done();
+      });
 }
 
-void Node::OnStacksCaptured(uint64_t generation, std::vector<v1::RankStack> stacks) {
-  if (finished_ || generation != generation_) return;
+// A hang's stacks go into the ranks' logs and only `where` to the scheduler; a request's
+// leave the logs alone and carry the text when asked for.
+void Node::OnStacksCaptured(StackCapture& capture) {
+  if (finished_ || capture.generation != generation_) return;
+  const bool hang = capture.request == 0;
   auto log = common::Logger("node");
   std::map<pid_t, std::string> log_paths;
   if (processes_) {
     for (const auto& [pid, spec] : processes_->running()) log_paths[pid] = spec.log_path;
   }
   v1::NodeEvent event;
-  for (auto& stack : stacks) {
-    const std::string header = "[gangrun] rank " + std::to_string(stack.rank()) + " (pid " +
-                               std::to_string(stack.pid()) + ") when the job hung";
-    const std::string& path = log_paths[stack.pid()];
-    if (!stack.error().empty()) {
-      log->warn("rank {}: no stack: {}", stack.rank(), stack.error());
-    } else if (!path.empty()) {
-      AppendToLog(path, "\n" + header + ", " + stack.kind() + " stack:\n" + stack.text() + "\n");
-    } else {
-      log->warn("{}, {} stack:\n{}", header, stack.kind(), stack.text());
+  auto* captured = event.mutable_stacks_captured();
+  captured->set_request(capture.request);
+  for (auto& stack : capture.stacks) {
+    const HookCounts hook = progress_ ? progress_->HookOf(stack.rank()) : HookCounts{};
+    if (hook.collectives >= 0) {
+      stack.set_collectives(hook.collectives);
+      stack.set_last_op(hook.last_op);
+      stack.set_in_collective(hook.inside);
     }
-    stack.clear_text();  // the whole stack is in the rank's log; the scheduler needs `where`
-    *event.mutable_stacks_captured()->add_stacks() = std::move(stack);
+    if (auto dump = capture.dumps.find(stack.rank()); dump != capture.dumps.end()) {
+      stack.set_flight_recorder(dump->second);
+    }
+    if (hang) {
+      const std::string header = "[gangrun] rank " + std::to_string(stack.rank()) + " (pid " +
+                                 std::to_string(stack.pid()) + ") when the job hung";
+      const std::string& path = log_paths[stack.pid()];
+      if (!stack.error().empty()) {
+        log->warn("rank {}: no stack: {}", stack.rank(), stack.error());
+      } else if (!path.empty()) {
+        AppendToLog(path, "\n" + header + ", " + stack.kind() + " stack:\n" + stack.text() + "\n");
+      } else {
+        log->warn("{}, {} stack:\n{}", header, stack.kind(), stack.text());
+      }
+    }
+    // A hang's whole stack is in the rank's log; the scheduler needs `where`.
+    if (hang || !capture.with_text) stack.clear_text();
+    *captured->add_stacks() = std::move(stack);
   }
-  if (stacks.empty()) event.mutable_stacks_captured();
   Send(std::move(event));
 }
 

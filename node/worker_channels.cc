@@ -4,6 +4,7 @@
 
 #include "common/status.h"
 #include "node/file_timer.h"
+#include "node/flight_recorder.h"
 #include "node/keeper_client.h"
 #include "node/progress_channel.h"
 #include "node/runtime_dir.h"
@@ -24,6 +25,7 @@ absl::StatusOr<std::unique_ptr<WorkerChannels>> WorkerChannels::Create(boost::as
   ASSIGN_OR_RETURN(channels->timer_pipe_,
                    FifoLineReader::Open(io, dir + "/timer", std::move(sinks.on_timer_line)));
   ASSIGN_OR_RETURN(channels->stacks_, SystemStackSampler::Create(io, dir));
+  ASSIGN_OR_RETURN(channels->flight_recorder_, FlightRecorder::Create(io, dir));
   return channels;
 }
 
@@ -42,6 +44,7 @@ Supervision WorkerChannels::supervision() const {
     return dir + "/error_" + std::to_string(local_rank) + ".json";
   };
   supervision.stacks = stacks_.get();
+  supervision.flight_recorder = flight_recorder_.get();
   supervision.wall_now = [] {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
         .count();

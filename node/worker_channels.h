@@ -1,8 +1,8 @@
 #pragma once
 // What a node's workers talk to, in the node's runtime directory (node/runtime_dir.h): one
 // GANGRUN_PROGRESS socket per local rank, the TORCHELASTIC_TIMER_FILE pipe, the error files
-// and the stack sampler's hook. The node's own part: the launcher asks for them and hands
-// their Supervision to the Node, and knows no file name in the directory.
+// the stack sampler's hook and the flight recorder's dumps. The node's own part: the launcher asks
+// for them and hands their Supervision to the Node, and knows no file name in the directory.
 
 #include <boost/asio/io_context.hpp>
 #include <functional>
@@ -20,6 +20,7 @@ class RuntimeDir;
 class ProgressChannel;
 class FifoLineReader;
 class SystemStackSampler;
+class FlightRecorder;
 
 class WorkerChannels {
  public:
@@ -47,6 +48,7 @@ class WorkerChannels {
   std::unique_ptr<ProgressChannel> progress_;
   std::unique_ptr<FifoLineReader> timer_pipe_;
   std::unique_ptr<SystemStackSampler> stacks_;
+  std::unique_ptr<FlightRecorder> flight_recorder_;
 };
 
 }  // namespace gangrun::node

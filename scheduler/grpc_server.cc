@@ -224,6 +224,18 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
         });
   }
 
+  grpc::ServerUnaryReactor* Stacks(grpc::CallbackServerContext* context,
+                                   const v1::StacksRequest* request,
+                                   v1::StacksResponse* response) override {
+    return Serve<v1::Scheduler>(
+        context, "Stacks", [this, request, response](grpc::ServerUnaryReactor* reactor) {
+          scheduler_.RequestStacks(*request, [reactor, response](auto answer) {
+            if (answer.ok()) *response = std::move(*answer);
+            reactor->Finish(ToGrpcStatus(answer.status()));
+          });
+        });
+  }
+
   grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext* context, const v1::PutRequest* request,
                                 v1::PutResponse*) override {
     return Serve<v1::KeyValue>(context, "Put", [this, request](grpc::ServerUnaryReactor* reactor) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
+#include <tuple>
 
 namespace gangrun::scheduler {
 
@@ -22,32 +24,69 @@ std::string RankList(std::vector<int> ranks, size_t max_items) {
   return text;
 }
 
+namespace {
+
+// The odd ones out by collective count: the groups with the fewest, when the counted groups
+// do not all have the same count. False when there is nothing to compare.
+bool MarkBehind(std::vector<v1::StackGroup>& groups) {
+  std::set<int64_t> counts;
+  for (const auto& group : groups) {
+    if (group.has_collectives()) counts.insert(group.collectives());
+  }
+  if (counts.size() < 2) return false;
+  for (auto& group : groups) {
+    const bool behind = group.has_collectives() && group.collectives() == *counts.begin();
+    group.set_behind(behind);
+    group.set_odd_one_out(behind);
+  }
+  return true;
+}
+
+// Otherwise by place: every group smaller than the largest.
+void MarkMinorities(std::vector<v1::StackGroup>& groups) {
+  size_t largest = 0, smallest = SIZE_MAX;
+  for (const auto& group : groups) {
+    largest = std::max(largest, static_cast<size_t>(group.ranks_size()));
+    smallest = std::min(smallest, static_cast<size_t>(group.ranks_size()));
+  }
+  if (groups.size() < 2 || smallest == largest) return;
+  for (auto& group : groups) {
+    group.set_odd_one_out(static_cast<size_t>(group.ranks_size()) < largest);
+  }
+}
+
+std::string Ranks(const v1::StackGroup& group) {
+  std::vector<int> ranks(group.ranks().begin(), group.ranks().end());
+  return (ranks.size() == 1 ? "rank " : "ranks ") + RankList(ranks);
+}
+
+}  // namespace
+
 std::vector<v1::StackGroup> GroupStacks(const std::vector<v1::RankStack>& stacks) {
-  std::map<std::string, std::vector<int>> by_where;
+  // (collectives, the collective it is inside, where) -> ranks
+  std::map<std::tuple<int64_t, std::string, std::string>, std::vector<int>> by_place;
   std::vector<int> unsampled;
   for (const auto& stack : stacks) {
     if (!stack.error().empty()) {
       unsampled.push_back(stack.rank());
-    } else {
-      by_where[stack.where().empty() ? "an unknown frame" : stack.where()].push_back(stack.rank());
+      continue;
     }
+    const int64_t count = stack.has_collectives() ? std::max<int64_t>(0, stack.collectives()) : -1;
+    by_place[{count, count >= 0 && stack.in_collective() ? stack.last_op() : "",
+              stack.where().empty() ? "an unknown frame" : stack.where()}]
+        .push_back(stack.rank());
   }
   std::vector<v1::StackGroup> groups;
-  size_t largest = 0, smallest = SIZE_MAX;
-  for (auto& [where, ranks] : by_where) {
+  for (auto& [place, ranks] : by_place) {
     std::sort(ranks.begin(), ranks.end());
     v1::StackGroup group;
-    group.set_where(where);
+    if (std::get<0>(place) >= 0) group.set_collectives(std::get<0>(place));
+    group.set_in_collective(std::get<1>(place));
+    group.set_where(std::get<2>(place));
     for (int rank : ranks) group.add_ranks(rank);
-    largest = std::max(largest, ranks.size());
-    smallest = std::min(smallest, ranks.size());
     groups.push_back(std::move(group));
   }
-  if (groups.size() > 1 && smallest < largest) {
-    for (auto& group : groups) {
-      group.set_odd_one_out(static_cast<size_t>(group.ranks_size()) < largest);
-    }
-  }
+  if (!MarkBehind(groups)) MarkMinorities(groups);
   std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) {
     if (a.ranks_size() != b.ranks_size()) return a.ranks_size() > b.ranks_size();
     return a.ranks(0) < b.ranks(0);
@@ -61,12 +100,28 @@ std::vector<v1::StackGroup> GroupStacks(const std::vector<v1::RankStack>& stacks
   return groups;
 }
 
+std::string GroupPlace(const v1::StackGroup& group) {
+  if (group.where().empty()) return "not sampled";
+  if (!group.has_collectives()) return "in " + group.where();
+  if (!group.in_collective().empty()) {
+    return group.in_collective() + " #" + std::to_string(group.collectives()) + " in " +
+           group.where();
+  }
+  return "collective #" + std::to_string(group.collectives()) + ", in " + group.where();
+}
+
 std::string DescribeGroups(const std::vector<v1::StackGroup>& groups) {
   std::string text;
   size_t odd = 0;
   for (const auto& group : groups) odd += group.odd_one_out();
   for (const auto& group : groups) {
     if (!text.empty()) text += "; ";
+    if (group.has_collectives()) {
+      // "ranks 0-2: all_reduce #42 in step (train.py:88)"
+      text += Ranks(group) + ": " + GroupPlace(group);
+      if (group.odd_one_out()) text += " <- look here first";
+      continue;
+    }
     std::vector<int> ranks(group.ranks().begin(), group.ranks().end());
     text += ranks.size() == 1 ? "rank " + RankList(ranks)
                               : std::to_string(ranks.size()) + " ranks (" + RankList(ranks) + ")";

@@ -54,6 +54,10 @@ void Scheduler::OnProgress(NodeState& node, const v1::ProgressReport& report) {
     worker.set_reports(progress.reports());
     worker.set_step_seconds(std::max(0.0, progress.step_seconds()));
     worker.set_section(Sanitize(progress.section(), 64));
+    if (progress.has_collectives()) {
+      worker.set_collectives(progress.collectives());
+      worker.set_last_op(Sanitize(progress.last_op(), 64));
+    }
     if (progress.reports() > 0) {
       const double age = std::clamp(progress.age_seconds(), 0.0, 1e9);
       node.reported_at[progress.rank()] =
@@ -102,16 +106,31 @@ void Scheduler::OnRankHung(NodeState& node, const v1::RankHung& hung) {
                    [this] { FinishCapture(); });
 }
 
+// What the scheduler keeps of a node's stack: bounded, printable, with the node's name.
+v1::RankStack Scheduler::KeptStack(const NodeState& node, const v1::RankStack& stack) {
+  v1::RankStack kept;
+  kept.set_rank(stack.rank());
+  kept.set_pid(stack.pid());
+  kept.set_host(node.join.node_name);
+  kept.set_kind(Sanitize(stack.kind(), 16));
+  kept.set_where(Sanitize(stack.where(), kMaxNameBytes));
+  kept.set_error(Sanitize(stack.error(), kMaxReasonBytes));
+  if (stack.has_collectives()) {
+    kept.set_collectives(std::max<int64_t>(0, stack.collectives()));
+    kept.set_last_op(Sanitize(stack.last_op(), 64));
+    kept.set_in_collective(stack.in_collective());
+  }
+  kept.set_flight_recorder(Sanitize(stack.flight_recorder(), 4096));
+  return kept;
+}
+
 void Scheduler::OnStacksCaptured(int node_id, const v1::StacksCaptured& captured) {
+  if (captured.request() != 0) return OnRequestedStacks(node_id, captured);
   if (state_ != State::kCapturing || !capture_ || capture_->waiting.erase(node_id) == 0) return;
+  auto node = nodes_.find(node_id);
+  if (node == nodes_.end()) return;
   for (const auto& stack : captured.stacks()) {
-    v1::RankStack kept;
-    kept.set_rank(stack.rank());
-    kept.set_pid(stack.pid());
-    kept.set_kind(Sanitize(stack.kind(), 16));
-    kept.set_where(Sanitize(stack.where(), kMaxNameBytes));
-    kept.set_error(Sanitize(stack.error(), kMaxReasonBytes));
-    capture_->stacks.push_back(std::move(kept));
+    capture_->stacks.push_back(KeptStack(node->second, stack));
   }
   if (capture_->waiting.empty()) FinishCapture();
 }
@@ -144,18 +163,32 @@ void Scheduler::FinishCapture() {
       if (&group != odd) others.push_back(group);
     }
     std::vector<int> odd_ranks(odd->ranks().begin(), odd->ranks().end());
-    reason.message =
-        (odd->ranks_size() == 1 ? "rank " + std::to_string(rank) + " on " +
-                                      reason.root_cause.host() + " is the odd one out"
-                                : "ranks " + RankList(odd_ranks) + " are the odd ones out") +
-        ", in " + odd->where() + (others.empty() ? "" : "; " + DescribeGroups(others)) +
-        "; noticed when " + capture_->message;
+    const bool one = odd->ranks_size() == 1;
+    std::string who = one ? "rank " + std::to_string(rank) + " on " + reason.root_cause.host()
+                          : "ranks " + RankList(odd_ranks);
+    if (odd->behind()) {
+      who += (one ? " is" : " are") + std::string(" behind the others, at ") + GroupPlace(*odd) +
+             " <- look here first";
+    } else {
+      who += (one ? " is the odd one out" : " are the odd ones out") + std::string(", in ") +
+             odd->where();
+    }
+    reason.message = who + (others.empty() ? "" : "; " + DescribeGroups(others)) +
+                     "; noticed when " + capture_->message;
   }
+  SayFlightRecorderDumps(capture_->stacks);
   nlohmann::json json_groups = nlohmann::json::array();
   for (const auto& group : groups) {
-    json_groups.push_back({{"where", group.where()},
-                           {"ranks", std::vector<int>(group.ranks().begin(), group.ranks().end())},
-                           {"odd_one_out", group.odd_one_out()}});
+    nlohmann::json json_group = {
+        {"where", group.where()},
+        {"ranks", std::vector<int>(group.ranks().begin(), group.ranks().end())},
+        {"odd_one_out", group.odd_one_out()}};
+    if (group.has_collectives()) {
+      json_group["collectives"] = group.collectives();
+      json_group["in_collective"] = group.in_collective();
+      json_group["behind"] = group.behind();
+    }
+    json_groups.push_back(std::move(json_group));
   }
   Record(Event::kHang, {{"generation", generation_},
                         {"message", reason.message},
@@ -163,6 +196,27 @@ void Scheduler::FinishCapture() {
                         {"groups", std::move(json_groups)}});
   common::Logger("scheduler")->error("hang: {}", reason.message);
   BeginStopping(std::move(reason));
+}
+
+// Where the hang's NCCL flight recorder dumps were kept (node/flight_recorder.h).
+void Scheduler::SayFlightRecorderDumps(const std::vector<v1::RankStack>& stacks) {
+  std::vector<std::string> dumps;
+  nlohmann::json json_dumps = nlohmann::json::array();
+  for (const auto& stack : stacks) {
+    if (stack.flight_recorder().empty()) continue;
+    dumps.push_back("rank " + std::to_string(stack.rank()) + " on " + stack.host() + ": " +
+                    stack.flight_recorder());
+    json_dumps.push_back(
+        {{"rank", stack.rank()}, {"node", stack.host()}, {"path", stack.flight_recorder()}});
+  }
+  if (dumps.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < dumps.size() && i < 8; ++i) list += (i > 0 ? ", " : "") + dumps[i];
+  if (dumps.size() > 8) list += absl::StrFormat(" and %d more", dumps.size() - 8);
+  common::Logger("scheduler")
+      ->error("hang: NCCL flight recorder dumps of {} rank(s), beside their logs: {}", dumps.size(),
+              list);
+  Record(Event::kFlightRecorder, {{"generation", generation_}, {"dumps", std::move(json_dumps)}});
 }
 
 void Scheduler::OnTimerExpired(NodeState& node, const v1::TimerExpired& expired) {

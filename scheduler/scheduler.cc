@@ -20,7 +20,13 @@ Scheduler::Scheduler(common::Clock& clock, Options options)
   identity_.personality = options_.personality;
 }
 
-Scheduler::~Scheduler() = default;
+Scheduler::~Scheduler() {
+  if (stacks_request_) {
+    auto done = std::move(stacks_request_->done);
+    stacks_request_.reset();
+    done(absl::UnavailableError("the job's scheduler has ended"));
+  }
+}
 
 void Scheduler::Enter(JobState to, std::string_view why) {
   CheckEdge(state_, to);

@@ -179,6 +179,14 @@ class Scheduler {
   // `gangrun scale`: sets the elastic job's maximum size. Below the current size, the
   // newest nodes are released and the job re-forms. Refuses sizes below the minimum.
   absl::Status Scale(int target);
+  // `gangrun stacks`: the stacks of every rank (or of request.ranks) of the running
+  // generation, through the hang path's capture, grouped as a hang report groups them; the
+  // job goes on untouched. One request at a time; `done` is called once, on the strand (with
+  // an error if the request cannot be answered). Stacks themselves are sent for at most
+  // kMaxStackTexts ranks; past that only where each rank is.
+  static constexpr int kMaxStackTexts = 64;
+  using StacksDone = std::function<void(absl::StatusOr<v1::StacksResponse>)>;
+  void RequestStacks(const v1::StacksRequest& request, StacksDone done);
 
  private:
   using State = JobState;
@@ -199,6 +207,15 @@ class Scheduler {
     std::set<int> waiting;  // node ids that have not answered
     std::vector<v1::RankStack> stacks;
     std::unique_ptr<common::Timer> timer;
+  };
+  // A `gangrun stacks` being answered.
+  struct StacksRequest {
+    uint64_t id = 0;
+    std::set<int> waiting;  // node ids
+    std::vector<v1::RankStack> stacks;
+    bool texts_left_out = false;
+    std::unique_ptr<common::Timer> timer;
+    StacksDone done;
   };
   struct NodeState {
     int id = 0;
@@ -251,6 +268,11 @@ class Scheduler {
   void OnRankHung(NodeState& node, const v1::RankHung& hung);
   void OnTimerExpired(NodeState& node, const v1::TimerExpired& expired);
   void OnStacksCaptured(int node_id, const v1::StacksCaptured& captured);
+  static v1::RankStack KeptStack(const NodeState& node, const v1::RankStack& stack);
+  void SayFlightRecorderDumps(const std::vector<v1::RankStack>& stacks);
+  // stacks_request.cc
+  void OnRequestedStacks(int node_id, const v1::StacksCaptured& captured);
+  void FinishStacksRequest();
   // kCapturing -> kStopping(hung), with whatever stacks arrived.
   void FinishCapture();
   // Progress ages, straggler flags and the median step time, as of now.
@@ -349,8 +371,10 @@ class Scheduler {
   JobIdentity identity_;  // what a joining node must agree with (as configured)
   common::ThreadAffinity strand_;
   State state_ = State::kForming;
-  std::optional<StopReason> stopping_;             // kStopping: why
-  std::optional<Capture> capture_;                 // kCapturing
+  std::optional<StopReason> stopping_;           // kStopping: why
+  std::optional<Capture> capture_;               // kCapturing
+  std::optional<StacksRequest> stacks_request_;  // `gangrun stacks`, at most one
+  uint64_t stacks_requests_ = 0;
   std::optional<v1::StopRequest> stop_requested_;  // nothing restarts or re-forms after one
   bool time_limit_reached_ = false;                // likewise
   RecoveryPolicy policy_;

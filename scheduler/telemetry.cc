@@ -98,6 +98,10 @@ const char* EventName(Event event) {
       return "timer_expired";
     case Event::kHang:
       return "hang";
+    case Event::kFlightRecorder:
+      return "flight_recorder";
+    case Event::kStacksRequested:
+      return "stacks_requested";
     case Event::kGenerationAborted:
       return "generation_aborted";
     case Event::kGenerationEnded:

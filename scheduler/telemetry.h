@@ -32,9 +32,11 @@ enum class Event {
   kGenerationStarted,
   kGenerationRunning,
   kWorkerFailed,
-  kRankHung,      // a node judged a rank hung
-  kTimerExpired,  // a torch FileTimer expired
-  kHang,          // the hang's report: where every rank was
+  kRankHung,         // a node judged a rank hung
+  kTimerExpired,     // a torch FileTimer expired
+  kHang,             // the hang's report: where every rank was
+  kFlightRecorder,   // the hang's NCCL flight recorder dumps, where they were kept
+  kStacksRequested,  // `gangrun stacks` was answered
   kGenerationAborted,
   kGenerationEnded,
   kRestartScheduled,

@@ -43,6 +43,7 @@ const std::map<std::string, std::string>& Samples() {
       {"hang_timeout_initial", "40"},
       {"section_timeout", "ckpt=60,load=5"},
       {"stack_timeout", "3"},
+      {"progress_hook", "False"},
       {"straggler_factor", "2.5"},
       {"spare_nodes", "2"},
       {"health_check", "deploy/health/log-dir-writable"},

@@ -1,0 +1,257 @@
+# Written by gangrun (node/stacks.h, node/python/sitecustomize.py): the progress hook of a
+# Python worker. It lets gangrun ask the process for its stacks (faulthandler on a signal),
+# and, once the script imports torch.distributed, tells the node the rank's collective and
+# optimizer step counts. Then it runs the sitecustomize that this one hides, if any.
+#
+# It must never change what the script does: every part catches its own errors, and the
+# wrapped functions return what the originals return and raise what they raise.
+import os as _gangrun_os
+import sys as _gangrun_sys
+
+
+def _gangrun_stacks():
+    directory = _gangrun_os.environ.get("GANGRUN_STACK_DIR")
+    signum = _gangrun_os.environ.get("GANGRUN_STACK_SIGNAL")
+    if not directory or not signum:
+        return
+    try:
+        import faulthandler
+        with open("/proc/self/stat") as stat:
+            started = stat.read().rsplit(")", 1)[1].split()[19]
+        name = "%d.%s.stack" % (_gangrun_os.getpid(), started)
+        stream = open(_gangrun_os.path.join(directory, name), "w")
+        faulthandler.register(int(signum), file=stream, all_threads=True, chain=False)
+        _gangrun_sys._gangrun_stack_stream = stream  # open for the process's whole life
+    except Exception:
+        pass
+
+
+class _GangrunCounts:
+    """The rank's counts. Written by the wrappers, read by the sender thread."""
+
+    collectives = 0  # collectives and point-to-point calls issued (the rank's sequence number)
+    steps = 0  # optimizer steps
+    op = "-"  # the last collective's name
+    inside = 0  # 1 while a blocking collective runs
+
+
+# The collectives and point-to-point calls of torch.distributed that are counted.
+_GANGRUN_COLLECTIVES = (
+    "all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "_all_gather_base",
+    "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base", "reduce", "gather",
+    "scatter", "all_to_all", "all_to_all_single", "barrier", "monitored_barrier",
+    "all_gather_object", "broadcast_object_list", "gather_object", "scatter_object_list",
+    "send", "recv", "isend", "irecv", "batch_isend_irecv", "all_reduce_coalesced",
+    "all_gather_coalesced",
+)
+
+
+def _gangrun_progress():
+    path = _gangrun_os.environ.get("GANGRUN_PROGRESS")
+    if not path:
+        return
+    # The rank is the first Python process of the worker; a Python it starts (a data loader
+    # spawned, a tool run with subprocess) inherits the variable and stays quiet.
+    owner = _gangrun_os.environ.get("GANGRUN_HOOK_PID")
+    if owner is None:
+        _gangrun_os.environ["GANGRUN_HOOK_PID"] = str(_gangrun_os.getpid())
+    elif owner != str(_gangrun_os.getpid()):
+        return
+    try:  # tells the node the hook is here (not progress: the script has done nothing yet)
+        import _socket
+        hello = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM)
+        hello.setblocking(False)
+        hello.sendto(b"hook", path)
+        hello.close()
+    except OSError:
+        pass
+    import threading
+
+    counts = _GangrunCounts()
+    state = {"sender": None, "forked": False}
+    local = threading.local()
+
+    def send_loop():
+        import socket
+        import time
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.setblocking(False)
+        last = None
+        while True:
+            time.sleep(0.1)  # at most one datagram per 100 ms
+            now = (counts.collectives, counts.steps, counts.op, counts.inside)
+            if now == last:
+                continue
+            last = now
+            try:
+                sock.sendto(("hook %d %d %s %d" % now).encode(), path)
+            except OSError:
+                pass  # the node is gone or busy: the next change says it again
+
+    def changed():
+        if state["sender"] is None and not state["forked"]:
+            state["sender"] = threading.Thread(target=send_loop, name="gangrun-progress",
+                                               daemon=True)
+            state["sender"].start()
+
+    def after_fork():
+        state["forked"] = True  # a forked child is not the rank
+
+    _gangrun_os.register_at_fork(after_in_child=after_fork)
+
+    def wrap_collective(name, function):
+        import functools
+
+        @functools.wraps(function)
+        def collective(*args, **kwargs):
+            if getattr(local, "depth", 0):
+                return function(*args, **kwargs)  # called by another counted one
+            local.depth = 1
+            counts.collectives += 1
+            counts.op = name
+            counts.inside = 1
+            changed()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                local.depth = 0
+                counts.inside = 0
+
+        collective._gangrun_counted = True
+        return collective
+
+    def patch_c10d(module):
+        for name in _GANGRUN_COLLECTIVES:
+            function = getattr(module, name, None)
+            if callable(function) and not getattr(function, "_gangrun_counted", False):
+                setattr(module, name, wrap_collective(name, function))
+
+    def count_step(*_):
+        counts.steps += 1
+        changed()
+
+    def patch_optimizer(module):
+        register = getattr(module, "register_optimizer_step_post_hook", None)
+        if register is not None:  # torch 2.0 and later: a hook for every optimizer
+            register(count_step)
+            return
+        optimizer = module.Optimizer  # torch 1.x: each optimizer class's step, wrapped once
+        original_init = optimizer.__init__
+        import functools
+
+        def wrap_step(cls):
+            step = cls.step
+            if getattr(step, "_gangrun_counted", False):
+                return
+
+            @functools.wraps(step)
+            def counted_step(self, *args, **kwargs):
+                result = step(self, *args, **kwargs)
+                count_step()
+                return result
+
+            counted_step._gangrun_counted = True
+            cls.step = counted_step
+
+        @functools.wraps(original_init)
+        def init(self, *args, **kwargs):
+            original_init(self, *args, **kwargs)
+            try:
+                wrap_step(type(self))
+            except Exception:
+                pass
+
+        optimizer.__init__ = init
+
+    def patch_ddp(module):
+        # DistributedDataParallel all-reduces gradients in C++ during backward, where no
+        # Python function is called: a forward that will sync counts as that collective.
+        ddp = module.DistributedDataParallel
+        forward = ddp.forward
+        import functools
+
+        @functools.wraps(forward)
+        def counted_forward(self, *args, **kwargs):
+            try:
+                import torch
+                if self.training and self.require_backward_grad_sync and torch.is_grad_enabled():
+                    counts.collectives += 1
+                    counts.op = "ddp:all_reduce"
+                    changed()
+            except Exception:
+                pass
+            return forward(self, *args, **kwargs)
+
+        ddp.forward = counted_forward
+
+    patches = {
+        "torch.distributed.distributed_c10d": patch_c10d,
+        "torch.optim.optimizer": patch_optimizer,
+        "torch.nn.parallel.distributed": patch_ddp,
+    }
+
+    class Finder:
+        """Applies a patch when its module has run, before anyone imports from it."""
+
+        def find_spec(self, name, path=None, target=None):
+            patch = patches.pop(name, None)
+            if patch is None:
+                return None
+            if not patches:
+                try:
+                    _gangrun_sys.meta_path.remove(self)
+                except ValueError:
+                    pass
+            spec = None
+            for finder in _gangrun_sys.meta_path:
+                find = getattr(finder, "find_spec", None)
+                if finder is self or find is None:
+                    continue
+                spec = find(name, path, target)
+                if spec is not None:
+                    break
+            loader = getattr(spec, "loader", None)
+            exec_module = getattr(loader, "exec_module", None)
+            if exec_module is None:
+                return spec
+
+            def patched_exec_module(module):
+                exec_module(module)
+                try:
+                    patch(module)
+                except Exception:
+                    pass
+
+            try:
+                loader.exec_module = patched_exec_module
+            except Exception:
+                pass
+            return spec
+
+    for name in list(patches):
+        module = _gangrun_sys.modules.get(name)
+        if module is not None:  # imported already (by another sitecustomize or .pth)
+            patches.pop(name)(module)
+    if patches:
+        _gangrun_sys.meta_path.insert(0, Finder())
+
+
+def _gangrun_chain():
+    import importlib.machinery
+    import importlib.util
+    here = _gangrun_os.path.dirname(_gangrun_os.path.abspath(__file__))
+    path = [p for p in _gangrun_sys.path if _gangrun_os.path.abspath(p or ".") != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    _gangrun_sys.modules["sitecustomize"] = module
+    spec.loader.exec_module(module)
+
+
+_gangrun_stacks()
+try:
+    _gangrun_progress()
+except Exception:
+    pass
+_gangrun_chain()

@@ -1,0 +1,263 @@
+// The progress hook with real torch workers and no progress code: a gloo DDP job across two
+// launchers whose rank 3 stalls is stopped and the report names rank 3 by its collective
+// count and its frame; the same job healthy with a short bound runs to its end; `gangrun
+// stacks` shows every rank of a live job, which goes on; the hook is absent with
+// --progress_hook False and with python -I (and the launcher says the rule cannot fire); the
+// flight recorder's dump is triggered and kept (a stand-in for torch's reader of the pipe).
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/integration/launcher_fixture.h"
+
+namespace gangrun::testing {
+namespace {
+
+using std::chrono::seconds;
+
+// Debian's python3-torch is for Debian's own interpreter.
+constexpr char kPython[] = "/usr/bin/python3";
+
+// A plain DDP loop: nothing in it knows gangrun. STALL_RANK stalls in slow_loader before its
+// step STALL_AT (writing the moment, CLOCK_MONOTONIC, to STALL_FILE); READY_AT: every rank
+// says "ready" on GANGRUN_TEST_READY after that many steps and waits for GO.
+constexpr char kTrain[] = R"PY(
+import os, time
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+model = DDP(torch.nn.Linear(4, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+steps = int(os.environ.get("STEPS", "20"))
+stall_rank = int(os.environ.get("STALL_RANK", "-1"))
+ready_at = int(os.environ.get("READY_AT", "-1"))
+
+
+def slow_loader(step):
+    if rank == stall_rank and step == int(os.environ.get("STALL_AT", "5")):
+        with open(os.environ["STALL_FILE"], "w") as f:
+            f.write("%f\n" % time.monotonic())
+        time.sleep(3600)
+    return torch.randn(8, 4)
+
+
+def wait_for_the_test():
+    with open(os.environ["GANGRUN_TEST_READY"], "w") as fifo:
+        fifo.write("ready %d %d 0\n" % (rank, os.getpid()))
+    open(os.environ["GO"]).read()
+
+
+for step in range(steps):
+    if step == ready_at:
+        wait_for_the_test()
+    batch = slow_loader(step)
+    loss = model(batch).sum()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    time.sleep(0.05)
+dist.destroy_process_group()
+)PY";
+
+class HookTest : public LauncherTest {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(system("/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null"), 0)
+        << "python3-torch is not installed (deploy/install-deps.sh installs it)";
+    std::ofstream(dir_.File("train.py")) << kTrain;
+  }
+  std::vector<std::string> Args(const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = {GangrunBinary()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return argv;
+  }
+  Launched Run(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+    std::vector<std::string> full_env = {"GANGRUN_TEST_READY=" + fifo_.path()};
+    full_env.insert(full_env.end(), env.begin(), env.end());
+    return Launch(Args(args), full_env, dir_.path(), dir_.path());
+  }
+  std::string Log(int rank) {
+    return ReadFile(dir_.File("logs/worker_" + std::to_string(rank) + ".log"));
+  }
+};
+
+double MonotonicNow() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+TEST_F(HookTest, AStalledRankOfAnUnchangedDdpJobIsNamedByItsCollectiveCountAndFrame) {
+  const std::string port = FreePort();
+  auto launcher = [&](const std::string& node_rank) {
+    return Run({"--worker_num", "4", "--local_worker_num", "2", "--master_port", port,
+                "--node_rank", node_rank, "--hang_timeout", "3", "--stack_timeout", "3",
+                "--log_dir", "logs", kPython, "train.py"},
+               {"STALL_RANK=3", "STEPS=1000", "STALL_FILE=" + dir_.File("stalled")});
+  };
+  auto a = launcher("0");
+  auto b = launcher("1");
+  EXPECT_EQ(RunToEnd(a).code, 5) << a.Stderr();
+  EXPECT_EQ(RunToEnd(b).code, 5) << b.Stderr();
+  const double ended = MonotonicNow();
+  const std::string stalled = ReadFile(dir_.File("stalled"));
+  ASSERT_FALSE(stalled.empty()) << "rank 3 never stalled\n" << a.Stderr();
+  // Within --hang_timeout + --stack_timeout + 2 s of the stall.
+  EXPECT_LT(ended - std::stod(stalled), 3 + 3 + 2.0) << a.Stderr();
+  const std::string err = a.Stderr();
+  // Rank 3 is behind by one collective (the others wait in DDP's gradient all-reduce).
+  EXPECT_NE(err.find("rank 3 on "), std::string::npos) << err;
+  EXPECT_NE(err.find(" is behind the others, at collective #5, in slow_loader (train.py:"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("ranks 0-2: collective #6, in <module> (train.py:"), std::string::npos) << err;
+  EXPECT_NE(err.find("root cause: rank 3"), std::string::npos) << err;
+  EXPECT_NE(Log(3).find("in slow_loader"), std::string::npos) << Log(3);
+}
+
+TEST_F(HookTest, TheSameJobHealthyWithAShortBoundRunsToItsEnd) {
+  for (int run = 0; run < 5; ++run) {
+    auto job = Run({"--worker_num", "4", "--local_worker_num", "4", "--hang_timeout", "3",
+                    "--hang_timeout_initial", "60", kPython, "train.py"},
+                   {"STEPS=40"});
+    EXPECT_EQ(RunToEnd(job).code, 0) << "run " << run << "\n" << job.Stderr();
+    EXPECT_EQ(job.Stderr().find("hang"), std::string::npos) << job.Stderr();
+    EXPECT_EQ(job.Stderr().find("no progress report yet"), std::string::npos) << job.Stderr();
+  }
+}
+
+TEST_F(HookTest, StacksOfALiveJobNameEveryRankAndTheJobGoesOn) {
+  const std::string port = FreePort();
+  const std::string go = dir_.File("go");
+  ASSERT_EQ(mkfifo(go.c_str(), 0600), 0);
+  auto job = Run({"--worker_num", "4", "--local_worker_num", "4", "--master_port", port, "--token",
+                  "s3cret", kPython, "train.py"},
+                 {"STEPS=8", "READY_AT=3", "GO=" + go});
+  WaitReady(4);
+  const std::string master = "127.0.0.1:" + port;
+  // The hook's counts reach the node within 100 ms, the scheduler at the next heartbeat.
+  const auto counted = [&] {
+    auto status = Launch(Args({"status", "--master", master, "--token", "s3cret", "--json"}), {},
+                         dir_.path(), dir_.path());
+    if (RunToEnd(status).code != 0) return false;
+    auto json = nlohmann::json::parse(status.Stdout());
+    int ranks = 0;
+    // Steps (the optimizer's) and step times come from the hook too: stragglers need them.
+    for (const auto& worker : json["nodes"][0]["workers"]) {
+      ranks += worker.value("collectives", std::string()) == "3" &&
+               worker.value("step", std::string()) == "3" && worker.value("step_seconds", 0.0) > 0;
+    }
+    return ranks == 4;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + seconds(30);
+  while (!counted()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no hook counts, steps, step times";
+  }
+  auto stacks = Launch(Args({"stacks", "--master", master, "--token", "s3cret"}), {}, dir_.path(),
+                       dir_.path());
+  ASSERT_EQ(RunToEnd(stacks).code, 0) << stacks.Stderr();
+  const std::string out = stacks.Stdout();
+  EXPECT_NE(out.find("generation 1: ranks 0-3: collective #3, in wait_for_the_test (train.py:"),
+            std::string::npos)
+      << out;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_NE(out.find("--- rank " + std::to_string(rank) + " (pid "), std::string::npos) << out;
+  }
+  EXPECT_NE(out.find("in wait_for_the_test"), std::string::npos) << out;
+  // One rank, as JSON; without the token, refused.
+  auto one =
+      Launch(Args({"stacks", "--master", master, "--token", "s3cret", "--rank", "2", "--json"}), {},
+             dir_.path(), dir_.path());
+  ASSERT_EQ(RunToEnd(one).code, 0) << one.Stderr();
+  auto json = nlohmann::json::parse(one.Stdout());
+  ASSERT_EQ(json["stacks"].size(), 1u) << one.Stdout();
+  EXPECT_EQ(json["stacks"][0]["rank"], 2);
+  EXPECT_EQ(json["stacks"][0]["collectives"], "3");
+  EXPECT_EQ(json["stacks"][0]["kind"], "python");
+  auto refused = Launch(Args({"stacks", "--master", master, "--token", "wrong"}), {}, dir_.path(),
+                        dir_.path());
+  EXPECT_NE(RunToEnd(refused).code, 0);
+  auto bad = Launch(Args({"stacks", "--master", master, "--token", "s3cret", "--rank", "9"}), {},
+                    dir_.path(), dir_.path());
+  EXPECT_EQ(RunToEnd(bad).code, 2) << bad.Stderr();
+  EXPECT_NE(bad.Stderr().find("there is no rank 9"), std::string::npos) << bad.Stderr();
+  std::ofstream(go) << "go\n";  // every rank goes on
+  EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr();
+}
+
+TEST_F(HookTest, TheHookIsAbsentWithProgressHookFalseAndWithPythonI) {
+  std::ofstream(dir_.File("probe.py")) << R"PY(
+import os, sys
+import torch.distributed
+hooked = "GANGRUN_HOOK_PID" in os.environ and getattr(torch.distributed.all_reduce, "_gangrun_counted", False)
+print("hook present" if hooked else "hook absent", flush=True)
+)PY";
+  const auto probe = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--worker_num", "1", "--local_worker_num", "1"});
+    auto job = Run(args);
+    EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr();
+    return job.Stdout() + job.Stderr();
+  };
+  EXPECT_NE(probe({kPython, "probe.py"}).find("hook present"), std::string::npos);
+  EXPECT_NE(probe({"--progress_hook", "False", kPython, "probe.py"}).find("hook absent"),
+            std::string::npos);
+  EXPECT_NE(probe({kPython, "-I", "probe.py"}).find("hook absent"), std::string::npos);
+  // A rule that needs reports, a worker that never sends one: said, and nothing is stopped.
+  std::ofstream(dir_.File("quiet.py")) << R"PY(
+import os
+with open(os.environ["GANGRUN_TEST_READY"], "w") as fifo:
+    fifo.write("ready 0 %d 0\n" % os.getpid())
+open(os.environ["GO"]).read()
+)PY";
+  const std::string go = dir_.File("go");
+  ASSERT_EQ(mkfifo(go.c_str(), 0600), 0);
+  auto job = Run({"--worker_num", "1", "--local_worker_num", "1", "--hang_timeout", "1",
+                  "--progress_hook", "False", kPython, "quiet.py"},
+                 {"GO=" + go});
+  WaitReady(1);
+  EXPECT_TRUE(WaitForStderr(job, "sent no progress report yet", std::chrono::seconds(20)))
+      << job.Stderr();
+  std::ofstream(go) << "go\n";
+  EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr();
+}
+
+TEST_F(HookTest, AHangTriggersTheFlightRecorderDumpAndKeepsItBesideTheLog) {
+  // A stand-in for torch's ProcessGroupNCCL: makes <trigger prefix><rank>.pipe, and when
+  // something is written to it, writes <dump prefix><rank>. Then it never reports.
+  std::ofstream(dir_.File("nccl.py")) << R"PY(
+import os, threading, time
+rank = os.environ["RANK"]
+pipe = os.environ["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"] + rank + ".pipe"
+dump = os.environ["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] + rank
+assert os.environ["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "2000"
+os.mkfifo(pipe)
+def watchdog():
+    fd = os.open(pipe, os.O_RDWR)  # always a writer: a read waits for the trigger
+    os.read(fd, 1)
+    with open(dump, "w") as f:
+        f.write("flight recorder of rank %s" % rank)
+threading.Thread(target=watchdog, daemon=True).start()
+def collective_stuck():
+    time.sleep(3600)
+collective_stuck()
+)PY";
+  auto job = Run({"--worker_num", "2", "--local_worker_num", "2", "--hang_timeout_initial", "2",
+                  "--log_dir", "logs", kPython, "nccl.py"});
+  EXPECT_EQ(RunToEnd(job).code, 5) << job.Stderr();
+  EXPECT_NE(job.Stderr().find("NCCL flight recorder dumps of 2 rank(s), beside their logs"),
+            std::string::npos)
+      << job.Stderr();
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string kept =
+        ReadFile(dir_.File("logs/worker_" + std::to_string(rank) + ".flight_recorder"));
+    EXPECT_EQ(kept, "flight recorder of rank " + std::to_string(rank));
+  }
+}
+
+}  // namespace
+}  // namespace gangrun::testing
