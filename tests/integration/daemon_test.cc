@@ -223,6 +223,39 @@ TEST_F(DaemonTest, StopEndsASubmittedJobAndAgentStopKillsItsWorkers) {
   StopDaemon(scheduler);
 }
 
+TEST_F(DaemonTest, StacksOfASubmittedJobComeThroughTheDaemon) {
+  const std::string master = "127.0.0.1:" + FreePort();
+  auto scheduler = Scheduler({"--listen", master});
+  auto agent = Gangrun({"agent", "--master", master, "--slots", "2"});
+  auto job =
+      Gangrun({"submit", "--master", master, "--worker_num", "2", TestWorkerBinary(), "--hang"});
+  ASSERT_EQ(WaitReady(2).size(), 2u);
+  // Its only job, then by its id; an unknown id is named.
+  auto stacks = Gangrun({"stacks", "--master", master});
+  ASSERT_EQ(RunToEnd(stacks).code, 0) << stacks.Stderr();
+  EXPECT_NE(stacks.Stdout().find("--- rank 0 (pid "), std::string::npos) << stacks.Stdout();
+  EXPECT_NE(stacks.Stdout().find("--- rank 1 (pid "), std::string::npos) << stacks.Stdout();
+  auto status = Gangrun({"status", "--master", master, "--json"});
+  ASSERT_EQ(RunToEnd(status).code, 0);
+  const std::string text = status.Stdout();
+  const size_t at = text.find("\"job_id\": \"");
+  ASSERT_NE(at, std::string::npos) << text;
+  const std::string id = text.substr(at + 11, text.find('"', at + 11) - at - 11);
+  auto by_id = Gangrun({"stacks", "--master", master, "--job", id, "--rank", "1", "--json"});
+  ASSERT_EQ(RunToEnd(by_id).code, 0) << by_id.Stderr();
+  EXPECT_NE(by_id.Stdout().find("\"rank\": 1"), std::string::npos) << by_id.Stdout();
+  auto unknown = Gangrun({"stacks", "--master", master, "--job", "nosuch"});
+  EXPECT_NE(RunToEnd(unknown).code, 0);
+  EXPECT_NE(unknown.Stderr().find("no running job 'nosuch'"), std::string::npos)
+      << unknown.Stderr();
+  // The job went on: it is still there to be stopped.
+  auto stop = Gangrun({"stop", "--master", master});
+  EXPECT_EQ(RunToEnd(stop).code, 0) << stop.Stderr();
+  EXPECT_EQ(RunToEnd(job).code, 128 + SIGTERM) << job.Stderr();
+  StopDaemon(agent);
+  StopDaemon(scheduler);
+}
+
 TEST_F(DaemonTest, SubmitWaitsForSlotsAndGivesUpAfterTheClusterTimeout) {
   const std::string master = "127.0.0.1:" + FreePort();
   auto scheduler = Scheduler({"--listen", master});
