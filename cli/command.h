@@ -35,6 +35,7 @@ CommandResult RunSubmit(const CommandArgs& command);     // gangrun submit
 CommandResult RunProgress(const CommandArgs& command);   // gangrun progress
 CommandResult RunGenerate(const CommandArgs& command);   // gangrun generate (man, completion)
 CommandResult RunStacks(const CommandArgs& command);     // gangrun stacks
+CommandResult RunLogs(const CommandArgs& command);       // gangrun logs
 
 // A usage error: the problem, then the usage line (InvalidArgument: exit code 2).
 inline absl::Status UsageError(const char* usage, const std::string& problem) {

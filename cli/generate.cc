@@ -21,8 +21,8 @@ namespace {
 
 constexpr char kUsage[] = "usage: gangrun generate man gangrun|msrun|torchrun | completion";
 
-const char* const kCommands[] = {"status",   "stop",      "scale", "health", "kv",
-                                 "progress", "scheduler", "agent", "submit", "stacks"};
+const char* const kCommands[] = {"status",    "stop",  "scale",  "health", "kv",  "progress",
+                                 "scheduler", "agent", "submit", "stacks", "logs"};
 
 // roff: a leading dot or quote would be a request; backslashes and dashes are escaped.
 std::string Roff(const std::string& text) {

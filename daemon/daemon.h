@@ -73,6 +73,8 @@ class Daemon {
   // `gangrun stacks --job ID` ("" = the only running job): its scheduler answers
   // (Scheduler::RequestStacks).
   void Stacks(const v1::StacksRequest& request, scheduler::Scheduler::StacksDone done);
+  // A running job's scheduler ("" = the only running job's), for `gangrun logs` and stacks.
+  absl::StatusOr<scheduler::Scheduler*> SchedulerOf(const std::string& job_id);
   std::string Metrics() const;
   // Stops every job and runs `done` once all of them have ended (their launchers exited).
   void Shutdown(std::function<void()> done);

@@ -3,6 +3,7 @@
 
 #include "daemon/daemon.h"
 #include "gangrun/v1/daemon.grpc.pb.h"
+#include "scheduler/logs_stream.h"
 #include "scheduler/peer_checks.h"
 
 namespace gangrun::daemon {
@@ -76,6 +77,13 @@ class DaemonServer::Service : public v1::Daemon::CallbackService {
                                   r->Finish(rpc::ToGrpcStatus(answer.status()));
                                 });
                               });
+  }
+
+  grpc::ServerWriteReactor<v1::LogChunk>* Logs(grpc::CallbackServerContext* context,
+                                               const v1::LogsRequest* request) override {
+    return scheduler::StartLogsStream(
+        io_, auth_.Check(*context, rpc::MethodPath<v1::Daemon>("Logs")), *request,
+        [this, job_id = request->job_id()] { return daemon_.SchedulerOf(job_id); });
   }
 
  private:

@@ -79,25 +79,29 @@ std::string Daemon::Metrics() const {
   return scheduler::RenderMetrics(views, extra);
 }
 
-void Daemon::Stacks(const v1::StacksRequest& request, Scheduler::StacksDone done) {
+absl::StatusOr<Scheduler*> Daemon::SchedulerOf(const std::string& job_id) {
   GANGRUN_ON_STRAND(strand_);
   std::vector<Job*> running;
   for (const auto& [id, job] : jobs_) {
-    if ((request.job_id().empty() || id == request.job_id()) && job->scheduler && !job->closing &&
-        !job->outcome) {
+    if ((job_id.empty() || id == job_id) && job->scheduler && !job->closing && !job->outcome) {
       running.push_back(job.get());
     }
   }
   if (running.empty()) {
-    return done(absl::NotFoundError(request.job_id().empty()
-                                        ? "no job is running"
-                                        : "no running job '" + request.job_id() + "'"));
+    return absl::NotFoundError(job_id.empty() ? "no job is running"
+                                              : "no running job '" + job_id + "'");
   }
   if (running.size() > 1) {
-    return done(absl::InvalidArgumentError(std::to_string(running.size()) +
-                                           " jobs are running: name one with --job"));
+    return absl::InvalidArgumentError(std::to_string(running.size()) +
+                                      " jobs are running: name one with --job");
   }
-  running.front()->scheduler->RequestStacks(request, std::move(done));
+  return running.front()->scheduler.get();
+}
+
+void Daemon::Stacks(const v1::StacksRequest& request, Scheduler::StacksDone done) {
+  auto scheduler = SchedulerOf(request.job_id());
+  if (!scheduler.ok()) return done(scheduler.status());
+  (*scheduler)->RequestStacks(request, std::move(done));
 }
 
 }  // namespace gangrun::daemon

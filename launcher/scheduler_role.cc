@@ -29,6 +29,13 @@ absl::StatusOr<std::unique_ptr<scheduler::SchedulerServer>> StartServer(boost::a
     server_options.listen_address = JoinHostPort(facts.scheduler_host, 0);
     server = scheduler::SchedulerServer::Start(io, *role.scheduler, *role.store, server_options);
   }
+  // Two launchers starting at once: the other may have held the port for a moment (bound,
+  // not yet listening) and given it up; a few tries tell that from a real failure.
+  for (int attempt = 0; attempt < 3 && !server.ok() && !facts.single_host &&
+                        common::PortIsFree(facts.scheduler_host, facts.scheduler_port);
+       ++attempt) {
+    server = scheduler::SchedulerServer::Start(io, *role.scheduler, *role.store, server_options);
+  }
   if (!server.ok() && common::PortIsFree(facts.scheduler_host, facts.scheduler_port)) {
     // Not a port conflict: never mistake it for one (and never join ourselves).
     return absl::InvalidArgumentError(

@@ -15,6 +15,62 @@
 
 namespace gangrun::node {
 
+namespace {
+
+// Where the last `lines` lines of the open file of `size` bytes start (a final newline ends
+// the last line, it does not start another). Reads backwards in blocks.
+int64_t TailOffset(int fd, int64_t size, int64_t lines) {
+  constexpr int64_t kBlock = 64 * 1024;
+  std::string block;
+  int64_t end = size;
+  int64_t newlines = 0;
+  bool last_byte = true;
+  while (end > 0) {
+    const int64_t start = std::max<int64_t>(0, end - kBlock);
+    block.resize(static_cast<size_t>(end - start));
+    const ssize_t n = pread(fd, block.data(), block.size(), start);
+    if (n != static_cast<ssize_t>(block.size())) return 0;
+    for (int64_t i = end - start - 1; i >= 0; --i) {
+      if (block[static_cast<size_t>(i)] != '\n') {
+        last_byte = false;
+        continue;
+      }
+      if (last_byte) {  // the newline that ends the file
+        last_byte = false;
+        continue;
+      }
+      if (++newlines == lines) return start + i + 1;
+    }
+    end = start;
+  }
+  return 0;
+}
+
+}  // namespace
+
+LogPiece ReadLogPiece(const std::string& path, int64_t offset, int64_t tail_lines,
+                      size_t max_bytes) {
+  LogPiece piece;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    piece.error = std::string("cannot read the log: ") + strerror(errno);
+    piece.at_end = true;
+    return piece;
+  }
+  struct stat st;
+  const int64_t size = fstat(fd, &st) == 0 ? st.st_size : 0;
+  if (offset < 0) offset = tail_lines > 0 ? TailOffset(fd, size, tail_lines) : 0;
+  offset = std::min(offset, size);  // a log truncated under us: from its end
+  piece.data.resize(static_cast<size_t>(std::min<int64_t>(size - offset, max_bytes)));
+  const ssize_t n =
+      piece.data.empty() ? 0 : pread(fd, piece.data.data(), piece.data.size(), offset);
+  close(fd);
+  piece.data.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  piece.next_offset = offset + static_cast<int64_t>(piece.data.size());
+  piece.at_end = piece.next_offset >= size;
+  return piece;
+}
+
 std::vector<std::string> ReadLastLines(const std::string& path, size_t count) {
   std::vector<std::string> lines;
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -28,6 +28,18 @@ inline constexpr size_t kMaxTailBytes = 64 * 1024;
 inline constexpr size_t kMaxTailLineBytes = 2048;
 std::vector<std::string> ReadLastLines(const std::string& path, size_t count);
 
+// A piece of a log for `gangrun logs`: up to `max_bytes` from `offset`, or, when `offset` is
+// negative, from the start of the file or (tail_lines > 0) from the start of its last
+// `tail_lines` lines. `at_end`: nothing more in the file now.
+struct LogPiece {
+  std::string data;
+  int64_t next_offset = 0;
+  bool at_end = false;
+  std::string error;  // "" = read
+};
+LogPiece ReadLogPiece(const std::string& path, int64_t offset, int64_t tail_lines,
+                      size_t max_bytes);
+
 class LogFollower {
  public:
   static constexpr size_t kChunkBytes = 64 * 1024;

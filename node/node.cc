@@ -139,6 +139,8 @@ void Node::FinishLocally(v1::JobOutcome outcome) {
 
 void Node::OnCommand(const v1::NodeCommand& command) {
   GANGRUN_ON_STRAND(strand_);
+  // The logs stay readable to the end (`gangrun logs` reads what the ranks wrote last).
+  if (command.has_read_log()) return OnReadLog(command.read_log());
   if (finished_) return;
   switch (command.command_case()) {
     case v1::NodeCommand::kStart:
@@ -185,17 +187,8 @@ void Node::OnCommand(const v1::NodeCommand& command) {
     case v1::NodeCommand::kExcluded:
       OnExcluded(command.excluded().reason());
       return;
-    case v1::NodeCommand::kCheckHealth: {
-      const uint64_t round = command.check_health().round();
-      RunHealthCheck([this, round](bool healthy, std::string message) {
-        v1::NodeEvent event;
-        event.mutable_health_checked()->set_round(round);
-        event.mutable_health_checked()->set_healthy(healthy);
-        event.mutable_health_checked()->set_message(std::move(message));
-        Send(std::move(event));
-      });
-      return;
-    }
+    case v1::NodeCommand::kCheckHealth:
+      return AnswerHealthCheck(command.check_health().round());
     case v1::NodeCommand::kSignal:
       common::Logger("node")->info("passing {} on to this node's workers (job-wide)",
                                    common::SignalName(command.signal().signal()));
@@ -215,6 +208,46 @@ void Node::OnCommand(const v1::NodeCommand& command) {
     default:
       common::Logger("node")->warn("ignoring an empty command");
   }
+}
+
+void Node::AnswerHealthCheck(uint64_t round) {
+  RunHealthCheck([this, round](bool healthy, std::string message) {
+    v1::NodeEvent event;
+    event.mutable_health_checked()->set_round(round);
+    event.mutable_health_checked()->set_healthy(healthy);
+    event.mutable_health_checked()->set_message(std::move(message));
+    Send(std::move(event));
+  });
+}
+
+// `gangrun logs`: a piece of one of this generation's ranks' logs (node/log_files.h).
+void Node::OnReadLog(const v1::ReadLog& read) {
+  constexpr uint32_t kMaxPiece = 256 * 1024;
+  v1::NodeEvent event;
+  auto* answer = event.mutable_log_read();
+  answer->set_request(read.request());
+  answer->set_rank(read.rank());
+  answer->set_offset(read.offset());
+  auto log = log_of_rank_.find(read.rank());
+  if (log == log_of_rank_.end() || log->second.empty()) {
+    answer->set_error("this node has no log of rank " + std::to_string(read.rank()));
+    answer->set_at_end(true);
+    return Send(std::move(event));
+  }
+  // Whether it runs, before the read: a rank that had ended by then has all of its log in
+  // the file, so an end of file then is the end of its log.
+  bool running = false;
+  if (processes_) {
+    for (const auto& [pid, spec] : processes_->running()) running |= spec.rank == read.rank();
+  }
+  LogPiece piece = ReadLogPiece(log->second, read.offset(), read.tail_lines(),
+                                std::clamp<uint32_t>(read.max_bytes(), 1, kMaxPiece));
+  answer->set_data(std::move(piece.data));
+  answer->set_next_offset(piece.next_offset);
+  answer->set_at_end(piece.at_end);
+  answer->set_error(piece.error);
+  answer->set_running(running);
+  Send(std::move(event));
 }
 
 void Node::OnStart(uint64_t generation, const v1::StartGeneration& start) {

@@ -161,6 +161,8 @@ class Node {
   struct StackCapture;
   void OnStacksCaptured(StackCapture& capture);
   void SaySilentRanks();
+  void AnswerHealthCheck(uint64_t round);
+  void OnReadLog(const v1::ReadLog& read);
   // The rank whose worker is `pid` or one of its descendants; nullopt if none of ours.
   std::optional<int> RankOfPid(pid_t pid) const;
 
@@ -195,6 +197,7 @@ class Node {
   std::string log_space_lost_;  // why log output may be lost ("" while there is space)
   Supervision supervision_;
   std::unique_ptr<ProgressTracker> progress_;  // this generation's
+  std::map<int, std::string> log_of_rank_;     // this generation's ranks' logs
   std::unique_ptr<common::Timer> hang_timer_;
   std::optional<common::TimePoint> hang_check_at_;
   bool hang_reported_ = false;  // this generation's first hang went to the scheduler

@@ -125,6 +125,8 @@ bool ProgressTracker::OnDatagram(int rank, absl::string_view datagram, common::T
     case ProgressDatagram::Kind::kHook:
       OnHook(r, *parsed, now);
       break;
+    case ProgressDatagram::Kind::kHello:
+      break;  // handled above
     case ProgressDatagram::Kind::kBegin:
       if (r.sections.size() == kMaxSectionDepth) r.sections.erase(r.sections.begin());
       r.sections.push_back(parsed->name);

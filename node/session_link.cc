@@ -215,6 +215,12 @@ std::string SessionLink::Silence() const {
 
 void SessionLink::Send(const v1::NodeEvent& event) {
   if (lost_ || over_) return;
+  if (event.has_log_read()) {
+    // Unsequenced: never resent, never waiting for an acknowledgement (the scheduler asks
+    // again for a piece it did not get).
+    if (active_) active_->SendEvent(event);
+    return;
+  }
   v1::NodeEvent sent = event;
   sent.set_seq(next_seq_++);
   unacked_bytes_ += sent.ByteSizeLong();

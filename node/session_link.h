@@ -6,8 +6,10 @@
 // lost.
 //
 // Events carry a sequence number; the scheduler acknowledges them in its pongs and the node
-// keeps every event not yet acknowledged (bounded). Commands carry theirs; the node drops one
-// it already has. A ping goes every heartbeat interval with the last command received.
+// keeps every event not yet acknowledged (bounded). Pieces of logs (LogRead) are the
+// exception: unsequenced, sent on the current connection or not at all. Commands carry theirs; the
+// node drops one it already has. A ping goes every heartbeat interval with the last command
+// received.
 //
 // The timing rules, with T = --node_timeout and I = --heartbeat_interval (defaults 5 s, 1 s):
 //   - nothing heard on the session's connection for 2 I (a cut, a reset, a scheduler that

@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/check.h"
 #include "common/env_names.h"
 #include "common/files.h"
 #include "common/logging.h"
@@ -28,11 +29,15 @@ namespace {
 constexpr auto kPollInterval = std::chrono::milliseconds(20);
 
 using generated::kSiteCustomize;
-// The hook reads the names the node writes (AddWorkerEnv).
-static_assert(std::string_view(kSiteCustomize).find(env::kStackDir) != std::string_view::npos);
-static_assert(std::string_view(kSiteCustomize).find(env::kStackSignal) != std::string_view::npos);
-static_assert(std::string_view(kSiteCustomize).find(env::kProgress) != std::string_view::npos);
-static_assert(std::string_view(kSiteCustomize).find(env::kHookPid) != std::string_view::npos);
+// The hook reads the names the node writes (AddWorkerEnv). Checked when the hook is written
+// (a compile-time check of a 9 KB string is past what sanitizer builds evaluate).
+bool HookReadsItsVariables() {
+  const std::string_view hook(kSiteCustomize);
+  for (const char* name : {env::kStackDir, env::kStackSignal, env::kProgress, env::kHookPid}) {
+    if (hook.find(name) == std::string_view::npos) return false;
+  }
+  return true;
+}
 
 // Field 22 of /proc/<pid>/stat (the start time in clock ticks): with the pid, it names one
 // process for ever, so a recycled pid never gets another process's hook file.
@@ -184,6 +189,7 @@ absl::StatusOr<std::unique_ptr<SystemStackSampler>> SystemStackSampler::Create(
       return common::ErrnoToStatus(errno, "cannot create " + dir);
     }
   }
+  GANGRUN_CHECK(HookReadsItsVariables(), "the Python hook reads the variables the node sets");
   auto written =
       common::WriteFileAtomically(sampler->hook_dir_ + "/sitecustomize.py", kSiteCustomize);
   if (!written.ok()) return written;

@@ -63,9 +63,11 @@ void Node::StartSupervision(const v1::StartGeneration& start, std::vector<Proces
   hang_timer_.reset();
   hang_check_at_.reset();
   rank_of_local_.clear();
+  log_of_rank_.clear();
   for (ProcessSpec& spec : plan) {
     if (spec.rank < 0) continue;  // the MindSpore scheduler process reports nothing
     rank_of_local_[spec.local_rank] = spec.rank;
+    log_of_rank_[spec.rank] = spec.log_path;
     if (supervision_.progress_path) {
       SetEnv(spec.env, env::kProgress, supervision_.progress_path(spec.local_rank));
     }

@@ -141,6 +141,7 @@ void Scheduler::OnWorkerStarted(NodeState& node, const v1::WorkerStarted& starte
 void Scheduler::OnWorkerExited(NodeState& node, const v1::WorkerExited& exited) {
   const bool failed = !proto::FromProto(exited.exit()).success();
   if (!exited.log_lost().empty()) OnLogOutputLost(node, exited);
+  if (exited.rank() >= 0) ReadRestOfLog(exited.rank());
   if (exited.rank() >= 0) {
     auto& worker = node.workers[exited.rank()];
     worker.set_pid(exited.pid());
@@ -257,6 +258,7 @@ void Scheduler::AbortAll(const std::string& reason) {
 
 void Scheduler::Finish(v1::JobOutcome outcome) {
   Enter(State::kFinished, proto::Name(outcome.kind()));
+  EndLogFollowing();
   for (const auto& warning : log_warnings_) outcome.add_warnings(warning);
   outcome_ = outcome;
   nlohmann::json fields = {{"generation", generation_},

@@ -11,6 +11,7 @@
 #include "gangrun/v1/session.grpc.pb.h"
 #include "rpc/server_stream.h"
 #include "rpc/session_auth.h"
+#include "scheduler/logs_stream.h"
 
 namespace gangrun::scheduler {
 namespace {
@@ -234,6 +235,12 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
             reactor->Finish(ToGrpcStatus(answer.status()));
           });
         });
+  }
+
+  grpc::ServerWriteReactor<v1::LogChunk>* Logs(grpc::CallbackServerContext* context,
+                                               const v1::LogsRequest* request) override {
+    return StartLogsStream(io_, auth_.Check(*context, MethodPath<v1::Scheduler>("Logs")), *request,
+                           [this]() -> absl::StatusOr<Scheduler*> { return &scheduler_; });
   }
 
   grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext* context, const v1::PutRequest* request,

@@ -73,6 +73,12 @@ void NodeSession::Attach(std::unique_ptr<Wire> wire, uint64_t acked) {
 bool NodeSession::OnEvent(const Wire* wire, const v1::NodeEvent& event) {
   if (ended_ || wire != wire_.get()) return true;
   last_heard_ = Now();
+  if (event.seq() == 0 && event.has_log_read()) {
+    // Unsequenced (node/session_link.h), and taken while the session closes: the last
+    // pieces of the logs come as the job ends.
+    sessions_.scheduler().OnNodeEvent(node_id_, event);
+    return true;
+  }
   if (event.seq() <= last_event_) return true;  // sent again after a resume: already had it
   if (event.seq() != last_event_ + 1) return false;
   last_event_ = event.seq();

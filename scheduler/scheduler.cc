@@ -21,6 +21,7 @@ Scheduler::Scheduler(common::Clock& clock, Options options)
 }
 
 Scheduler::~Scheduler() {
+  for (auto& [id, stream] : logs_) stream.sink->Finish(absl::UnavailableError("the job has ended"));
   if (stacks_request_) {
     auto done = std::move(stacks_request_->done);
     stacks_request_.reset();
@@ -62,7 +63,10 @@ int Scheduler::AddNode(NodeLink* link) {
 void Scheduler::OnNodeEvent(int node_id, const v1::NodeEvent& event) {
   GANGRUN_ON_STRAND(strand_);
   auto it = nodes_.find(node_id);
-  if (it == nodes_.end() || state_ == State::kFinished) return;
+  if (it == nodes_.end()) return;
+  // `gangrun logs` reads the last of the logs while the job ends.
+  if (event.has_log_read() && it->second.joined) return OnLogRead(node_id, event.log_read());
+  if (state_ == State::kFinished) return;
   NodeState& node = it->second;
   node.last_seen = node.last_message = clock_.Now();
   if (event.has_heartbeat()) return;

@@ -62,6 +62,7 @@
 // again (-> kStopping(worker)); both end; no budget left -> kFinished(worker failed, rank 3).
 
 #include <array>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -188,6 +189,24 @@ class Scheduler {
   using StacksDone = std::function<void(absl::StatusOr<v1::StacksResponse>)>;
   void RequestStacks(const v1::StacksRequest& request, StacksDone done);
 
+  // `gangrun logs` (scheduler/logs.cc): the ranks' logs, pulled piece by piece from the
+  // nodes that hold them. The sink gets one chunk at a time, and the next only after
+  // LogsWritten: a slow client slows the reads, and at most kLogsInFlight pieces
+  // (kLogPieceBytes each) are read ahead per stream. At most kMaxLogStreams at once.
+  static constexpr int kLogsInFlight = 4;
+  static constexpr uint32_t kLogPieceBytes = 64 * 1024;
+  static constexpr int kMaxLogStreams = 16;
+  class LogsSink {
+   public:
+    virtual ~LogsSink() = default;
+    virtual void Write(v1::LogChunk chunk) = 0;
+    virtual void Finish(absl::Status status) = 0;  // the last call
+  };
+  absl::StatusOr<uint64_t> OpenLogs(const v1::LogsRequest& request, std::shared_ptr<LogsSink> sink);
+  void LogsWritten(uint64_t id);
+  // The client went away: the sink is called no more.
+  void CloseLogs(uint64_t id);
+
  private:
   using State = JobState;
   // Why a running generation is being stopped (kStopping).
@@ -206,6 +225,29 @@ class Scheduler {
     v1::RootCause root_cause;
     std::set<int> waiting;  // node ids that have not answered
     std::vector<v1::RankStack> stacks;
+    std::unique_ptr<common::Timer> timer;
+  };
+  // A `gangrun logs` stream.
+  struct LogsStream {
+    struct RankLog {
+      int node_id = 0;
+      std::string host;
+      int64_t offset = -1;  // -1: not read yet
+      bool asked = false;   // a ReadLog is out
+      common::TimePoint asked_at;
+      common::TimePoint again_at;  // --follow at the end of the log: read again then
+      int retries = 0;             // reads asked for again in a row
+      bool done = false;
+    };
+    uint64_t id = 0;
+    std::shared_ptr<LogsSink> sink;
+    bool follow = false;
+    int64_t tail_lines = 0;
+    std::map<int, RankLog> ranks;
+    int next_rank = 0;  // where the round-robin of reads goes on
+    std::deque<v1::LogChunk> ready;
+    bool writing = false;
+    int in_flight = 0;
     std::unique_ptr<common::Timer> timer;
   };
   // A `gangrun stacks` being answered.
@@ -273,6 +315,15 @@ class Scheduler {
   // stacks_request.cc
   void OnRequestedStacks(int node_id, const v1::StacksCaptured& captured);
   void FinishStacksRequest();
+  // logs.cc
+  void OnLogRead(int node_id, const v1::LogRead& read);
+  void PumpLogs(uint64_t id);
+  void AskForLog(LogsStream& stream, int rank, LogsStream::RankLog& log);
+  void ArmLogsTimer(LogsStream& stream);
+  // A rank exited: streams following it read the rest of its log now, while its node is
+  // certainly there; at the job's end, nothing is followed any more.
+  void ReadRestOfLog(int rank);
+  void EndLogFollowing();
   // kCapturing -> kStopping(hung), with whatever stacks arrived.
   void FinishCapture();
   // Progress ages, straggler flags and the median step time, as of now.
@@ -375,6 +426,8 @@ class Scheduler {
   std::optional<Capture> capture_;               // kCapturing
   std::optional<StacksRequest> stacks_request_;  // `gangrun stacks`, at most one
   uint64_t stacks_requests_ = 0;
+  std::map<uint64_t, LogsStream> logs_;  // `gangrun logs`, by id
+  uint64_t log_streams_ = 0;
   std::optional<v1::StopRequest> stop_requested_;  // nothing restarts or re-forms after one
   bool time_limit_reached_ = false;                // likewise
   RecoveryPolicy policy_;

@@ -68,8 +68,8 @@ def _gangrun_progress():
     import threading
 
     counts = _GangrunCounts()
-    state = {"sender": None, "forked": False}
     local = threading.local()
+    sender = []
 
     def send_loop():
         import socket
@@ -88,16 +88,13 @@ def _gangrun_progress():
             except OSError:
                 pass  # the node is gone or busy: the next change says it again
 
-    def changed():
-        if state["sender"] is None and not state["forked"]:
-            state["sender"] = threading.Thread(target=send_loop, name="gangrun-progress",
-                                               daemon=True)
-            state["sender"].start()
-
-    def after_fork():
-        state["forked"] = True  # a forked child is not the rank
-
-    _gangrun_os.register_at_fork(after_in_child=after_fork)
+    def start_sender():
+        # Once torch.distributed is there; a forked child (a data loader worker) has no
+        # thread of it, so it never reports as the rank.
+        if not sender:
+            sender.append(threading.Thread(target=send_loop, name="gangrun-progress",
+                                           daemon=True))
+            sender[0].start()
 
     def wrap_collective(name, function):
         import functools
@@ -110,7 +107,6 @@ def _gangrun_progress():
             counts.collectives += 1
             counts.op = name
             counts.inside = 1
-            changed()
             try:
                 return function(*args, **kwargs)
             finally:
@@ -121,6 +117,7 @@ def _gangrun_progress():
         return collective
 
     def patch_c10d(module):
+        start_sender()
         for name in _GANGRUN_COLLECTIVES:
             function = getattr(module, name, None)
             if callable(function) and not getattr(function, "_gangrun_counted", False):
@@ -128,9 +125,9 @@ def _gangrun_progress():
 
     def count_step(*_):
         counts.steps += 1
-        changed()
 
     def patch_optimizer(module):
+        start_sender()
         register = getattr(module, "register_optimizer_step_post_hook", None)
         if register is not None:  # torch 2.0 and later: a hook for every optimizer
             register(count_step)
@@ -147,7 +144,7 @@ def _gangrun_progress():
             @functools.wraps(step)
             def counted_step(self, *args, **kwargs):
                 result = step(self, *args, **kwargs)
-                count_step()
+                counts.steps += 1
                 return result
 
             counted_step._gangrun_counted = True
@@ -164,6 +161,7 @@ def _gangrun_progress():
         optimizer.__init__ = init
 
     def patch_ddp(module):
+        start_sender()
         # DistributedDataParallel all-reduces gradients in C++ during backward, where no
         # Python function is called: a forward that will sync counts as that collective.
         ddp = module.DistributedDataParallel
@@ -177,7 +175,6 @@ def _gangrun_progress():
                 if self.training and self.require_backward_grad_sync and torch.is_grad_enabled():
                     counts.collectives += 1
                     counts.op = "ddp:all_reduce"
-                    changed()
             except Exception:
                 pass
             return forward(self, *args, **kwargs)

@@ -137,20 +137,23 @@ Launched Launch(const std::vector<std::string>& argv, const std::vector<std::str
   return launched;
 }
 
-bool WaitForStderr(const Launched& launched, const std::string& text, milliseconds timeout) {
+namespace {
+
+bool WaitForOutput(const Launched& launched, const std::string& path, const std::string& text,
+                   milliseconds timeout) {
   int inotify = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-  inotify_add_watch(inotify, launched.stderr_path.c_str(), IN_MODIFY);
+  inotify_add_watch(inotify, path.c_str(), IN_MODIFY);
   int pidfd = PidfdOpen(launched.pid);
   auto deadline = std::chrono::steady_clock::now() + timeout;
   bool found = false;
-  while (!(found = launched.Stderr().find(text) != std::string::npos)) {
+  while (!(found = ReadFile(path).find(text) != std::string::npos)) {
     auto left =
         std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     pollfd fds[2] = {{inotify, POLLIN, 0}, {pidfd, POLLIN, 0}};
     if (poll(fds, pidfd >= 0 ? 2 : 1, static_cast<int>(left.count())) <= 0) continue;
     if (fds[1].revents & POLLIN) {
-      found = launched.Stderr().find(text) != std::string::npos;
+      found = ReadFile(path).find(text) != std::string::npos;
       break;  // the process ended
     }
     char drain[4096];
@@ -160,6 +163,16 @@ bool WaitForStderr(const Launched& launched, const std::string& text, millisecon
   close(inotify);
   if (pidfd >= 0) close(pidfd);
   return found;
+}
+
+}  // namespace
+
+bool WaitForStderr(const Launched& launched, const std::string& text, milliseconds timeout) {
+  return WaitForOutput(launched, launched.stderr_path, text, timeout);
+}
+
+bool WaitForStdout(const Launched& launched, const std::string& text, milliseconds timeout) {
+  return WaitForOutput(launched, launched.stdout_path, text, timeout);
 }
 
 std::optional<common::ExitStatus> WaitExit(pid_t pid, milliseconds timeout) {

@@ -57,6 +57,7 @@ struct Launched {
 // Waits until the launched process's stderr contains `text` (event-driven: inotify on the
 // file); false if it does not within `timeout` or the process ends first.
 bool WaitForStderr(const Launched& launched, const std::string& text, milliseconds timeout);
+bool WaitForStdout(const Launched& launched, const std::string& text, milliseconds timeout);
 
 // Starts `argv` (argv[0] is the program path) in `cwd` with the test's environment plus
 // `extra_env`. Its output goes to files in `output_dir`, or its stdout to `stdout_fd` (a pipe
