@@ -25,6 +25,8 @@ constexpr size_t kChildStackSize = 64 * 1024;
 
 // Everything the child needs, prepared before clone(): the child only reads it, and
 // writes `failed_step`/`error` (shared memory, CLONE_VM) if a step fails.
+constexpr int kMemoryMaskWords = 16;  // NUMA nodes 0-1023
+
 struct ChildContext {
   const char* exec_path;
   char* const* argv;
@@ -38,6 +40,8 @@ struct ChildContext {
   pid_t parent_pid;
   cpu_set_t cpus;
   bool set_cpus;
+  unsigned long memory_mask[kMemoryMaskWords];
+  bool set_memory;
   sigset_t original_mask;
   rlimit file_limit;
   bool set_file_limit;
@@ -100,6 +104,11 @@ int ChildMain(void* arg) {
   }
   if (c->set_cpus && sched_setaffinity(0, sizeof(c->cpus), &c->cpus) < 0) {
     return Fail(c, "sched_setaffinity");
+  }
+  constexpr int kMpolBind = 2;  // <numaif.h>'s MPOL_BIND, without libnuma
+  if (c->set_memory &&
+      syscall(SYS_set_mempolicy, kMpolBind, c->memory_mask, kMemoryMaskWords * 64 + 1) < 0) {
+    return Fail(c, "set_mempolicy");
   }
   if (c->set_file_limit) setrlimit(RLIMIT_NOFILE, &c->file_limit);  // best effort
   // Move the source descriptors above every target first, so a dup2 never clobbers a
@@ -221,6 +230,15 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& options) {
       return absl::InvalidArgumentError("spawn: cpu " + std::to_string(cpu) + " out of range");
     }
     CPU_SET(cpu, &context.cpus);
+  }
+  std::fill(std::begin(context.memory_mask), std::end(context.memory_mask), 0UL);
+  context.set_memory = !options.memory_nodes.empty();
+  for (int node : options.memory_nodes) {
+    if (node < 0 || node >= kMemoryMaskWords * 64) {
+      return absl::InvalidArgumentError("spawn: NUMA node " + std::to_string(node) +
+                                        " out of range");
+    }
+    context.memory_mask[node / 64] |= 1UL << (node % 64);
   }
 
   context.set_credentials = options.run_as.has_value();

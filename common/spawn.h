@@ -31,6 +31,7 @@ struct Program {
   std::vector<std::string> env;   // KEY=VALUE; the complete environment
   std::string cwd;                // "" = inherit
   std::vector<int> cpus;          // sched_setaffinity; empty = inherit
+  std::vector<int> memory_nodes;  // set_mempolicy(MPOL_BIND); empty = inherit
 };
 
 // A Program and how this process starts it.

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/env_names.h"
+#include "common/logging.h"
 #include "common/net.h"
 #include "common/numbers.h"
 #include "common/spawn.h"
@@ -119,6 +120,14 @@ absl::StatusOr<HostFacts> GatherHostFacts(const Options& options) {
   if (!task.ok()) return task.status();
   facts.task = std::move(*task);
   facts.cpu_count = CpuCount();
+  if (!options.numa_binding.empty()) {
+    facts.numa = ReadNumaTopology();
+    if (facts.numa.node_cpus.size() < 2) {
+      common::Logger("launcher")
+          ->info("--numa_binding {}: this host has {} NUMA node; nothing to bind",
+                 options.numa_binding, facts.numa.node_cpus.size());
+    }
+  }
   return facts;
 }
 
@@ -144,6 +153,9 @@ std::string FormatPlan(const Options& options, const HostFacts& facts) {
                            : std::string("MindSpore scheduler process"))
         << "\n  log: " << spec.log_path
         << "\n  cpus: " << (spec.cpus.empty() ? std::string("not bound") : PythonList(spec.cpus))
+        << (spec.memory_nodes.empty()
+                ? std::string()
+                : "\n  memory on NUMA node(s): " + PythonList(spec.memory_nodes))
         << "\n  command:";
     for (const auto& arg : spec.argv) out << " " << ShellQuote(arg);
     out << "\n  environment:\n";

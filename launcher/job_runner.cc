@@ -200,6 +200,7 @@ node::Node::Callbacks JobRunner::NodeCallbacks() {
   };
   callbacks.on_process_exited = [this](const node::ProcessSpec& spec, pid_t, common::ExitStatus) {
     follower_->Finish(spec.log_path);
+    filters_->Finish(spec.log_path);
   };
   callbacks.on_generation_running = [this](uint64_t generation) {
     OnGenerationRunning(generation);
@@ -211,6 +212,8 @@ node::Node::Callbacks JobRunner::NodeCallbacks() {
 absl::StatusOr<v1::JobOutcome> JobRunner::Run() {
   RETURN_IF_ERROR(Build());
   console_ = std::make_unique<common::ConsoleScope>(io_);
+  filters_ = std::make_unique<LogFilters>(io_, SplitFilters(options_.duplicate_stdout_filters),
+                                          SplitFilters(options_.duplicate_stderr_filters));
   follower_ = std::make_unique<node::LogFollower>(
       io_, [](const std::string& lines) { common::Stdout().Write(lines); });
   for (int sig : options_.signals_to_forward) signals_.add(sig);
@@ -248,6 +251,7 @@ void JobRunner::OnProcessStarted(const node::ProcessSpec& spec, pid_t pid) {
   }
   ran_worker_ = true;
   log->info("rank {} started (pid {}), log {}", spec.rank, pid, spec.log_path);
+  filters_->Follow(spec.log_path);
   if (options_.join && Tailed(options_, spec.rank, spec.local_rank)) {
     std::string prefix = absl::StrReplaceAll(options_.log_prefix,
                                              {{"{host}", facts_.hostname},
@@ -288,6 +292,7 @@ void JobRunner::OnKeeperLost() {
 // The last steps of the shutdown order: console drained, server stopped, loop stopped.
 void JobRunner::StopLoop() {
   follower_->DrainAll();
+  filters_->DrainAll();
   if (role_.store) role_.store->CancelAll();
   if (role_.server) {
     role_.server->ShutdownAsync(io_, [this] { io_.stop(); });

@@ -22,6 +22,7 @@
 #include "common/clock.h"
 #include "common/console.h"
 #include "launcher/launcher.h"
+#include "launcher/log_filters.h"
 #include "launcher/scheduler_role.h"
 #include "node/node.h"
 #include "rpc/server.h"
@@ -92,6 +93,7 @@ class JobRunner {
   std::unique_ptr<rpc::Server> health_;  // with --health_port
   std::unique_ptr<common::ConsoleScope> console_;
   std::unique_ptr<node::LogFollower> follower_;
+  std::unique_ptr<LogFilters> filters_;  // --duplicate_stdout_filters, ..._stderr_filters
   // What workers report to (GANGRUN_PROGRESS, TORCHELASTIC_TIMER_FILE) and the stack
   // sampler: made before the node and gone after it.
   std::unique_ptr<node::WorkerChannels> channels_;

@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "common/exit_status.h"
 #include "common/numbers.h"
+#include "launcher/numa.h"
 #include "node/progress.h"
 
 namespace gangrun::launcher::codec {
@@ -279,6 +280,17 @@ Codec String(std::string Options::*field) {
             return absl::OkStatus();
           },
           [field](const Options& o) { return o.*field; }};
+}
+
+Codec NumaBinding() {
+  return {[](Options& o, const std::string& v) {
+            if (!v.empty() && !ParseNumaMode(v).ok()) {
+              return absl::InvalidArgumentError("node, socket, exclusive or core-complex");
+            }
+            o.numa_binding = v;
+            return absl::OkStatus();
+          },
+          [](const Options& o) { return o.numa_binding; }};
 }
 
 Codec AccessString(std::string rpc::Access::*field) {

@@ -38,6 +38,8 @@ Codec Int(int Options::*field, int min, int max, bool negative_means_forever = f
 Codec Seconds(double Options::*field, double min, double max,
               const char* what = "a number of seconds");
 Codec String(std::string Options::*field);
+// --numa_binding: "", node, socket, exclusive or core-complex (launcher/numa.h).
+Codec NumaBinding();
 Codec AccessString(std::string rpc::Access::*field);
 // msrun's literals True/False, and also true/false/1/0.
 Codec Bool(bool Options::*field);

@@ -163,6 +163,19 @@ std::vector<OptionRow> MakeGangrunRows() {
           "every worker sees LOCAL_RANK=0 and only its own GPU (CUDA_VISIBLE_DEVICES), as "
           "torchrun --virtual-local-rank (default False)",
           Bool(&Options::virtual_local_rank)),
+      Row("numa_binding",
+          "each local rank's CPUs and memory on its accelerator's NUMA node (else its share of "
+          "the nodes): node, socket, exclusive or core-complex, as torchrun --numa-binding "
+          "('' = none)",
+          NumaBinding()),
+      Row("duplicate_stdout_filters",
+          "F[,F...]: a rank's log lines containing one of them also go to "
+          "<log>.filtered_stdout.log, as torchrun's (stdout and stderr share the log) ('' = "
+          "none)",
+          String(&Options::duplicate_stdout_filters)),
+      Row("duplicate_stderr_filters",
+          "F[,F...]: likewise, to <log>.filtered_stderr.log ('' = none)",
+          String(&Options::duplicate_stderr_filters)),
       Row("log_prefix",
           "console prefix of worker lines; {host} {rank} {local_rank} (default "
           "'[{host}:{rank}] ')",

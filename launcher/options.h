@@ -52,6 +52,11 @@ struct Options {
   bool join = true;  // msrun: False
   int cluster_time_out = 600;
   BindCore bind_core;
+  std::string numa_binding;
+  // torchrun's --duplicate-stdout-filters / --duplicate-stderr-filters (launcher/log_filters.h).
+  std::string duplicate_stdout_filters;
+  std::string
+      duplicate_stderr_filters;  // --numa_binding (torchrun --numa-binding): "" = none, node, ...
   int sim_level = -1;
   int sim_rank_id = -1;
   std::string rank_table_file;

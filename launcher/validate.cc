@@ -268,6 +268,9 @@ absl::Status Validate(const Options& o) {
   if (!o.event_log.empty()) {
     if (absl::Status s = CheckWritableFile("event_log", o.event_log); !s.ok()) return s;
   }
+  if (o.bind_core.mode != BindCore::Mode::kOff && !o.numa_binding.empty()) {
+    return Invalid("--bind_core and --numa_binding both choose the workers' CPUs: give one");
+  }
   return CheckBindCoreCpus(o.bind_core);
 }
 

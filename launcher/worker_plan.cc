@@ -98,6 +98,20 @@ node::ProcessSpec BaseSpec(const HostFacts& facts) {
   return spec;
 }
 
+// --bind_core (and MSRUN_CPU_LIST) or --numa_binding: the worker's CPUs and memory.
+void BindWorker(const Options& options, const HostFacts& facts, int local_rank,
+                int local_worker_num, EnvList& env, node::ProcessSpec& spec) {
+  CpuBinding binding = WorkerCpus(options.bind_core, local_rank, local_worker_num, facts.cpu_count,
+                                  facts.visible_devices);
+  if (!binding.cpus.empty()) env.emplace_back(env::kMsrunCpuList, PythonList(binding.cpus));
+  spec.cpus = std::move(binding.cpus);
+  if (auto numa = NumaBindingFor(facts.numa, NumaModeOf(options.numa_binding), local_rank,
+                                 local_worker_num)) {
+    spec.cpus = std::move(numa->cpus);
+    spec.memory_nodes = std::move(numa->memory_nodes);
+  }
+}
+
 }  // namespace
 
 std::string WorkerLogPath(const Options& options, const HostFacts& facts, int rank) {
@@ -146,10 +160,7 @@ absl::StatusOr<std::vector<node::ProcessSpec>> PlanProcesses(const Options& opti
     env.emplace_back(env::kRankId, std::to_string(rank_id));
     if (!simulating) env.emplace_back(env::kMsNodeId, std::to_string(rank_id));
     env.emplace_back(env::kDeviceId, std::to_string(i));
-    CpuBinding binding = WorkerCpus(options.bind_core, i, assignment.local_worker_num(),
-                                    facts.cpu_count, facts.visible_devices);
-    if (!binding.cpus.empty()) env.emplace_back(env::kMsrunCpuList, PythonList(binding.cpus));
-    spec.cpus = std::move(binding.cpus);
+    BindWorker(options, facts, i, assignment.local_worker_num(), env, spec);
     env.emplace_back(env::kRank, std::to_string(rank_id));
     if (options.virtual_local_rank) {
       // As torchrun --virtual-local-rank: the worker's own GPU is its device 0.

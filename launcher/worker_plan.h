@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "common/net.h"
 #include "gangrun/v1/session.pb.h"
+#include "launcher/numa.h"
 #include "launcher/options.h"
 #include "launcher/task_command.h"
 #include "node/process_backend.h"
@@ -30,6 +31,7 @@ struct HostFacts {
   std::vector<std::string> base_env;  // the launcher's environment, internal variables removed
   TaskCommand task;
   int cpu_count = 1;
+  NumaTopology numa;                           // read when --numa_binding asks (launcher/numa.h)
   std::optional<std::string> visible_devices;  // ASCEND_RT_VISIBLE_DEVICES
 };
 

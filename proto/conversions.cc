@@ -45,6 +45,7 @@ v1::Program ToProto(const common::Program& program) {
   out.mutable_env()->Assign(program.env.begin(), program.env.end());
   out.set_cwd(program.cwd);
   out.mutable_cpus()->Assign(program.cpus.begin(), program.cpus.end());
+  out.mutable_memory_nodes()->Assign(program.memory_nodes.begin(), program.memory_nodes.end());
   return out;
 }
 
@@ -55,6 +56,7 @@ common::Program FromProto(const v1::Program& program) {
   out.env.assign(program.env().begin(), program.env().end());
   out.cwd = program.cwd();
   out.cpus.assign(program.cpus().begin(), program.cpus().end());
+  out.memory_nodes.assign(program.memory_nodes().begin(), program.memory_nodes().end());
   return out;
 }
 

@@ -137,7 +137,7 @@ TEST_F(HookTest, StacksOfALiveJobNameEveryRankAndTheJobGoesOn) {
   ASSERT_EQ(mkfifo(go.c_str(), 0600), 0);
   auto job = Run({"--worker_num", "4", "--local_worker_num", "4", "--master_port", port, "--token",
                   "s3cret", kPython, "train.py"},
-                 {"STEPS=8", "READY_AT=3", "GO=" + go});
+                 {"STEPS=12", "READY_AT=8", "GO=" + go});
   WaitReady(4);
   const std::string master = "127.0.0.1:" + port;
   // The hook's counts reach the node within 100 ms, the scheduler at the next heartbeat.
@@ -149,8 +149,8 @@ TEST_F(HookTest, StacksOfALiveJobNameEveryRankAndTheJobGoesOn) {
     int ranks = 0;
     // Steps (the optimizer's) and step times come from the hook too: stragglers need them.
     for (const auto& worker : json["nodes"][0]["workers"]) {
-      ranks += worker.value("collectives", std::string()) == "3" &&
-               worker.value("step", std::string()) == "3" && worker.value("step_seconds", 0.0) > 0;
+      ranks += worker.value("collectives", std::string()) == "8" &&
+               worker.value("step", std::string()) == "8" && worker.value("step_seconds", 0.0) > 0;
     }
     return ranks == 4;
   };
@@ -162,7 +162,7 @@ TEST_F(HookTest, StacksOfALiveJobNameEveryRankAndTheJobGoesOn) {
                        dir_.path());
   ASSERT_EQ(RunToEnd(stacks).code, 0) << stacks.Stderr();
   const std::string out = stacks.Stdout();
-  EXPECT_NE(out.find("generation 1: ranks 0-3: collective #3, in wait_for_the_test (train.py:"),
+  EXPECT_NE(out.find("generation 1: ranks 0-3: collective #8, in wait_for_the_test (train.py:"),
             std::string::npos)
       << out;
   for (int rank = 0; rank < 4; ++rank) {
@@ -177,7 +177,7 @@ TEST_F(HookTest, StacksOfALiveJobNameEveryRankAndTheJobGoesOn) {
   auto json = nlohmann::json::parse(one.Stdout());
   ASSERT_EQ(json["stacks"].size(), 1u) << one.Stdout();
   EXPECT_EQ(json["stacks"][0]["rank"], 2);
-  EXPECT_EQ(json["stacks"][0]["collectives"], "3");
+  EXPECT_EQ(json["stacks"][0]["collectives"], "8");
   EXPECT_EQ(json["stacks"][0]["kind"], "python");
   auto refused = Launch(Args({"stacks", "--master", master, "--token", "wrong"}), {}, dir_.path(),
                         dir_.path());

@@ -173,6 +173,32 @@ TEST_F(TorchrunTest, ConsoleFollowsRedirectsTeeAndTheLocalRanksFilter) {
   EXPECT_EQ(teed.Stdout().find("of rank 0"), std::string::npos) << teed.Stdout();
 }
 
+TEST_F(TorchrunTest, DuplicateFiltersAndNumaBindingOfTorch29) {
+  auto job =
+      Torchrun({"--nproc_per_node", "2", "--log_dir", dir_.File("f"), "--duplicate-stdout-filters",
+                "line 1 ,line 3", "--duplicate-stderr-filters", "rank 1", "--numa-binding", "node",
+                "--no_python", TestWorkerBinary(), "--lines", "4"});
+  EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr();
+  // Matching lines also go to a file per rank and filter set.
+  EXPECT_EQ(ReadFile(dir_.File("f/worker_0.filtered_stdout.log")),
+            "line 1 of rank 0\nline 3 of rank 0\n");
+  // The worker's lines of both streams, in the order they are in its log.
+  const std::string rank1 = ReadFile(dir_.File("f/worker_1.filtered_stderr.log"));
+  EXPECT_EQ(Split(rank1, '\n').size(), 4u) << rank1;
+  for (int line = 0; line < 4; ++line) {
+    EXPECT_NE(rank1.find("line " + std::to_string(line) + " of rank 1\n"), std::string::npos);
+  }
+  EXPECT_EQ(ReadFile(dir_.File("f/worker_0.filtered_stderr.log")), "");
+  // This machine's NUMA nodes: one says so and binds nothing; more bind each rank.
+  const int nodes =
+      system("test $(ls -d /sys/devices/system/node/node* | wc -l) -gt 1") == 0 ? 2 : 1;
+  if (nodes == 1) {
+    EXPECT_NE(job.Stderr().find("--numa_binding node: this host has 1 NUMA node; nothing to bind"),
+              std::string::npos)
+        << job.Stderr();
+  }
+}
+
 TEST_F(TorchrunTest, SlurmVariablesDoNotChangeTorchrunsCommandLine) {
   // A one-node job on one node of a four-node allocation: torchrun reads no SLURM_* variable.
   auto job = Torchrun({"--nproc_per_node", "2", "--master_port", FreePort(), "--no_python",

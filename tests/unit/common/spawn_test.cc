@@ -65,6 +65,19 @@ TEST_F(SpawnTest, WorkingDirectoryAndAffinityAreApplied) {
   EXPECT_EQ(out, dir.path() + "\n0\n");
 }
 
+TEST_F(SpawnTest, MemoryIsBoundToTheGivenNumaNodes) {
+  SpawnOptions options;
+  options.memory_nodes = {0};
+  // numa_maps names each mapping's policy: "bind:0" under MPOL_BIND to node 0.
+  auto [status, out] = Run("grep -c ' bind:0 ' /proc/self/numa_maps", options);
+  EXPECT_GT(std::stoi(out), 0) << out;
+  auto [plain_status, plain] = Run("grep -c ' bind:' /proc/self/numa_maps");
+  EXPECT_EQ(std::stoi(plain), 0) << plain;
+  options.memory_nodes = {5000};
+  options.exec_path = "/bin/true";
+  EXPECT_FALSE(Spawn(options).ok());
+}
+
 TEST_F(SpawnTest, ExitCodesAndSignalsAreDistinct) {
   EXPECT_EQ(Run("exit 3").first.code, 3);
   ExitStatus killed = Run("kill -9 $$").first;

@@ -95,6 +95,12 @@ TEST(TorchrunOptionsTest, Torch29sShutdownTimeoutVirtualLocalRankAndPlugins) {
   EXPECT_NE(Error({"--logs-specs", "mine", "t.py"}).find("'mine' for --logs_specs"),
             std::string::npos);
   EXPECT_NE(Error({"--event-log-handler", "console", "t.py"}).find("'console'"), std::string::npos);
+  // --numa-binding: torch's four modes.
+  for (const char* mode : {"node", "socket", "exclusive", "core-complex"}) {
+    EXPECT_EQ(Parse({"--numa-binding", mode, "t.py"}).options.numa_binding, mode);
+  }
+  EXPECT_NE(Error({"--numa-binding", "nodes", "t.py"}).find("'nodes' for --numa_binding"),
+            std::string::npos);
 }
 
 TEST(TorchrunOptionsTest, AUniquePrefixIsItsOptionAndAnAmbiguousOneIsRefusedNamingThem) {

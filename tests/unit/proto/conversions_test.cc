@@ -25,16 +25,18 @@ TEST(ConversionsTest, AProgramSurvivesTheWireWithEveryField) {
   program.env = {"A=1", "B=", "C=x=y"};
   program.cwd = "/work";
   program.cpus = {0, 2, 5};
+  program.memory_nodes = {1, 3};
   const common::Program back = FromProto(ToProto(program));
   EXPECT_EQ(back.exec_path, program.exec_path);
   EXPECT_EQ(back.argv, program.argv);
   EXPECT_EQ(back.env, program.env);
   EXPECT_EQ(back.cwd, program.cwd);
   EXPECT_EQ(back.cpus, program.cpus);
-  // A field added to Program and not to the conversions breaks this: Program is five fields.
+  EXPECT_EQ(back.memory_nodes, program.memory_nodes);
+  // A field added to Program and not to the conversions breaks this: Program is six fields.
   static_assert(sizeof(common::Program) == 2 * sizeof(std::string) +
                                                2 * sizeof(std::vector<std::string>) +
-                                               sizeof(std::vector<int>));
+                                               2 * sizeof(std::vector<int>));
 }
 
 TEST(ConversionsTest, StateNamesLoseTheirPrefix) {

@@ -1,0 +1,177 @@
+#include "launcher/numa.h"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+
+namespace gangrun::launcher {
+namespace {
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return std::string(absl::StripAsciiWhitespace(text));
+}
+
+// "0-3,8,10-11" -> {0,1,2,3,8,10,11}
+std::vector<int> ParseCpuList(const std::string& text) {
+  std::vector<int> cpus;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    std::vector<absl::string_view> range = absl::StrSplit(item, '-');
+    int first = 0, last = 0;
+    if (!absl::SimpleAtoi(range[0], &first)) continue;
+    last = first;
+    if (range.size() == 2 && !absl::SimpleAtoi(range[1], &last)) continue;
+    for (int cpu = first; cpu <= last && cpu - first < 4096; ++cpu) cpus.push_back(cpu);
+  }
+  return cpus;
+}
+
+// Entries of a directory whose names start with `prefix` followed by a number, by number.
+std::map<int, std::string> Numbered(const std::string& dir, const std::string& prefix) {
+  std::map<int, std::string> found;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return found;
+  while (dirent* entry = readdir(d)) {
+    const std::string name = entry->d_name;
+    int number = 0;
+    if (name.rfind(prefix, 0) == 0 && absl::SimpleAtoi(name.substr(prefix.size()), &number)) {
+      found[number] = dir + "/" + name;
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+// NVIDIA display or 3D controllers, by PCI address, and the NUMA node each is on.
+std::vector<int> GpuNodes(const std::string& sys_root) {
+  std::map<std::string, int> gpus;
+  const std::string dir = sys_root + "/bus/pci/devices";
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return {};
+  while (dirent* entry = readdir(d)) {
+    const std::string device = dir + "/" + entry->d_name;
+    if (entry->d_name[0] == '.' || ReadText(device + "/vendor") != "0x10de") continue;
+    const std::string klass = ReadText(device + "/class");
+    if (klass.rfind("0x0300", 0) != 0 && klass.rfind("0x0302", 0) != 0) continue;
+    int node = -1;
+    if (!absl::SimpleAtoi(ReadText(device + "/numa_node"), &node) || node < 0) continue;
+    gpus[entry->d_name] = node;
+  }
+  closedir(d);
+  std::vector<int> nodes;
+  for (const auto& [address, node] : gpus) nodes.push_back(node);
+  return nodes;
+}
+
+std::vector<int> Slice(const std::vector<int>& cpus, int part, int parts) {
+  const size_t begin = cpus.size() * part / parts, end = cpus.size() * (part + 1) / parts;
+  return std::vector<int>(cpus.begin() + begin, cpus.begin() + std::max(begin + 1, end));
+}
+
+}  // namespace
+
+absl::StatusOr<NumaMode> ParseNumaMode(const std::string& text) {
+  if (text == "node") return NumaMode::kNode;
+  if (text == "socket") return NumaMode::kSocket;
+  if (text == "exclusive") return NumaMode::kExclusive;
+  if (text == "core-complex") return NumaMode::kCoreComplex;
+  return absl::InvalidArgumentError("expected node, socket, exclusive or core-complex");
+}
+
+NumaMode NumaModeOf(const std::string& text) {
+  auto mode = ParseNumaMode(text);
+  return mode.ok() ? *mode : NumaMode::kNone;
+}
+
+NumaTopology ReadNumaTopology(const std::string& sys_root) {
+  NumaTopology topology;
+  for (const auto& [node, path] : Numbered(sys_root + "/devices/system/node", "node")) {
+    std::vector<int> cpus = ParseCpuList(ReadText(path + "/cpulist"));
+    if (!cpus.empty()) topology.node_cpus[node] = std::move(cpus);
+  }
+  for (const auto& [cpu, path] : Numbered(sys_root + "/devices/system/cpu", "cpu")) {
+    int package = 0;
+    if (absl::SimpleAtoi(ReadText(path + "/topology/physical_package_id"), &package)) {
+      topology.cpu_package[cpu] = package;
+    }
+    const std::vector<int> l3 = ParseCpuList(ReadText(path + "/cache/index3/shared_cpu_list"));
+    if (!l3.empty()) topology.cpu_l3[cpu] = l3.front();
+  }
+  topology.gpu_nodes = GpuNodes(sys_root);
+  return topology;
+}
+
+std::optional<NumaBinding> NumaBindingFor(const NumaTopology& topology, NumaMode mode,
+                                          int local_rank, int local_worker_num) {
+  if (mode == NumaMode::kNone || topology.node_cpus.size() < 2 || local_worker_num < 1) {
+    return std::nullopt;
+  }
+  std::vector<int> nodes;
+  for (const auto& [node, cpus] : topology.node_cpus) nodes.push_back(node);
+  // The node of every local rank: its GPU's, else its share.
+  auto node_of = [&](int rank) {
+    if (rank < static_cast<int>(topology.gpu_nodes.size()) &&
+        topology.node_cpus.count(topology.gpu_nodes[rank])) {
+      return topology.gpu_nodes[rank];
+    }
+    return nodes[static_cast<size_t>(rank) * nodes.size() / local_worker_num];
+  };
+  const int node = node_of(local_rank);
+  const std::vector<int>& node_cpus = topology.node_cpus.at(node);
+  // This rank's place among the ranks on its node.
+  int place = 0, on_node = 0;
+  for (int rank = 0; rank < local_worker_num; ++rank) {
+    if (node_of(rank) != node) continue;
+    if (rank < local_rank) ++place;
+    ++on_node;
+  }
+  NumaBinding binding;
+  binding.memory_nodes = {node};
+  switch (mode) {
+    case NumaMode::kNode:
+      binding.cpus = node_cpus;
+      break;
+    case NumaMode::kExclusive:
+      binding.cpus = Slice(node_cpus, place, on_node);
+      break;
+    case NumaMode::kSocket: {
+      auto package = topology.cpu_package.find(node_cpus.front());
+      binding.memory_nodes.clear();
+      for (const auto& [other, cpus] : topology.node_cpus) {
+        auto other_package = topology.cpu_package.find(cpus.front());
+        const bool same = package == topology.cpu_package.end()
+                              ? other == node
+                              : other_package != topology.cpu_package.end() &&
+                                    other_package->second == package->second;
+        if (!same) continue;
+        binding.cpus.insert(binding.cpus.end(), cpus.begin(), cpus.end());
+        binding.memory_nodes.push_back(other);
+      }
+      break;
+    }
+    case NumaMode::kCoreComplex: {
+      std::map<int, std::vector<int>> complexes;  // first CPU of the L3 group -> CPUs
+      for (int cpu : node_cpus) {
+        auto l3 = topology.cpu_l3.find(cpu);
+        complexes[l3 == topology.cpu_l3.end() ? node_cpus.front() : l3->second].push_back(cpu);
+      }
+      auto chosen = complexes.begin();
+      std::advance(chosen, place % complexes.size());
+      binding.cpus = chosen->second;
+      break;
+    }
+    case NumaMode::kNone:
+      return std::nullopt;
+  }
+  std::sort(binding.cpus.begin(), binding.cpus.end());
+  return binding;
+}
+
+}  // namespace gangrun::launcher
