@@ -69,6 +69,7 @@ inline constexpr char kMsRole[] = "MS_ROLE";
 inline constexpr char kMsWorkerNum[] = "MS_WORKER_NUM";
 inline constexpr char kMsSchedHost[] = "MS_SCHED_HOST";
 inline constexpr char kMsSchedPort[] = "MS_SCHED_PORT";
+inline constexpr char kMsrunBindFile[] = "MSRUN_BIND_FILE";  // --bind_numa's .json file
 inline constexpr char kMsTopoTimeout[] = "MS_TOPO_TIMEOUT";
 inline constexpr char kMsNodeId[] = "MS_NODE_ID";
 inline constexpr char kMsSimulationLevel[] = "MS_SIMULATION_LEVEL";

@@ -120,12 +120,14 @@ absl::StatusOr<HostFacts> GatherHostFacts(const Options& options) {
   if (!task.ok()) return task.status();
   facts.task = std::move(*task);
   facts.cpu_count = CpuCount();
-  if (!options.numa_binding.empty()) {
+  if (!options.numa_binding.empty() || options.bind_numa.mode != BindNuma::Mode::kOff) {
     facts.numa = ReadNumaTopology();
     if (facts.numa.node_cpus.size() < 2) {
       common::Logger("launcher")
-          ->info("--numa_binding {}: this host has {} NUMA node; nothing to bind",
-                 options.numa_binding, facts.numa.node_cpus.size());
+          ->info("{}: this host has {} NUMA node; nothing to bind to a node",
+                 options.numa_binding.empty() ? "--bind_numa " + options.bind_numa.text
+                                              : "--numa_binding " + options.numa_binding,
+                 facts.numa.node_cpus.size());
     }
   }
   return facts;

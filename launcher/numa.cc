@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "common/status.h"
 
 namespace gangrun::launcher {
 namespace {
@@ -83,6 +86,97 @@ absl::StatusOr<NumaMode> ParseNumaMode(const std::string& text) {
   if (text == "exclusive") return NumaMode::kExclusive;
   if (text == "core-complex") return NumaMode::kCoreComplex;
   return absl::InvalidArgumentError("expected node, socket, exclusive or core-complex");
+}
+
+namespace {
+
+absl::Status ReadIntLists(const nlohmann::json& value, const char* name,
+                          std::map<std::string, std::vector<int>>& out) {
+  if (value.is_null()) return absl::OkStatus();
+  if (!value.is_object()) return absl::InvalidArgumentError(std::string(name) + " as a dict");
+  for (const auto& [key, items] : value.items()) {
+    if (!items.is_array()) {
+      return absl::InvalidArgumentError(std::string(name) + "." + key + " as a list");
+    }
+    std::vector<int>& list = out[key];
+    for (const auto& item : items) {
+      std::vector<int> ids = item.is_number_integer()
+                                 ? std::vector<int>{item.get<int>()}
+                                 : ParseCpuList(item.is_string() ? item.get<std::string>() : "");
+      if (ids.empty()) {
+        return absl::InvalidArgumentError("ids or ranges in " + std::string(name) + "." + key +
+                                          ", not " + item.dump());
+      }
+      list.insert(list.end(), ids.begin(), ids.end());
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<BindNuma> ParseBindNuma(const std::string& text) {
+  BindNuma bind;
+  bind.text = text;
+  const std::string lower = absl::AsciiStrToLower(text);
+  if (lower == "false" || lower == "0" || lower.empty()) return bind;
+  if (lower == "true" || lower == "1") {
+    bind.mode = BindNuma::Mode::kAuto;
+    return bind;
+  }
+  std::string json_text = text;
+  if (absl::EndsWith(text, ".json")) {
+    std::ifstream in(text);
+    if (!in) return absl::InvalidArgumentError("a readable .json file");
+    json_text.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    bind.file = text;
+  }
+  auto json = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) {
+    return absl::InvalidArgumentError(
+        "False, True, a JSON dict or a .json file with bind_config, bind_cpu and bind_memory");
+  }
+  bind.mode = BindNuma::Mode::kConfig;
+  const auto config = json.value("bind_config", nlohmann::json::object());
+  if (!config.is_object()) return absl::InvalidArgumentError("bind_config as a dict");
+  bind.cpu_mode = config.value("bind_cpu_mode", std::string("numa"));
+  bind.memory_mode = config.value("bind_memory_mode", std::string("numa"));
+  if (bind.cpu_mode != "numa" && bind.cpu_mode != "cpu" && bind.cpu_mode != "none") {
+    return absl::InvalidArgumentError("bind_cpu_mode numa, cpu or none");
+  }
+  if (bind.memory_mode != "numa" && bind.memory_mode != "none") {
+    return absl::InvalidArgumentError("bind_memory_mode numa or none");
+  }
+  RETURN_IF_ERROR(
+      ReadIntLists(json.value("bind_cpu", nlohmann::json()), "bind_cpu", bind.bind_cpu));
+  RETURN_IF_ERROR(
+      ReadIntLists(json.value("bind_memory", nlohmann::json()), "bind_memory", bind.bind_memory));
+  return bind;
+}
+
+std::optional<NumaBinding> BindNumaFor(const BindNuma& bind, const NumaTopology& topology,
+                                       int local_rank, int local_worker_num) {
+  if (bind.mode == BindNuma::Mode::kOff) return std::nullopt;
+  const std::optional<NumaBinding> node =
+      NumaBindingFor(topology, NumaMode::kNode, local_rank, local_worker_num);
+  if (bind.mode == BindNuma::Mode::kAuto) return node;
+  const std::string device = "device" + std::to_string(local_rank);
+  NumaBinding binding;
+  if (bind.cpu_mode == "numa" && node) binding.cpus = node->cpus;
+  if (bind.cpu_mode == "cpu") {
+    if (auto cpus = bind.bind_cpu.find(device); cpus != bind.bind_cpu.end()) {
+      binding.cpus = cpus->second;
+    }
+  }
+  if (bind.memory_mode == "numa") {
+    if (auto memory = bind.bind_memory.find(device); memory != bind.bind_memory.end()) {
+      binding.memory_nodes = memory->second;
+    } else if (node) {
+      binding.memory_nodes = node->memory_nodes;
+    }
+  }
+  if (binding.cpus.empty() && binding.memory_nodes.empty()) return std::nullopt;
+  return binding;
 }
 
 NumaMode NumaModeOf(const std::string& text) {

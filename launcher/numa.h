@@ -50,4 +50,24 @@ struct NumaBinding {
 std::optional<NumaBinding> NumaBindingFor(const NumaTopology& topology, NumaMode mode,
                                           int local_rank, int local_worker_num);
 
+// msrun's --bind_numa: False, True (every local rank's CPUs and memory on its NUMA node, as
+// --numa_binding node), or a JSON dict (or a .json file holding one) with
+//   bind_config: {bind_cpu_mode: numa|cpu|none, bind_memory_mode: numa|none}
+//   bind_cpu:    {"device0": ["0-9"], ...}   (bind_cpu_mode cpu: device i's CPU ranges)
+//   bind_memory: {"device0": [0], ...}       (device i's memory nodes; default: its NUMA node)
+// A file's path is exported to the workers as MSRUN_BIND_FILE.
+struct BindNuma {
+  enum class Mode { kOff, kAuto, kConfig } mode = Mode::kOff;
+  std::string cpu_mode = "numa";
+  std::string memory_mode = "numa";
+  std::map<std::string, std::vector<int>> bind_cpu;
+  std::map<std::string, std::vector<int>> bind_memory;
+  std::string file;  // the .json file it came from ("" = none)
+  std::string text;  // as given
+};
+// InvalidArgument says what is wrong.
+absl::StatusOr<BindNuma> ParseBindNuma(const std::string& text);
+std::optional<NumaBinding> BindNumaFor(const BindNuma& bind, const NumaTopology& topology,
+                                       int local_rank, int local_worker_num);
+
 }  // namespace gangrun::launcher

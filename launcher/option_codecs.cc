@@ -282,7 +282,7 @@ Codec String(std::string Options::*field) {
           [field](const Options& o) { return o.*field; }};
 }
 
-Codec NumaBinding() {
+Codec NumaBindingMode() {
   return {[](Options& o, const std::string& v) {
             if (!v.empty() && !ParseNumaMode(v).ok()) {
               return absl::InvalidArgumentError("node, socket, exclusive or core-complex");
@@ -291,6 +291,16 @@ Codec NumaBinding() {
             return absl::OkStatus();
           },
           [](const Options& o) { return o.numa_binding; }};
+}
+
+Codec BindNumaConfig() {
+  return {[](Options& o, const std::string& v) {
+            auto bind = ParseBindNuma(v);
+            if (!bind.ok()) return bind.status();
+            o.bind_numa = std::move(*bind);
+            return absl::OkStatus();
+          },
+          [](const Options& o) { return o.bind_numa.text.empty() ? "False" : o.bind_numa.text; }};
 }
 
 Codec AccessString(std::string rpc::Access::*field) {

@@ -39,7 +39,8 @@ Codec Seconds(double Options::*field, double min, double max,
               const char* what = "a number of seconds");
 Codec String(std::string Options::*field);
 // --numa_binding: "", node, socket, exclusive or core-complex (launcher/numa.h).
-Codec NumaBinding();
+Codec NumaBindingMode();
+Codec BindNumaConfig();  // msrun's --bind_numa
 Codec AccessString(std::string rpc::Access::*field);
 // msrun's literals True/False, and also true/false/1/0.
 Codec Bool(bool Options::*field);

@@ -37,6 +37,10 @@ std::vector<OptionRow> MakeMsrunRows() {
           Int(&Options::cluster_time_out, 0, kYear, /*negative_means_forever=*/true)),
       Row("bind_core", "pin workers to CPUs: False, True or a JSON dict (default False)",
           BindCoreDict()),
+      Row("bind_numa",
+          "each worker's CPUs and memory on its NUMA node: False, True, or a JSON dict (or .json "
+          "file) with bind_config, bind_cpu, bind_memory (default False)",
+          BindNumaConfig()),
       Row("sim_level",
           "simulated compilation level, exported as MS_SIMULATION_LEVEL (default -1)" +
               Range(-1, 3),
@@ -167,7 +171,7 @@ std::vector<OptionRow> MakeGangrunRows() {
           "each local rank's CPUs and memory on its accelerator's NUMA node (else its share of "
           "the nodes): node, socket, exclusive or core-complex, as torchrun --numa-binding "
           "('' = none)",
-          NumaBinding()),
+          NumaBindingMode()),
       Row("duplicate_stdout_filters",
           "F[,F...]: a rank's log lines containing one of them also go to "
           "<log>.filtered_stdout.log, as torchrun's (stdout and stderr share the log) ('' = "

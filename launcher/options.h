@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "launcher/numa.h"
 #include "rpc/credentials.h"
 
 namespace gangrun::launcher {
@@ -53,6 +54,7 @@ struct Options {
   int cluster_time_out = 600;
   BindCore bind_core;
   std::string numa_binding;
+  BindNuma bind_numa;  // msrun's --bind_numa (launcher/numa.h)
   // torchrun's --duplicate-stdout-filters / --duplicate-stderr-filters (launcher/log_filters.h).
   std::string duplicate_stdout_filters;
   std::string

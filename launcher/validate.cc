@@ -268,8 +268,11 @@ absl::Status Validate(const Options& o) {
   if (!o.event_log.empty()) {
     if (absl::Status s = CheckWritableFile("event_log", o.event_log); !s.ok()) return s;
   }
-  if (o.bind_core.mode != BindCore::Mode::kOff && !o.numa_binding.empty()) {
-    return Invalid("--bind_core and --numa_binding both choose the workers' CPUs: give one");
+  const int binders = (o.bind_core.mode != BindCore::Mode::kOff) + !o.numa_binding.empty() +
+                      (o.bind_numa.mode != BindNuma::Mode::kOff);
+  if (binders > 1) {
+    return Invalid(
+        "--bind_core, --bind_numa and --numa_binding each choose the workers' CPUs: give one");
   }
   return CheckBindCoreCpus(o.bind_core);
 }

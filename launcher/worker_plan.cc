@@ -105,11 +105,17 @@ void BindWorker(const Options& options, const HostFacts& facts, int local_rank,
                                   facts.visible_devices);
   if (!binding.cpus.empty()) env.emplace_back(env::kMsrunCpuList, PythonList(binding.cpus));
   spec.cpus = std::move(binding.cpus);
-  if (auto numa = NumaBindingFor(facts.numa, NumaModeOf(options.numa_binding), local_rank,
-                                 local_worker_num)) {
+  std::optional<NumaBinding> numa =
+      options.bind_numa.mode != BindNuma::Mode::kOff
+          ? BindNumaFor(options.bind_numa, facts.numa, local_rank, local_worker_num)
+          : NumaBindingFor(facts.numa, NumaModeOf(options.numa_binding), local_rank,
+                           local_worker_num);
+  if (numa) {
     spec.cpus = std::move(numa->cpus);
     spec.memory_nodes = std::move(numa->memory_nodes);
   }
+  if (!options.bind_numa.file.empty())
+    env.emplace_back(env::kMsrunBindFile, options.bind_numa.file);
 }
 
 }  // namespace

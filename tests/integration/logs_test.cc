@@ -16,6 +16,13 @@ namespace {
 
 using std::chrono::seconds;
 
+#if defined(__SANITIZE_ADDRESS__)
+// AddressSanitizer keeps freed memory in quarantine (256 MB by default): peaks say nothing.
+constexpr bool kMemoryIsMeasurable = false;
+#else
+constexpr bool kMemoryIsMeasurable = true;
+#endif
+
 // LINES lines per rank ("rank R line I"), then "ready" on the report FIFO, then wait for GO;
 // after GO, AFTER more lines. BIG_RANK writes BIG_MB megabytes of 100-byte lines instead.
 constexpr char kWriter[] = R"PY(
@@ -154,8 +161,10 @@ TEST_F(LogsTest, ARankThatWrote100MegabytesIsReadWholeWithBoundedMemory) {
   const long after0 = PeakKib(launchers_[0].pid), after1 = PeakKib(launchers_[1].pid);
   std::printf("peak RSS, scheduler's launcher %ld -> %ld KiB, rank 3's %ld -> %ld KiB\n", before0,
               after0, before1, after1);
-  EXPECT_LT(after0 - before0, 32 * 1024);
-  EXPECT_LT(after1 - before1, 32 * 1024);
+  if (kMemoryIsMeasurable) {
+    EXPECT_LT(after0 - before0, 32 * 1024);
+    EXPECT_LT(after1 - before1, 32 * 1024);
+  }
   EndJob();
 }
 

@@ -58,6 +58,7 @@ const std::map<std::string, std::string>& Samples() {
       {"dry_run", "True"},
       {"virtual_local_rank", "True"},
       {"numa_binding", "exclusive"},
+      {"bind_numa", "True"},
       {"duplicate_stdout_filters", "loss=,step"},
       {"duplicate_stderr_filters", "Traceback"},
       {"log_prefix", "<{rank}> "},

@@ -89,5 +89,37 @@ TEST_F(NumaTest, OneNodeOrNoModeBindsNothing) {
   EXPECT_EQ(*ParseNumaMode("core-complex"), NumaMode::kCoreComplex);
 }
 
+TEST_F(NumaTest, MsrunsBindNumaTrueADictOrAFile) {
+  EXPECT_EQ(ParseBindNuma("False")->mode, BindNuma::Mode::kOff);
+  auto auto_bind = ParseBindNuma("True");
+  ASSERT_TRUE(auto_bind.ok());
+  EXPECT_EQ(BindNumaFor(*auto_bind, topology_, 1, 4)->memory_nodes, std::vector<int>{3});
+  // CPUs from bind_cpu, memory from bind_memory or the device's node.
+  auto dict = ParseBindNuma(
+      R"({"bind_config": {"bind_cpu_mode": "cpu", "bind_memory_mode": "numa"},
+          "bind_cpu": {"device0": ["4-5", 7]}, "bind_memory": {"device1": [2]}})");
+  ASSERT_TRUE(dict.ok()) << dict.status();
+  EXPECT_EQ(BindNumaFor(*dict, topology_, 0, 2)->cpus, (std::vector<int>{4, 5, 7}));
+  EXPECT_EQ(BindNumaFor(*dict, topology_, 0, 2)->memory_nodes, std::vector<int>{0});
+  EXPECT_EQ(BindNumaFor(*dict, topology_, 1, 2)->memory_nodes, std::vector<int>{2});
+  EXPECT_TRUE(BindNumaFor(*dict, topology_, 1, 2)->cpus.empty());
+  // A file, which the workers get as MSRUN_BIND_FILE.
+  const std::string file = dir_.File("bind.json");
+  std::ofstream(file)
+      << R"({"bind_config": {"bind_cpu_mode": "none", "bind_memory_mode": "none"}})";
+  auto from_file = ParseBindNuma(file);
+  ASSERT_TRUE(from_file.ok()) << from_file.status();
+  EXPECT_EQ(from_file->file, file);
+  EXPECT_FALSE(BindNumaFor(*from_file, topology_, 0, 2).has_value());
+  // Each mistake is named.
+  EXPECT_NE(
+      std::string(ParseBindNuma(R"({"bind_config": {"bind_cpu_mode": "x"}})").status().message())
+          .find("bind_cpu_mode numa, cpu or none"),
+      std::string::npos);
+  EXPECT_FALSE(ParseBindNuma(R"({"bind_cpu": {"device0": "0-3"}})").ok());
+  EXPECT_FALSE(ParseBindNuma(dir_.File("missing.json")).ok());
+  EXPECT_FALSE(ParseBindNuma("maybe").ok());
+}
+
 }  // namespace
 }  // namespace gangrun::launcher
