@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "common/env_names.h"
 #include "common/net.h"
 #include "common/status.h"
@@ -67,6 +69,19 @@ std::unique_ptr<grpc::ClientContext> CallContext(int seconds) {
   auto context = std::make_unique<grpc::ClientContext>();
   context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
   return context;
+}
+
+absl::StatusOr<std::vector<int>> ParseRankList(const std::string& text, const char* usage) {
+  std::vector<int> ranks;
+  if (text.empty()) return ranks;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    int rank = -1;
+    if (!absl::SimpleAtoi(item, &rank) || rank < 0) {
+      return UsageError(usage, "--rank: '" + std::string(item) + "' is not a rank (0, 1, ...)");
+    }
+    ranks.push_back(rank);
+  }
+  return ranks;
 }
 
 absl::Status CallFailed(const grpc::Status& status) {

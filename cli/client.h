@@ -38,6 +38,9 @@ void AddClientOptions(CLI::App& app, ClientTarget& target, const launcher::EnvLo
 std::optional<CommandResult> ParseArgs(CLI::App& app, const std::string& command,
                                        const std::vector<std::string>& args);
 
+// --rank R[,R...] of `gangrun stacks` and `gangrun logs`: the ranks, or bad usage.
+absl::StatusOr<std::vector<int>> ParseRankList(const std::string& text, const char* usage);
+
 // A channel to target.master (TLS when the access options ask for it).
 absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenClientChannel(const ClientTarget& target);
 

@@ -21,19 +21,6 @@ constexpr char kUsage[] =
 // A line longer than this (a rank writing without newlines) is printed in pieces.
 constexpr size_t kMaxLineBytes = 1 << 20;
 
-absl::StatusOr<std::vector<int>> ParseRanks(const std::string& text) {
-  std::vector<int> ranks;
-  if (text.empty()) return ranks;
-  for (absl::string_view item : absl::StrSplit(text, ',')) {
-    int rank = -1;
-    if (!absl::SimpleAtoi(item, &rank) || rank < 0) {
-      return UsageError(kUsage, "--rank: '" + std::string(item) + "' is not a rank (0, 1, ...)");
-    }
-    ranks.push_back(rank);
-  }
-  return ranks;
-}
-
 // Whole lines to stdout, each with its rank's prefix; a rank's unfinished line waits for the
 // rest (or for the rank's end).
 class LinePrinter {
@@ -98,7 +85,7 @@ CommandResult RunLogs(const CommandArgs& command) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   app.add_option("--job", job_id, "a daemon's job id (default: its only running job)");
   if (auto done = ParseArgs(app, "logs", command.args)) return *done;
-  auto ranks = ParseRanks(ranks_text);
+  auto ranks = ParseRankList(ranks_text, kUsage);
   if (!ranks.ok()) return ranks.status();
   auto channel = OpenClientChannel(target);
   if (!channel.ok()) return channel.status();

@@ -20,19 +20,6 @@ constexpr char kUsage[] =
     "usage: gangrun stacks --master HOST:PORT [--rank R[,R...]] [--job ID] [--json] "
     "[--timeout S]";
 
-absl::StatusOr<std::vector<int>> ParseRanks(const std::string& text) {
-  std::vector<int> ranks;
-  if (text.empty()) return ranks;
-  for (absl::string_view item : absl::StrSplit(text, ',')) {
-    int rank = -1;
-    if (!absl::SimpleAtoi(item, &rank) || rank < 0) {
-      return UsageError(kUsage, "--rank: '" + std::string(item) + "' is not a rank (0, 1, ...)");
-    }
-    ranks.push_back(rank);
-  }
-  return ranks;
-}
-
 std::string Format(const v1::StacksResponse& response) {
   std::string out = absl::StrFormat("generation %d: %s\n", response.generation(),
                                     response.summary().empty() ? "no rank" : response.summary());
@@ -79,7 +66,7 @@ CommandResult RunStacks(const CommandArgs& command) {
                  "seconds each node may take to capture (default: the job's --stack_timeout)")
       ->check(CLI::Range(0.1, 600.0));
   if (auto done = ParseArgs(app, "stacks", command.args)) return *done;
-  auto ranks = ParseRanks(ranks_text);
+  auto ranks = ParseRankList(ranks_text, kUsage);
   if (!ranks.ok()) return ranks.status();
   auto channel = OpenClientChannel(target);
   if (!channel.ok()) return channel.status();

@@ -108,6 +108,7 @@ TEST_F(HookTest, AStalledRankOfAnUnchangedDdpJobIsNamedByItsCollectiveCountAndFr
   const std::string stalled = ReadFile(dir_.File("stalled"));
   ASSERT_FALSE(stalled.empty()) << "rank 3 never stalled\n" << a.Stderr();
   // Within --hang_timeout + --stack_timeout + 2 s of the stall.
+  std::printf("both launchers exited %.2f s after rank 3 stalled\n", ended - std::stod(stalled));
   EXPECT_LT(ended - std::stod(stalled), 3 + 3 + 2.0) << a.Stderr();
   const std::string err = a.Stderr();
   // Rank 3 is behind by one collective (the others wait in DDP's gradient all-reduce).
