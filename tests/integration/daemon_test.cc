@@ -223,13 +223,17 @@ TEST_F(DaemonTest, StopEndsASubmittedJobAndAgentStopKillsItsWorkers) {
   StopDaemon(scheduler);
 }
 
-TEST_F(DaemonTest, StacksOfASubmittedJobComeThroughTheDaemon) {
+TEST_F(DaemonTest, StacksAndLogsOfASubmittedJobComeThroughTheDaemon) {
   const std::string master = "127.0.0.1:" + FreePort();
   auto scheduler = Scheduler({"--listen", master});
   auto agent = Gangrun({"agent", "--master", master, "--slots", "2"});
-  auto job =
-      Gangrun({"submit", "--master", master, "--worker_num", "2", TestWorkerBinary(), "--hang"});
+  auto job = Gangrun({"submit", "--master", master, "--worker_num", "2", TestWorkerBinary(),
+                      "--lines", "3", "--hang"});
   ASSERT_EQ(WaitReady(2).size(), 2u);
+  // Its logs through the daemon: every rank's lines, prefixed.
+  auto logs = Gangrun({"logs", "--master", master, "--rank", "1"});
+  ASSERT_EQ(RunToEnd(logs).code, 0) << logs.Stderr();
+  EXPECT_NE(logs.Stdout().find(":1] line 2 of rank 1"), std::string::npos) << logs.Stdout();
   // Its only job, then by its id; an unknown id is named.
   auto stacks = Gangrun({"stacks", "--master", master});
   ASSERT_EQ(RunToEnd(stacks).code, 0) << stacks.Stderr();
