@@ -82,11 +82,11 @@ def _gangrun_progress():
             now = (counts.collectives, counts.steps, counts.op, counts.inside)
             if now == last:
                 continue
-            last = now
             try:
                 sock.sendto(("hook %d %d %s %d" % now).encode(), path)
+                last = now
             except OSError:
-                pass  # the node is gone or busy: the next change says it again
+                pass  # the node is gone or busy: tried again in 100 ms
 
     def start_sender():
         # Once torch.distributed is there; a forked child (a data loader worker) has no
@@ -194,6 +194,12 @@ def _gangrun_progress():
             patch = patches.pop(name, None)
             if patch is None:
                 return None
+            try:
+                return self.patched_spec(name, path, target, patch)
+            except Exception:
+                return None  # the import goes on as if the hook were not there
+
+        def patched_spec(self, name, path, target, patch):
             if not patches:
                 try:
                     _gangrun_sys.meta_path.remove(self)
