@@ -16,8 +16,9 @@ namespace {
 
 using std::chrono::seconds;
 
-#if defined(__SANITIZE_ADDRESS__)
-// AddressSanitizer keeps freed memory in quarantine (256 MB by default): peaks say nothing.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// AddressSanitizer keeps freed memory in quarantine (256 MB by default) and ThreadSanitizer
+// maps shadow memory for what the allocator hands out: peaks say nothing there.
 constexpr bool kMemoryIsMeasurable = false;
 #else
 constexpr bool kMemoryIsMeasurable = true;
