@@ -6,8 +6,6 @@
 #include <cstdio>
 #include <map>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "cli/client.h"
 #include "cli/command.h"
 #include "gangrun/v1/daemon.grpc.pb.h"

@@ -3,9 +3,7 @@
 
 #include <cstdio>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "cli/client.h"
 #include "cli/command.h"
 #include "gangrun/v1/daemon.grpc.pb.h"

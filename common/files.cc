@@ -30,22 +30,26 @@ absl::Status MakeDirs(const std::string& dir, mode_t mode) {
   return absl::OkStatus();
 }
 
+bool WriteAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
 absl::Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode) {
   const std::string temporary = path + ".tmp" + std::to_string(getpid());
   unlink(temporary.c_str());  // never write through whatever may be there
   int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0) return ErrnoToStatus(errno, "cannot create " + temporary);
-  size_t written = 0;
-  while (written < content.size()) {
-    ssize_t n = write(fd, content.data() + written, content.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = errno;
-      close(fd);
-      unlink(temporary.c_str());
-      return ErrnoToStatus(error, "cannot write " + temporary);
-    }
-    written += static_cast<size_t>(n);
+  if (!WriteAll(fd, content)) {
+    const int error = errno;
+    close(fd);
+    unlink(temporary.c_str());
+    return ErrnoToStatus(error, "cannot write " + temporary);
   }
   if (close(fd) != 0 || rename(temporary.c_str(), path.c_str()) != 0) {
     const int error = errno;

@@ -18,6 +18,9 @@ absl::Status MakeDirs(const std::string& dir, mode_t mode = 0700);
 
 // Writes `content` to a new file at `path` (replacing one there) with `mode`, whole: it is
 // written to a temporary name beside it and renamed.
+// Writes all of `data` to `fd` (retrying short writes and EINTR); false on an error (errno).
+bool WriteAll(int fd, std::string_view data);
+
 absl::Status WriteFileAtomically(const std::string& path, std::string_view content,
                                  mode_t mode = 0600);
 

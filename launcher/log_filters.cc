@@ -26,16 +26,6 @@ int OpenFiltered(const std::string& path) {
   return -1;
 }
 
-void WriteAll(int fd, const std::string& text) {
-  size_t written = 0;
-  while (fd >= 0 && written < text.size()) {
-    const ssize_t n = write(fd, text.data() + written, text.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    written += static_cast<size_t>(n);
-  }
-}
-
 bool Matches(absl::string_view line, const std::vector<std::string>& filters) {
   for (const auto& filter : filters) {
     if (absl::StrContains(line, filter)) return true;
@@ -91,8 +81,8 @@ void LogFilters::OnLines(Rank& rank, const std::string& lines) {
     if (Matches(line, stdout_filters_)) absl::StrAppend(&to_stdout, line, "\n");
     if (Matches(line, stderr_filters_)) absl::StrAppend(&to_stderr, line, "\n");
   }
-  WriteAll(rank.stdout_fd, to_stdout);
-  WriteAll(rank.stderr_fd, to_stderr);
+  if (rank.stdout_fd >= 0) common::WriteAll(rank.stdout_fd, to_stdout);
+  if (rank.stderr_fd >= 0) common::WriteAll(rank.stderr_fd, to_stderr);
 }
 
 }  // namespace gangrun::launcher

@@ -68,17 +68,6 @@ bool Trigger(const std::string& pipe) {
   return triggered;
 }
 
-bool WriteAll(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
 absl::Status CopyDump(const std::string& from, const std::string& to) {
   const int in = open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (in < 0) return common::ErrnoToStatus(errno, "cannot open " + from);
@@ -95,7 +84,7 @@ absl::Status CopyDump(const std::string& from, const std::string& to) {
         read(in, buffer.data(), std::min(buffer.size(), FlightRecorder::kMaxDumpBytes - copied));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    if (!WriteAll(*out, buffer.data(), static_cast<size_t>(n))) {
+    if (!common::WriteAll(*out, std::string_view(buffer.data(), static_cast<size_t>(n)))) {
       status = common::ErrnoToStatus(errno, "cannot write " + to);
       break;
     }

@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "common/env_names.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "node/flight_recorder.h"
 #include "node/node.h"
@@ -41,13 +42,7 @@ pid_t ParentOf(pid_t pid) {
 void AppendToLog(const std::string& path, const std::string& text) {
   int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
   if (fd < 0) return;
-  size_t written = 0;
-  while (written < text.size()) {
-    ssize_t n = write(fd, text.data() + written, text.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    written += static_cast<size_t>(n);
-  }
+  common::WriteAll(fd, text);
   close(fd);
 }
 

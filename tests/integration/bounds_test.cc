@@ -21,15 +21,6 @@ namespace {
 
 using std::chrono::seconds;
 
-// Under AddressSanitizer (or ThreadSanitizer) a process's resident memory is mostly the
-// sanitizer's (shadow memory, the quarantine that keeps freed blocks): memory bounds are
-// checked in the plain build only; everything else is checked in every build.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kMemoryIsMeasurable = false;
-#else
-constexpr bool kMemoryIsMeasurable = true;
-#endif
-
 class BoundsTest : public LauncherTest {
  protected:
   // gangrun <launcher_args> test_worker <worker_args>, its stdout the write end of `pipe_fds`.
@@ -167,13 +158,6 @@ TEST_F(BoundsTest, AFullLogDirectoryIsReportedAndNoEventLineIsTorn) {
   EXPECT_EQ(ReadFile(dir_.File("events.copy")), filler);
 }
 
-// VmRSS of `pid`, in KiB.
-long ResidentKiB(pid_t pid) {
-  std::string status = ReadFile("/proc/" + std::to_string(pid) + "/status");
-  size_t at = status.find("VmRSS:");
-  return at == std::string::npos ? -1 : std::atol(status.c_str() + at + 6);
-}
-
 std::string EnvVar(const std::string& env, const std::string& name) {
   size_t at = env.find("\n" + name + "=");
   if (at == std::string::npos) return "";
@@ -198,7 +182,7 @@ TEST_F(KvFloodTest, FloodIsRefusedPastTheBoundAndDeletedKeysGiveMemoryBack) {
   ASSERT_FALSE(target.empty());
   auto stub =
       v1::KeyValue::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
-  const long before = ResidentKiB(launched.pid);
+  const long before = ProcStatusKiB(launched.pid, "VmRSS");
   const std::string mib(1 << 20, 'v');
   int stored = 0;
   grpc::Status refused;
@@ -215,7 +199,7 @@ TEST_F(KvFloodTest, FloodIsRefusedPastTheBoundAndDeletedKeysGiveMemoryBack) {
   EXPECT_EQ(stored, 63);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_NE(refused.error_message().find("--kv_max_bytes"), std::string::npos);
-  const long full = ResidentKiB(launched.pid);
+  const long full = ProcStatusKiB(launched.pid, "VmRSS");
   for (int i = 0; i < stored; ++i) {
     grpc::ClientContext context;
     v1::DeleteRequest del;
@@ -223,7 +207,7 @@ TEST_F(KvFloodTest, FloodIsRefusedPastTheBoundAndDeletedKeysGiveMemoryBack) {
     v1::DeleteResponse response;
     ASSERT_TRUE(stub->Delete(&context, del, &response).ok());
   }
-  const long after = ResidentKiB(launched.pid);
+  const long after = ProcStatusKiB(launched.pid, "VmRSS");
   std::fprintf(stderr, "launcher VmRSS: %ld KiB before, %ld KiB full, %ld KiB after deleting\n",
                before, full, after);
   if (kMemoryIsMeasurable) {

@@ -18,16 +18,6 @@ constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 constexpr std::string_view kEmptySettings =
     std::string_view("\x00\x00\x00\x04\x00\x00\x00\x00\x00", 9);
 
-// Resident memory of `pid` in KiB (VmRSS).
-long ResidentKiB(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
-  }
-  return -1;
-}
-
 class HostileTest : public LauncherTest {
  protected:
   void SetUp() override {
@@ -69,14 +59,14 @@ TEST_F(HostileTest, FiveHundredConnectionsThatProveNothingCostUnder64MiB) {
   auto master = Launch(Job("0"), {}, dir_.path(), dir_.path());
   ASSERT_TRUE(WaitForStderr(master, "waiting for 1 of 2", seconds(20))) << master.Stderr();
   RoundTrip();
-  const long idle = ResidentKiB(master.pid);
+  const long idle = ProcStatusKiB(master.pid, "VmRSS");
   // Session openings whose first frame announces its largest handshake size and stops, and
   // HTTP/2 prefaces with an empty SETTINGS frame: 250 of each.
   const std::string hello = std::string("GRS2") + std::string("\x00\x00\x04\x00\x01", 5) + "x";
   Open(250, hello);
   Open(250, std::string(kHttp2Preface) + std::string(kEmptySettings));
   RoundTrip();
-  const long loaded = ResidentKiB(master.pid);
+  const long loaded = ProcStatusKiB(master.pid, "VmRSS");
   std::printf("master resident memory: %ld KiB idle, %ld KiB with 500 connections\n", idle, loaded);
   EXPECT_LT(loaded - idle, 64 * 1024)
       << "idle " << idle << " KiB, with 500 connections " << loaded << " KiB";

@@ -16,14 +16,6 @@ namespace {
 
 using std::chrono::seconds;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-// AddressSanitizer keeps freed memory in quarantine (256 MB by default) and ThreadSanitizer
-// maps shadow memory for what the allocator hands out: peaks say nothing there.
-constexpr bool kMemoryIsMeasurable = false;
-#else
-constexpr bool kMemoryIsMeasurable = true;
-#endif
-
 // LINES lines per rank ("rank R line I"), then "ready" on the report FIFO, then wait for GO;
 // after GO, AFTER more lines. BIG_RANK writes BIG_MB megabytes of 100-byte lines instead.
 constexpr char kWriter[] = R"PY(
@@ -44,16 +36,6 @@ open(os.environ["GO"]).read()
 for i in range(int(os.environ.get("AFTER", "0"))):
     out.write("rank %d after %d\n" % (rank, i))
 )PY";
-
-// Peak resident memory of a process, KiB.
-long PeakKib(pid_t pid) {
-  std::istringstream status(ReadFile("/proc/" + std::to_string(pid) + "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return -1;
-}
 
 class LogsTest : public LauncherTest {
  protected:
@@ -148,7 +130,8 @@ TEST_F(LogsTest, FollowPrintsWhatTheRanksWriteUntilTheJobEnds) {
 
 TEST_F(LogsTest, ARankThatWrote100MegabytesIsReadWholeWithBoundedMemory) {
   StartJob({"BIG_RANK=3", "BIG_MB=100"});  // rank 3: on the second launcher
-  const long before0 = PeakKib(launchers_[0].pid), before1 = PeakKib(launchers_[1].pid);
+  const long before0 = ProcStatusKiB(launchers_[0].pid, "VmHWM"),
+             before1 = ProcStatusKiB(launchers_[1].pid, "VmHWM");
   auto big = Logs({"--rank", "3"});
   ASSERT_EQ(RunToEnd(big).code, 0)
       << big.Stderr() << launchers_[0].Stderr() << launchers_[1].Stderr();
@@ -159,7 +142,8 @@ TEST_F(LogsTest, ARankThatWrote100MegabytesIsReadWholeWithBoundedMemory) {
   const std::string head = big.Stdout().substr(0, 200);
   const size_t prefix = head.find(']') + 2;
   EXPECT_EQ(st.st_size, static_cast<off_t>(1000000 * (prefix + 100))) << head;
-  const long after0 = PeakKib(launchers_[0].pid), after1 = PeakKib(launchers_[1].pid);
+  const long after0 = ProcStatusKiB(launchers_[0].pid, "VmHWM"),
+             after1 = ProcStatusKiB(launchers_[1].pid, "VmHWM");
   std::printf("peak RSS, scheduler's launcher %ld -> %ld KiB, rank 3's %ld -> %ld KiB\n", before0,
               after0, before1, after1);
   if (kMemoryIsMeasurable) {

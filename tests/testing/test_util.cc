@@ -101,6 +101,12 @@ std::vector<std::string> ReportFifo::ReadLines(size_t count, milliseconds timeou
   return lines;
 }
 
+long ProcStatusKiB(pid_t pid, const std::string& field) {
+  const std::string status = ReadFile("/proc/" + std::to_string(pid) + "/status");
+  const size_t at = status.find("\n" + field + ":");
+  return at == std::string::npos ? -1 : std::atol(status.c_str() + at + field.size() + 2);
+}
+
 std::string Launched::Stdout() const { return ReadFile(stdout_path); }
 std::string Launched::Stderr() const { return ReadFile(stderr_path); }
 

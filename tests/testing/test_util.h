@@ -87,6 +87,18 @@ std::string FreePort();
 int FreePortPair();
 
 std::string ReadFile(const std::string& path);
+
+// A KiB figure of /proc/<pid>/status ("VmRSS", "VmHWM", ...); -1 if there is none.
+long ProcStatusKiB(pid_t pid, const std::string& field);
+
+// Under AddressSanitizer (or ThreadSanitizer) a process's resident memory is mostly the
+// sanitizer's (shadow memory, the quarantine that keeps freed blocks): memory bounds are
+// checked in the plain build only; everything else is checked in every build.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kMemoryIsMeasurable = false;
+#else
+inline constexpr bool kMemoryIsMeasurable = true;
+#endif
 std::vector<std::string> Split(const std::string& text, char separator);
 
 // Paths of the binaries under test (set by CMake).

@@ -254,7 +254,9 @@ TEST(HangReportTest, EqualCountsFallBackToWhereTheStacksAre) {
   stacks.push_back(plain);
   groups = GroupStacks(stacks);
   for (const auto& group : groups) {
-    if (!group.has_collectives()) EXPECT_FALSE(group.behind());
+    if (!group.has_collectives()) {
+      EXPECT_FALSE(group.behind());
+    }
   }
 }
 
