@@ -89,16 +89,20 @@ absl::Status JobRunner::Build() {
   RETURN_IF_ERROR(common::BecomeChildSubreaper());
   // A fork of this process, while it still has one thread (no gRPC server or channel yet).
   ASSIGN_OR_RETURN(keeper_, node::KeeperClient::Start(io_, {}));
-  ASSIGN_OR_RETURN(role_, MaybeHostScheduler(io_, clock_, options_, facts_));
-  facts_.is_master = role_.scheduler != nullptr;  // only the hosting launcher runs MS_SCHED
-  if (!role_.scheduler) {
-    node::RemoteLinkOptions link;
-    link.target = JoinHostPort(facts_.master_ip, facts_.scheduler_port);
-    link.token = facts_.token;
-    ASSIGN_OR_RETURN(link.credentials, rpc::MakeChannelCredentials(options_.access));
-    link.heartbeat_interval = Seconds(options_.heartbeat_interval);
-    link.node_timeout = Seconds(options_.node_timeout);
-    remote_ = node::MakeRemoteSchedulerLink(io_, clock_, link);
+  if (!options_.store.empty() && !Simulating(options_)) {
+    ASSIGN_OR_RETURN(store_role_, StoreRole::Open(io_, clock_, options_, facts_));
+    store_role_->SetOnStepDown([this](const std::string& why) { StepDown(why); });
+    ASSIGN_OR_RETURN(StoreTarget target, store_role_->Begin());
+    if (target.ended) return absl::InternalError("the store's run ended before it began");
+    role_ = std::move(target.role);
+    facts_.is_master = false;  // no MindSpore scheduler process (msrun has no --store)
+    RETURN_IF_ERROR(MakeRemote(target.address));
+  } else {
+    ASSIGN_OR_RETURN(role_, MaybeHostScheduler(io_, clock_, options_, facts_));
+    facts_.is_master = role_.scheduler != nullptr;  // only the hosting launcher runs MS_SCHED
+    if (!role_.scheduler) {
+      RETURN_IF_ERROR(MakeRemote(JoinHostPort(facts_.master_ip, facts_.scheduler_port)));
+    }
   }
   if (options_.health_port >= 0) {
     auto health =
@@ -110,8 +114,29 @@ absl::Status JobRunner::Build() {
     health_ = std::move(*health);
     SetNodeHealth(false);
   }
+  ASSIGN_OR_RETURN(supervision_, Supervision());
+  RETURN_IF_ERROR(MakeNode());
+  keeper_->SetLostHandler([this] { OnKeeperLost(); });
+  return absl::OkStatus();
+}
+
+absl::Status JobRunner::MakeRemote(const std::string& target) {
+  if (auto parsed = common::ParseHostPort(target, "the scheduler"); parsed.ok()) {
+    facts_.scheduler_host = parsed->host;  // GANGRUN_SCHEDULER of the workers from now on
+    facts_.scheduler_port = parsed->port;
+  }
+  node::RemoteLinkOptions link;
+  link.target = target;
+  link.token = facts_.token;
+  ASSIGN_OR_RETURN(link.credentials, rpc::MakeChannelCredentials(options_.access));
+  link.heartbeat_interval = Seconds(options_.heartbeat_interval);
+  link.node_timeout = Seconds(options_.node_timeout);
+  remote_ = node::MakeRemoteSchedulerLink(io_, clock_, link);
+  return absl::OkStatus();
+}
+
+absl::Status JobRunner::MakeNode() {
   ASSIGN_OR_RETURN(node::Node::Options node_options, NodeOptions());
-  ASSIGN_OR_RETURN(node::Supervision supervision, Supervision());
   node::SchedulerLink& link =
       role_.link ? static_cast<node::SchedulerLink&>(*role_.link) : *remote_;
   node_ = std::make_unique<node::Node>(
@@ -119,10 +144,19 @@ absl::Status JobRunner::Build() {
       [this](const v1::RankAssignment& assignment, uint64_t generation, int restart_count) {
         return PlanProcesses(options_, facts_, assignment, generation, restart_count);
       },
-      NodeCallbacks(), std::move(supervision));
+      NodeCallbacks(), supervision_);
   if (role_.link) role_.link->Connect(node_.get());
-  keeper_->SetLostHandler([this] { OnKeeperLost(); });
   return absl::OkStatus();
+}
+
+void JobRunner::ConnectRemote() {
+  common::Logger("launcher")
+      ->info("joining the scheduler at {}",
+             JoinHostPort(facts_.scheduler_host, facts_.scheduler_port));
+  remote_->Connect([this](const v1::NodeCommand& command) { node_->OnCommand(command); },
+                   [this](const std::string& reason, bool unauthenticated) {
+                     OnSchedulerLost(reason, unauthenticated);
+                   });
 }
 
 absl::StatusOr<node::Node::Options> JobRunner::NodeOptions() const {
@@ -144,7 +178,8 @@ absl::StatusOr<node::Node::Options> JobRunner::NodeOptions() const {
   }
   ASSIGN_OR_RETURN(o.free_port, common::PickFreePort(facts_.local_ip, {options_.master_port,
                                                                        facts_.scheduler_port}));
-  o.hosts_scheduler = role_.scheduler != nullptr;
+  // With a store the scheduler may move: this launcher's node stands alone, as every node.
+  o.hosts_scheduler = role_.scheduler != nullptr && !store_role_;
   if (!options_.health_check.empty()) o.health_check = HealthCheckSpec();
   o.health_check_timeout = Seconds(options_.health_check_timeout);
   return o;
@@ -219,15 +254,7 @@ absl::StatusOr<v1::JobOutcome> JobRunner::Run() {
   for (int sig : options_.signals_to_forward) signals_.add(sig);
   WaitForSignal();
   if (role_.scheduler) role_.scheduler->Start();
-  if (remote_) {
-    common::Logger("launcher")
-        ->info("joining the scheduler at {}",
-               JoinHostPort(facts_.master_ip, facts_.scheduler_port));
-    remote_->Connect([this](const v1::NodeCommand& command) { node_->OnCommand(command); },
-                     [this](const std::string& reason, bool unauthenticated) {
-                       node_->OnLinkLost(reason, unauthenticated);
-                     });
-  }
+  if (remote_) ConnectRemote();
   node_->Start();
   io_.run();
   signals_.cancel();
@@ -270,6 +297,13 @@ void JobRunner::OnGenerationRunning(uint64_t generation) {
 }
 
 void JobRunner::OnFinished(const v1::JobOutcome& outcome) {
+  if (seeking_) {
+    // A job with a store: the node has stopped its workers; look for the next scheduler.
+    seeking_ = false;
+    lost_outcome_ = outcome;
+    boost::asio::post(io_, [this] { Seek(); });
+    return;
+  }
   outcome_ = outcome;
   SetNodeHealth(false);
   keeper_->Shutdown(Seconds(options_.grace_period), [this] { StopLoop(); });
@@ -294,6 +328,7 @@ void JobRunner::StopLoop() {
   follower_->DrainAll();
   filters_->DrainAll();
   if (role_.store) role_.store->CancelAll();
+  store_role_.reset();  // the last record and the resignation are written first
   if (role_.server) {
     role_.server->ShutdownAsync(io_, [this] { io_.stop(); });
   } else {
@@ -313,11 +348,20 @@ void JobRunner::OnSignal(int sig) {
   auto log = common::Logger("launcher");
   if (absl::c_linear_search(options_.signals_to_forward, sig)) {
     log->info("forwarding {} to every worker of the job", common::SignalName(sig));
-    node_->ForwardSignal(sig);
+    if (node_) node_->ForwardSignal(sig);
     return;
   }
   log->info("received {}: stopping the job", common::SignalName(sig));
-  node_->RequestStop(sig);
+  if (seek_pending_) {
+    // No node now (the search for the next scheduler runs): this launcher ends at once.
+    v1::JobOutcome stopped;
+    stopped.set_kind(v1::JobOutcome::KIND_STOPPED_BY_SIGNAL);
+    stopped.set_signal(sig);
+    stopped.set_message("stopped by " + common::SignalName(sig) +
+                        " while looking for the job's next scheduler");
+    return EndWith(stopped);
+  }
+  if (node_) node_->RequestStop(sig);
 }
 
 void JobRunner::SetNodeHealth(bool serving) {

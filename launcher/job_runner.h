@@ -24,6 +24,7 @@
 #include "launcher/launcher.h"
 #include "launcher/log_filters.h"
 #include "launcher/scheduler_role.h"
+#include "launcher/store_role.h"
 #include "node/node.h"
 #include "rpc/server.h"
 
@@ -65,6 +66,17 @@ class JobRunner {
 
  private:
   absl::Status Build();
+  // The node, on the link to the scheduler (in-process or remote); again after a failover.
+  absl::Status MakeNode();
+  absl::Status MakeRemote(const std::string& target);
+  void ConnectRemote();
+  // A job with a store (store_role.h): the node lost its scheduler, the search for the next
+  // one, what it found, and this launcher's scheduler stepping down.
+  void OnSchedulerLost(const std::string& reason, bool unauthenticated);
+  void Seek();
+  void OnSought(absl::StatusOr<StoreTarget> target);
+  void StepDown(const std::string& why);
+  void EndWith(const v1::JobOutcome& outcome);
   absl::StatusOr<node::Node::Options> NodeOptions() const;
   node::ProcessSpec HealthCheckSpec() const;
   node::Node::Callbacks NodeCallbacks();
@@ -89,6 +101,13 @@ class JobRunner {
   common::AsioClock clock_;
   std::unique_ptr<node::KeeperClient> keeper_;
   SchedulerRole role_;
+  std::unique_ptr<StoreRole> store_role_;  // with --store
+  // A scheduler that stepped down, until its server has stopped.
+  std::unique_ptr<SchedulerRole> retired_;
+  bool seeking_ = false;                        // the link was lost: seek once the node has ended
+  bool seek_pending_ = false;                   // a search is under way (no node exists meanwhile)
+  std::optional<v1::JobOutcome> lost_outcome_;  // what ends the job if the search fails
+  node::Supervision supervision_;
   std::unique_ptr<node::RemoteSchedulerLink> remote_;
   std::unique_ptr<rpc::Server> health_;  // with --health_port
   std::unique_ptr<common::ConsoleScope> console_;

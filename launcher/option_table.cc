@@ -161,6 +161,15 @@ std::vector<OptionRow> MakeGangrunRows() {
           Int(&Options::kv_max_waits, 16, 1 << 20)),
       Row("run_id", "job id, exported as TORCHELASTIC_RUN_ID/GANGRUN_RUN_ID",
           String(&Options::run_id)),
+      Row("store",
+          "etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: the job's store of record; any launcher "
+          "of the run id may coordinate and takes over when the coordinating one is lost "
+          "('' = none)",
+          String(&Options::store)),
+      Row("store_cacert", "CA bundle that verifies the store's members (TLS to etcd)",
+          String(&Options::store_cacert)),
+      Row("store_cert", "client certificate presented to the store", String(&Options::store_cert)),
+      Row("store_key", "the client certificate's key", String(&Options::store_key)),
       Row("dry_run", "print the rank/command/environment plan and exit", Bool(&Options::dry_run),
           /*travels=*/false),
       Row("virtual_local_rank",

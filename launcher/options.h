@@ -74,6 +74,10 @@ struct Options {
   double last_call = 1.0;  // elastic jobs: how long to wait for late joiners once MIN is met
   rpc::Access access;      // --token, --token_file, --tls_cert, --tls_key, --tls_ca
   std::string run_id;
+  // A store of record (README "A store of record"): etcd://HOST:PORT[,...][/PREFIX], and TLS
+  // to it. "" = none: the scheduler is in the master's launcher and nowhere else.
+  std::string store;
+  std::string store_cacert, store_cert, store_key;
   bool dry_run = false;
   bool virtual_local_rank = false;  // every worker: LOCAL_RANK=0 and only its own GPU
   std::string log_prefix = "[{host}:{rank}] ";

@@ -53,6 +53,36 @@ absl::StatusOr<std::unique_ptr<scheduler::SchedulerServer>> StartServer(boost::a
   return std::move(*server);
 }
 
+absl::StatusOr<SchedulerRole> BuildRole(common::Clock& clock, const Options& options,
+                                        const HostFacts& facts,
+                                        scheduler::Scheduler::Options scheduler_options) {
+  SchedulerRole role;
+  role.scheduler = std::make_unique<scheduler::Scheduler>(clock, std::move(scheduler_options));
+  if (!options.event_log.empty()) {
+    ASSIGN_OR_RETURN(role.event_log, scheduler::EventLog::Open(options.event_log));
+  }
+  role.telemetry = std::make_unique<scheduler::Telemetry>(facts.run_id, role.event_log.get());
+  role.scheduler->SetTelemetry(role.telemetry.get());
+  role.store = std::make_unique<scheduler::KvStore>(clock, KvLimitsFor(options));
+  return role;
+}
+
+absl::Status StartMetrics(boost::asio::io_context& io, const Options& options,
+                          SchedulerRole& role) {
+  if (options.metrics_port < 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(
+      role.metrics,
+      scheduler::MetricsServer::Start(
+          io, "0.0.0.0", options.metrics_port,
+          [&scheduler = *role.scheduler, &telemetry = *role.telemetry, &store = *role.store] {
+            return scheduler::RenderMetrics({{&scheduler, &telemetry, &store}});
+          },
+          [&scheduler = *role.scheduler, &telemetry = *role.telemetry] {
+            return scheduler::JobStatusJson(scheduler, telemetry);
+          }));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 common::Duration Seconds(double s) {
@@ -61,40 +91,42 @@ common::Duration Seconds(double s) {
 
 absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io, common::Clock& clock,
                                                  const Options& options, HostFacts& facts) {
-  SchedulerRole role;
   const bool simulating = Simulating(options);
-  if (!facts.is_master && !simulating) return role;
-  if (std::getenv(env::kNodeOnly) != nullptr) return role;  // a daemon's job: it has the scheduler
+  if (!facts.is_master && !simulating) return SchedulerRole{};
+  if (std::getenv(env::kNodeOnly) != nullptr) return SchedulerRole{};  // a daemon's job
   scheduler::Scheduler::Options scheduler_options = SchedulerOptionsFor(options);
   scheduler_options.run_id = facts.run_id;
   if (simulating) {
     scheduler_options.world_size = options.local_worker_num;
     scheduler_options.min_world_size = options.local_worker_num;
   }
-  role.scheduler = std::make_unique<scheduler::Scheduler>(clock, scheduler_options);
-  if (!options.event_log.empty()) {
-    ASSIGN_OR_RETURN(role.event_log, scheduler::EventLog::Open(options.event_log));
-  }
-  role.telemetry = std::make_unique<scheduler::Telemetry>(facts.run_id, role.event_log.get());
-  role.scheduler->SetTelemetry(role.telemetry.get());
-  role.store = std::make_unique<scheduler::KvStore>(clock, KvLimitsFor(options));
+  ASSIGN_OR_RETURN(SchedulerRole role,
+                   BuildRole(clock, options, facts, std::move(scheduler_options)));
   if (!simulating) {
     ASSIGN_OR_RETURN(role.server, StartServer(io, role, options, facts));
     if (!role.server) return SchedulerRole{};  // another launcher hosts it: join that one
   }
-  if (options.metrics_port >= 0 && !simulating) {
-    ASSIGN_OR_RETURN(
-        role.metrics,
-        scheduler::MetricsServer::Start(
-            io, "0.0.0.0", options.metrics_port,
-            [&scheduler = *role.scheduler, &telemetry = *role.telemetry, &store = *role.store] {
-              return scheduler::RenderMetrics({{&scheduler, &telemetry, &store}});
-            },
-            [&scheduler = *role.scheduler, &telemetry = *role.telemetry] {
-              return scheduler::JobStatusJson(scheduler, telemetry);
-            }));
-  }
+  if (!simulating) RETURN_IF_ERROR(StartMetrics(io, options, role));
   role.link = std::make_unique<LocalLink>(io, *role.scheduler);
+  return role;
+}
+
+absl::StatusOr<SchedulerRole> HostSchedulerAt(boost::asio::io_context& io, common::Clock& clock,
+                                              const Options& options, const HostFacts& facts,
+                                              scheduler::Scheduler::Options scheduler_options,
+                                              const std::string& listen_address) {
+  scheduler_options.run_id = facts.run_id;
+  ASSIGN_OR_RETURN(SchedulerRole role,
+                   BuildRole(clock, options, facts, std::move(scheduler_options)));
+  ASSIGN_OR_RETURN(auto credentials, rpc::MakeServerCredentials(options.access));
+  scheduler::ServerOptions server_options{listen_address, facts.token, credentials, facts.run_id};
+  ASSIGN_OR_RETURN(role.server, scheduler::SchedulerServer::Start(io, *role.scheduler, *role.store,
+                                                                  server_options));
+  if (absl::Status metrics = StartMetrics(io, options, role); !metrics.ok()) {
+    // A scheduler that took a job over must not fail for its metrics (the port may be the
+    // lost host's, on a shared host): the job matters more.
+    common::Logger("launcher")->warn("{}", std::string(metrics.message()));
+  }
   return role;
 }
 

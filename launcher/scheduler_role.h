@@ -36,6 +36,14 @@ struct SchedulerRole {
 absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io, common::Clock& clock,
                                                  const Options& options, HostFacts& facts);
 
+// A job with a store (store_role.h): the scheduler with its server on `listen_address`, and
+// no in-process link (this launcher's node joins it over the network, as every node does, so
+// that it can follow the scheduler to another host).
+absl::StatusOr<SchedulerRole> HostSchedulerAt(boost::asio::io_context& io, common::Clock& clock,
+                                              const Options& options, const HostFacts& facts,
+                                              scheduler::Scheduler::Options scheduler_options,
+                                              const std::string& listen_address);
+
 // The scheduler's settings from the launcher's options (world size, timeouts, restarts).
 scheduler::Scheduler::Options SchedulerOptionsFor(const Options& options);
 // The key-value store's bounds from the launcher's options.

@@ -299,9 +299,21 @@ absl::Status ApplyRendezvous(const Values& v, int nnodes_max, Options& o) {
     o.node_rank = -1;  // ranks come from the rendezvous, as torchrun's c10d gives them
     return ApplyEndpoint(v, kTorchC10dPort, o);
   }
+  if (backend == "etcd" || backend == "etcd-v2") {
+    // gangrun keeps its own state in etcd (the scheduler key and the job's record under
+    // /gangrun/runs/<rdzv_id>/), not torchrun's etcd rendezvous keys: the store of record.
+    const std::string endpoint = v.Get("rdzv_endpoint", "");
+    if (endpoint.empty()) {
+      return absl::InvalidArgumentError(v.Source("rdzv_backend") + " " + backend +
+                                        " needs --rdzv_endpoint HOST:PORT (an etcd member)");
+    }
+    o.store = "etcd://" + endpoint;
+    o.node_rank = -1;
+    return absl::OkStatus();
+  }
   return absl::InvalidArgumentError(
       v.Source("rdzv_backend") + " " + QuoteValue(backend) +
-      " is not supported: gangrun's scheduler is the rendezvous; use static or c10d");
+      " is not supported: gangrun's scheduler is the rendezvous; use static, c10d or etcd");
 }
 
 absl::Status ApplyTorchrunOptions(const Values& v, const EnvLookup& env,

@@ -17,6 +17,7 @@
 #include "common/numbers.h"
 #include "launcher/options.h"
 #include "rpc/credentials.h"
+#include "store/store_config.h"
 
 namespace gangrun::launcher {
 namespace {
@@ -201,6 +202,31 @@ absl::Status CheckBindCoreCpus(const BindCore& bind) {
   return absl::OkStatus();
 }
 
+absl::Status CheckStore(const Options& o) {
+  const bool tls = !o.store_cacert.empty() || !o.store_cert.empty() || !o.store_key.empty();
+  if (o.store.empty()) {
+    if (tls) return Invalid("--store_cacert, --store_cert and --store_key need a --store");
+    return absl::OkStatus();
+  }
+  if (auto parsed = store::ParseStoreUrl(o.store); !parsed.ok()) {
+    return Invalid(std::string(parsed.status().message()));
+  }
+  if (o.store_cert.empty() != o.store_key.empty()) {
+    return Invalid("--store_cert and --store_key must be given together");
+  }
+  if (o.run_id.empty()) {
+    return Invalid(
+        "--store needs a --run_id: the store keeps each job under its run id, and "
+        "every launcher of the job must name the same one");
+  }
+  if (o.personality == Personality::kMsrun) {
+    return Invalid(
+        "--store is not available as msrun: MindSpore's scheduler process cannot move "
+        "to another host (use gangrun or torchrun)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateValues(const Options& o) {
@@ -228,6 +254,7 @@ absl::Status ValidateValues(const Options& o) {
   if (o.health_check.find('\0') != std::string::npos || o.health_check.size() > 4096) {
     return Invalid("--health_check must be one shell command of at most 4096 bytes");
   }
+  if (absl::Status s = CheckStore(o); !s.ok()) return s;
   if (o.task_script.empty()) {
     return Invalid("missing task script (usage: " + PersonalityName(o.personality) +
                    " [options] <task_script> [task_script_args...])");
@@ -246,7 +273,10 @@ absl::Status Validate(const Options& o) {
   for (const auto& [option, path] :
        {std::pair<std::string, std::string>{"tls_cert", o.access.tls_cert},
         {"tls_key", o.access.tls_key},
-        {"tls_ca", o.access.tls_ca}}) {
+        {"tls_ca", o.access.tls_ca},
+        {"store_cacert", o.store_cacert},
+        {"store_cert", o.store_cert},
+        {"store_key", o.store_key}}) {
     if (path.empty()) continue;
     if (absl::Status s = CheckReadable(option, path); !s.ok()) return s;
   }

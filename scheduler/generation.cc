@@ -15,6 +15,22 @@ using std::chrono::milliseconds;
 
 void Scheduler::Form() {
   if (AwaitHealth()) return;  // every member checks itself first; the last answer forms
+  if (options_.may_start && !options_.may_start()) {
+    // No lease confirmed by the store within its TTL: another scheduler may act for the job.
+    // Nothing starts until the lease is confirmed (or the launcher steps down).
+    if (!fence_timer_) {
+      common::Logger("scheduler")
+          ->warn(
+              "not starting generation {}: the store has not confirmed this scheduler's "
+              "lease; waiting",
+              generation_ + 1);
+    }
+    fence_timer_ = clock_.After(std::chrono::milliseconds(200), [this] {
+      if (Forming()) Form();
+    });
+    return;
+  }
+  fence_timer_.reset();
   if (!MembershipComplete()) {
     // An exclusion left a place that no spare took: wait for a node to take it.
     if (state_ == State::kForming && generation_ > 0) WaitForReplacement();
@@ -100,6 +116,7 @@ void Scheduler::StartGeneration() {
                                      {"workers", current_world_},
                                      {"restart", restarts_used_},
                                      {"max_restarts", options_.max_restarts}});
+  WriteRecord();
   for (NodeState* node : states) {
     v1::NodeCommand command;
     auto* assignment = command.mutable_start()->mutable_assignment();
@@ -268,7 +285,9 @@ void Scheduler::Finish(v1::JobOutcome outcome) {
   if (outcome.has_root_cause()) fields["rank"] = outcome.root_cause().rank();
   if (outcome.signal() != 0) fields["signal"] = outcome.signal();
   Record(Event::kJobFinished, std::move(fields));
+  WriteRecord();
   formation_timer_.reset();
+  fence_timer_.reset();
   heartbeat_timer_.reset();
   restart_timer_.reset();
   last_call_timer_.reset();

@@ -43,6 +43,20 @@ void Scheduler::Enter(JobState to, std::string_view why) {
 void Scheduler::Start() {
   GANGRUN_ON_STRAND(strand_);
   generation_requested_at_ = started_at_ = clock_.Now();
+  if (options_.takeover) {
+    generation_ = options_.takeover->generation;
+    restarts_used_ = options_.takeover->restarts_used;
+    common::Logger("scheduler")
+        ->warn("taking the job over after generation {}: {}", generation_, options_.takeover->lost);
+    if (generation_ > 0 && !Elastic()) {
+      // As for any lost node of a fixed-size job: the survivors and a node in the lost one's
+      // place (its launcher started again, or a spare) form the next generation, a restart.
+      lost_node_ = options_.takeover->lost;
+      ArmTimeLimit();
+      CheckHeartbeats();
+      return WaitForReplacement();
+    }
+  }
   if (options_.cluster_timeout >= common::Duration::zero()) {
     formation_timer_ = clock_.After(options_.cluster_timeout, [this] { OnFormationTimeout(); });
   }

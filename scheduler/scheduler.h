@@ -149,6 +149,22 @@ class Scheduler {
     common::Duration time_limit = common::Duration::zero();
     int time_limit_signal = 0;
     common::Duration time_limit_signal_before = common::Duration::zero();
+    // A job with a store (store/run_store.h): whether this scheduler may start a generation
+    // now (it holds the store's lease; unset: always). Stopping and ending never wait for it:
+    // only starting workers could split a job between two schedulers.
+    std::function<bool()> may_start;
+    // What `gangrun status` says about the store ("" = nothing), e.g. that it is unreachable
+    // and a failover is not possible now.
+    std::function<std::string()> store_note;
+    // This scheduler takes over a job whose scheduler was lost (the store's record): the
+    // generation and restart count go on from there, and a formed job treats the lost host
+    // as any lost node (README "A store of record").
+    struct Takeover {
+      uint64_t generation = 0;
+      int restarts_used = 0;
+      std::string lost;  // "the scheduler's host H (pid P) was lost"
+    };
+    std::optional<Takeover> takeover;
   };
 
   Scheduler(common::Clock& clock, Options options);
@@ -160,6 +176,11 @@ class Scheduler {
   void OnNodeDisconnected(int node_id);
   void SetOnFinished(std::function<void(const v1::JobOutcome&)> on_finished) {
     on_finished_ = std::move(on_finished);
+  }
+  // The job's record for a store, at every generation start and at the end (JSON:
+  // generation, restarts_used, max_restarts, world_size, min_world_size, members, outcome).
+  void SetOnRecord(std::function<void(nlohmann::json)> on_record) {
+    on_record_ = std::move(on_record);
   }
   uint64_t generation() const { return generation_; }
   v1::GetStatusResponse Status() const;
@@ -474,6 +495,9 @@ class Scheduler {
   std::optional<std::pair<uint64_t, common::TimePoint>> failed_at_;
   common::TimePoint last_progress_log_;
   std::function<void(const v1::JobOutcome&)> on_finished_;
+  std::function<void(nlohmann::json)> on_record_;
+  void WriteRecord() const;                     // status.cc
+  std::unique_ptr<common::Timer> fence_timer_;  // Form() again once the lease is confirmed
   Telemetry* telemetry_ = nullptr;
   std::optional<v1::JobOutcome> outcome_;  // kFinished
   // Since when the scheduler has been bringing up the next generation (for the rendezvous

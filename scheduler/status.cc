@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "proto/conversions.h"
 #include "scheduler/scheduler.h"
 
 namespace gangrun::scheduler {
@@ -55,6 +56,7 @@ v1::GetStatusResponse Scheduler::Status() const {
   status.set_max_restarts(options_.max_restarts);
   if (outcome_) *status.mutable_outcome() = *outcome_;
   if (telemetry_ != nullptr) status.set_job_id(telemetry_->job_id());
+  if (options_.store_note) status.set_store_note(options_.store_note());
   const common::TimePoint now = clock_.Now();
   for (const auto& [id, node] : nodes_) {
     if (!node.joined && !node.spare) continue;
@@ -162,6 +164,34 @@ v1::JobOutcome Scheduler::CurrentOutcome() const {
   }
   for (int rank : stopped) outcome.add_stopped_ranks(rank);
   return outcome;
+}
+
+// The store's record of the job (store/run_store.h): what a scheduler that takes the job over
+// needs, and what `gangrun status --store` shows of a job whose scheduler is gone.
+void Scheduler::WriteRecord() const {
+  if (!on_record_) return;
+  nlohmann::json members = nlohmann::json::array();
+  for (const auto& [id, node] : nodes_) {
+    if (!node.joined) continue;
+    members.push_back({{"host", node.join.node_name},
+                       {"address", node.join.host_address},
+                       {"node_rank", node.slot.node_rank},
+                       {"local_worker_num", node.join.local_worker_num},
+                       {"pid", node.pid}});
+  }
+  nlohmann::json record = {{"generation", generation_},
+                           {"restarts_used", restarts_used_},
+                           {"max_restarts", options_.max_restarts},
+                           {"world_size", options_.world_size},
+                           {"min_world_size", min_world()},
+                           {"personality", options_.personality},
+                           {"members", std::move(members)}};
+  if (outcome_) {
+    record["outcome"] = {{"kind", proto::Name(outcome_->kind())},
+                         {"code", static_cast<int>(outcome_->kind())},
+                         {"message", outcome_->message()}};
+  }
+  on_record_(std::move(record));
 }
 
 }  // namespace gangrun::scheduler

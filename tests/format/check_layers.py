@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The product's folders include one way (docs/ARCHITECTURE.md, "Rooms"):
 
-    common <- proto <- rpc <- {node, scheduler} <- launcher <- {daemon, agent} <- cli
+    common <- proto <- rpc <- {store, node, scheduler} <- launcher <- {daemon, agent} <- cli
 
 A file may include its own folder and the folders below it, never one above or beside it.
 Usage: check_layers.py SOURCE_DIR
@@ -17,16 +17,17 @@ BELOW = {
     "rpc": {"common", "proto"},
     "node": {"common", "proto", "rpc"},
     "scheduler": {"common", "proto", "rpc"},
-    "launcher": {"common", "proto", "rpc", "node", "scheduler"},
-    "daemon": {"common", "proto", "rpc", "node", "scheduler", "launcher"},
-    "agent": {"common", "proto", "rpc", "node", "scheduler", "launcher"},
-    "cli": {"common", "proto", "rpc", "node", "scheduler", "launcher", "daemon", "agent"},
+    "store": {"common", "proto", "rpc"},
+    "launcher": {"common", "proto", "rpc", "store", "node", "scheduler"},
+    "daemon": {"common", "proto", "rpc", "store", "node", "scheduler", "launcher"},
+    "agent": {"common", "proto", "rpc", "store", "node", "scheduler", "launcher"},
+    "cli": {"common", "proto", "rpc", "store", "node", "scheduler", "launcher", "daemon", "agent"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
 def folder_of(path):
-    if path.startswith("gangrun/v1/") or path.startswith("grpc/health/"):
+    if path.startswith(("gangrun/v1/", "grpc/health/", "etcd/")):
         return "proto"  # generated from proto/
     return path.split("/", 1)[0] if "/" in path else None
 

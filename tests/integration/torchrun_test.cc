@@ -213,8 +213,8 @@ TEST_F(TorchrunTest, SlurmVariablesDoNotChangeTorchrunsCommandLine) {
 
 TEST_F(TorchrunTest, BadCommandLinesAreOneClearLine) {
   for (const auto& [args, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
-           {{"--rdzv_backend", "etcd", "--rdzv_endpoint", "h:1", "t.py"},
-            "--rdzv_backend etcd is not supported"},
+           {{"--rdzv_backend", "zookeeper", "--rdzv_endpoint", "h:1", "t.py"},
+            "--rdzv_backend zookeeper is not supported"},
            {{"--nproc_per_node", "many", "t.py"}, "invalid value 'many' for --nproc_per_node"},
            {{"--no_python", "-m", "x"}, "don't use both"},
            {{"--nproc_per_node", "1", "missing.py"}, "training script missing.py does not exist"},

@@ -275,9 +275,20 @@ TEST(TorchrunOptionsTest, C10dRendezvousHostsTheSchedulerAtTheEndpoint) {
   }
   EXPECT_NE(Error({"--rdzv_backend", "c10d", "t.py"}).find("needs --rdzv_endpoint"),
             std::string::npos);
-  EXPECT_EQ(Error({"--rdzv_backend", "etcd", "--rdzv_endpoint", "h:1", "t.py"}),
-            "--rdzv_backend etcd is not supported: gangrun's scheduler is the rendezvous; use "
-            "static or c10d");
+  EXPECT_EQ(Error({"--rdzv_backend", "zookeeper", "--rdzv_endpoint", "h:1", "t.py"}),
+            "--rdzv_backend zookeeper is not supported: gangrun's scheduler is the rendezvous; "
+            "use static, c10d or etcd");
+  // etcd (and etcd-v2) is the store of record (README "A store of record").
+  for (const char* backend : {"etcd", "etcd-v2"}) {
+    o = Parse({"--rdzv_backend", backend, "--rdzv_endpoint", "10.0.0.5:2379", "--rdzv_id", "j7",
+               "t.py"})
+            .options;
+    EXPECT_EQ(o.store, "etcd://10.0.0.5:2379") << backend;
+    EXPECT_EQ(o.run_id, "j7");
+    EXPECT_EQ(o.node_rank, -1);
+  }
+  EXPECT_NE(Error({"--rdzv_backend", "etcd", "t.py"}).find("needs --rdzv_endpoint HOST:PORT"),
+            std::string::npos);
   EXPECT_NE(Error({"--rdzv_backend", "c10d", "--rdzv_endpoint", "h:port", "t.py"})
                 .find("for --rdzv_endpoint"),
             std::string::npos);

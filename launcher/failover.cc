@@ -1,0 +1,78 @@
+// The launcher's part in a failover, for a job with a store (store_role.h): the node lost its
+// scheduler, the search for the next one, and this launcher's scheduler stepping down. Part
+// of JobRunner (job_runner.h): the same loop, the same state.
+
+#include <boost/asio/post.hpp>
+
+#include "common/logging.h"
+#include "launcher/job_runner.h"
+#include "node/remote_link.h"
+
+namespace gangrun::launcher {
+
+void JobRunner::OnSchedulerLost(const std::string& reason, bool unauthenticated) {
+  // Wrong credentials are not a failover: the job ends as it would without a store.
+  if (store_role_ && !unauthenticated) seeking_ = true;
+  node_->OnLinkLost(reason, unauthenticated);
+}
+
+void JobRunner::Seek() {
+  seek_pending_ = true;
+  node_.reset();  // it has ended; a new one joins the next scheduler
+  remote_.reset();
+  store_role_->Seek([this](absl::StatusOr<StoreTarget> target) { OnSought(std::move(target)); });
+}
+
+void JobRunner::OnSought(absl::StatusOr<StoreTarget> target) {
+  if (!seek_pending_) return;  // ended meanwhile (a signal)
+  seek_pending_ = false;
+  auto log = common::Logger("launcher");
+  if (!target.ok()) {
+    v1::JobOutcome lost = *lost_outcome_;
+    lost.set_message(lost.message() + "; " + std::string(target.status().message()));
+    return EndWith(lost);
+  }
+  if (target->ended) {
+    log->warn("the job is over: {}", target->ended->message());
+    return EndWith(*target->ended);
+  }
+  if (target->hosted_here) {
+    role_ = std::move(target->role);
+  } else {
+    log->info("the job's scheduler is now on {} ({}, launcher pid {})", target->scheduler.host,
+              target->address, target->scheduler.pid);
+  }
+  absl::Status made = MakeRemote(target->address);
+  if (made.ok()) made = MakeNode();
+  if (!made.ok()) {
+    v1::JobOutcome lost = *lost_outcome_;
+    lost.set_message(lost.message() +
+                     "; cannot join the next scheduler: " + std::string(made.message()));
+    return EndWith(lost);
+  }
+  if (role_.scheduler) role_.scheduler->Start();
+  ConnectRemote();
+  node_->Start();
+}
+
+void JobRunner::StepDown(const std::string& why) {
+  common::Logger("launcher")
+      ->error(
+          "{}: this launcher no longer coordinates run {}; its scheduler stops, touching "
+          "nothing more",
+          why, facts_.run_id);
+  if (!role_.scheduler) return;
+  store_role_->Fence();
+  retired_ = std::make_unique<SchedulerRole>(std::move(role_));
+  role_ = SchedulerRole{};
+  // Its nodes lose their sessions and seek the next scheduler (this launcher's own node too).
+  retired_->server->ShutdownAsync(io_, [this] { retired_.reset(); });
+}
+
+void JobRunner::EndWith(const v1::JobOutcome& outcome) {
+  seeking_ = false;
+  seek_pending_ = false;
+  OnFinished(outcome);
+}
+
+}  // namespace gangrun::launcher

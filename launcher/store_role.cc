@@ -1,0 +1,300 @@
+#include "launcher/store_role.h"
+
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+#include <thread>
+
+#include "common/logging.h"
+#include "common/net.h"
+#include "common/status.h"
+#include "proto/conversions.h"
+
+namespace gangrun::launcher {
+namespace {
+
+using std::chrono::steady_clock;
+
+// The outcome a record holds (scheduler/status.cc writes it).
+v1::JobOutcome OutcomeOf(const nlohmann::json& recorded) {
+  v1::JobOutcome outcome;
+  const int code = recorded.value("code", 0);
+  outcome.set_kind(v1::JobOutcome::Kind_IsValid(code) ? static_cast<v1::JobOutcome::Kind>(code)
+                                                      : v1::JobOutcome::KIND_NODE_LOST);
+  outcome.set_message(recorded.value("message", ""));
+  return outcome;
+}
+
+std::string Who(const nlohmann::json& scheduler) {
+  if (!scheduler.is_object()) return "the scheduler's host";
+  return "the scheduler's host " + scheduler.value("host", std::string("?")) + " (" +
+         scheduler.value("address", std::string("?")) + ", launcher pid " +
+         std::to_string(scheduler.value("pid", 0)) + ")";
+}
+
+}  // namespace
+
+struct StoreRole::Campaigned {
+  bool won = false;
+  store::SchedulerInfo scheduler;  // the winner (this launcher when won)
+  int64_t lease = 0;               // won: ours
+  store::Record record;            // won: the record as found
+};
+
+absl::StatusOr<std::unique_ptr<StoreRole>> StoreRole::Open(boost::asio::io_context& io,
+                                                           common::Clock& clock,
+                                                           const Options& options,
+                                                           const HostFacts& facts) {
+  ASSIGN_OR_RETURN(store::StoreConfig config, store::ParseStoreUrl(options.store));
+  config.cacert = options.store_cacert;
+  config.cert = options.store_cert;
+  config.key = options.store_key;
+  std::unique_ptr<StoreRole> role(new StoreRole(io, clock, options, facts, config));
+  ASSIGN_OR_RETURN(auto client, store::EtcdClient::Connect(config));
+  role->store_ = std::make_unique<store::RunStore>(std::move(client), facts.run_id);
+  auto version = role->store_->Check();
+  if (!version.ok()) {
+    return absl::UnavailableError("cannot reach the store " + config.url + ": " +
+                                  std::string(version.status().message()));
+  }
+  common::Logger("launcher")
+      ->info("the store of record is {} (etcd {}), run {} under {}", config.url, *version,
+             facts.run_id, role->store_->scheduler_key());
+  return role;
+}
+
+StoreRole::StoreRole(boost::asio::io_context& io, common::Clock& clock, const Options& options,
+                     const HostFacts& facts, store::StoreConfig config)
+    : io_(io),
+      clock_(clock),
+      options_(options),
+      facts_(facts),
+      config_(std::move(config)),
+      ttl_seconds_(store::LeaseSecondsFor(Seconds(options.node_timeout))),
+      worker_(std::make_unique<store::Worker>()) {}
+
+StoreRole::~StoreRole() {
+  if (keeper_) {
+    const int64_t lease = keeper_->lease();
+    worker_->Post([this, lease] { (void)store_->client().Revoke(lease); });
+  }
+  worker_.reset();  // runs what is left (the last record, the resignation, the revocation)
+}
+
+common::Duration StoreRole::seek_time() const {
+  return std::chrono::seconds(ttl_seconds_ + 1) + Seconds(options_.node_timeout);
+}
+
+std::string StoreRole::listen_address() const {
+  auto free = common::PortIsFree(facts_.local_ip, options_.master_port);
+  int port = options_.master_port;
+  if (!free) {
+    auto picked = common::PickFreePort(facts_.local_ip, {options_.master_port});
+    port = picked.ok() ? *picked : 0;
+  }
+  return common::JoinHostPort(facts_.local_ip, port);
+}
+
+absl::StatusOr<StoreRole::Campaigned> StoreRole::CampaignOnce() {
+  ASSIGN_OR_RETURN(int64_t lease, store_->client().GrantLease(ttl_seconds_));
+  store::SchedulerInfo me;
+  me.host = facts_.hostname;
+  me.address = listen_address();
+  me.pid = static_cast<int>(getpid());
+  auto campaign = store_->Run(me, lease);
+  if (!campaign.ok() || !campaign->won) {
+    (void)store_->client().Revoke(lease);
+    if (!campaign.ok()) return campaign.status();
+  }
+  Campaigned campaigned;
+  campaigned.won = campaign->won;
+  campaigned.scheduler = campaign->scheduler;
+  campaigned.lease = lease;
+  if (campaigned.won) {
+    auto record = store_->ReadRecord();
+    if (!record.ok()) {
+      (void)store_->Resign(campaigned.scheduler.term);
+      (void)store_->client().Revoke(lease);
+      return record.status();
+    }
+    campaigned.record = std::move(*record);
+  }
+  return campaigned;
+}
+
+absl::StatusOr<StoreTarget> StoreRole::Begin() {
+  ASSIGN_OR_RETURN(Campaigned campaigned, CampaignOnce());
+  return Settle(campaigned, /*at_start=*/true);
+}
+
+void StoreRole::Seek(std::function<void(absl::StatusOr<StoreTarget>)> done) {
+  const int64_t old_term = followed_.term;
+  const auto deadline = steady_clock::now() + seek_time();
+  const int64_t seconds = std::chrono::duration_cast<std::chrono::seconds>(seek_time()).count();
+  common::Logger("launcher")
+      ->warn("looking for the job's next scheduler in the store {} (for up to {} s)", config_.url,
+             seconds);
+  worker_->Post([this, old_term, deadline, seconds, done = std::move(done)] {
+    auto answer = [this, &done](absl::StatusOr<Campaigned> found) {
+      boost::asio::post(io_, [this, done, found = std::move(found)] {
+        if (!found.ok()) return done(found.status());
+        done(Settle(*found, /*at_start=*/false));
+      });
+    };
+    absl::Status last = absl::OkStatus();
+    while (steady_clock::now() < deadline) {
+      auto holder = store_->Scheduler();
+      if (holder.ok() && holder->has_value() && (*holder)->term != old_term) {
+        Campaigned follow;
+        follow.scheduler = **holder;
+        return answer(follow);
+      }
+      if (holder.ok() && !holder->has_value()) {
+        auto campaigned = CampaignOnce();
+        if (campaigned.ok()) return answer(std::move(campaigned));
+        last = campaigned.status();
+      } else if (!holder.ok()) {
+        last = holder.status();
+      }
+      // The old scheduler's lease has not ended yet (or the store does not answer): look
+      // again soon. A poll, on the store's thread only.
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::string why = "no launcher took the job over within " + std::to_string(seconds) + " s";
+    if (!last.ok()) why += " (" + std::string(last.message()) + ")";
+    answer(absl::UnavailableError(why));
+  });
+}
+
+absl::StatusOr<StoreTarget> StoreRole::Settle(const Campaigned& campaigned, bool at_start) {
+  if (!campaigned.won) {
+    followed_ = campaigned.scheduler;
+    StoreTarget target;
+    target.address = campaigned.scheduler.address;
+    target.scheduler = campaigned.scheduler;
+    return target;
+  }
+  const nlohmann::json& record = campaigned.record.value;
+  const int64_t term = campaigned.scheduler.term;
+  const bool has_record = record.is_object();
+  if (has_record && record.contains("outcome")) {
+    const v1::JobOutcome outcome = OutcomeOf(record["outcome"]);
+    worker_->Post([this, term, lease = campaigned.lease] {
+      (void)store_->Resign(term);
+      (void)store_->client().Revoke(lease);
+    });
+    if (at_start) {
+      return absl::InvalidArgumentError("run " + facts_.run_id + " is over in the store " +
+                                        config_.url + " (" + proto::Name(outcome.kind()) +
+                                        "): give this job another --run_id (or delete " +
+                                        store_->record_key() + ")");
+    }
+    StoreTarget target;
+    target.ended = outcome;
+    return target;
+  }
+  const uint64_t generation = has_record ? record.value("generation", uint64_t{0}) : 0;
+  const int restarts_used = has_record ? record.value("restarts_used", 0) : 0;
+  const bool elastic = options_.min_workers() < options_.worker_num;
+  if (generation > 0 && !elastic && restarts_used >= options_.max_restarts) {
+    // As when any node of a fixed-size job is lost with no restart left: the job ends.
+    v1::JobOutcome lost;
+    lost.set_kind(v1::JobOutcome::KIND_NODE_LOST);
+    lost.set_message(Who(record.value("scheduler", nlohmann::json())) + " was lost in generation " +
+                     std::to_string(generation) + "; no restart is left (" +
+                     std::to_string(restarts_used) + " of " +
+                     std::to_string(options_.max_restarts) + " used)");
+    worker_->Post([this, term, lease = campaigned.lease, record = campaigned.record, lost] {
+      store::Record ended = record;
+      ended.value["outcome"] = {{"kind", proto::Name(lost.kind())},
+                                {"code", static_cast<int>(lost.kind())},
+                                {"message", lost.message()}};
+      (void)store_->WriteRecord(term, ended);
+      (void)store_->Resign(term);
+      (void)store_->client().Revoke(lease);
+    });
+    StoreTarget target;
+    target.ended = lost;
+    return target;
+  }
+  return Host(campaigned, generation, restarts_used);
+}
+
+absl::StatusOr<StoreTarget> StoreRole::Host(const Campaigned& campaigned, uint64_t generation,
+                                            int restarts_used) {
+  scheduler::Scheduler::Options scheduler_options = SchedulerOptionsFor(options_);
+  if (generation > 0 || campaigned.record.value.is_object()) {
+    scheduler_options.takeover = scheduler::Scheduler::Options::Takeover{
+        generation, restarts_used,
+        Who(campaigned.record.value.value("scheduler", nlohmann::json())) + " was lost"};
+  }
+  scheduler_options.may_start = [this] { return !fenced_ && keeper_ && keeper_->Valid(); };
+  scheduler_options.store_note = [this] { return Note(); };
+  auto role = HostSchedulerAt(io_, clock_, options_, facts_, std::move(scheduler_options),
+                              campaigned.scheduler.address);
+  if (!role.ok()) {
+    worker_->Post([this, term = campaigned.scheduler.term, lease = campaigned.lease] {
+      (void)store_->Resign(term);
+      (void)store_->client().Revoke(lease);
+    });
+    return role.status();
+  }
+  me_ = followed_ = campaigned.scheduler;
+  record_ = campaigned.record;  // the store thread's from here (Post orders it)
+  role->scheduler->SetOnRecord([this](nlohmann::json record) { OnRecord(std::move(record)); });
+  keeper_ = std::make_unique<store::LeaseKeeper>(store_->client(), campaigned.lease,
+                                                 std::chrono::seconds(ttl_seconds_),
+                                                 [this](const std::string& why) {
+                                                   boost::asio::post(io_, [this, why] {
+                                                     if (fenced_.exchange(true)) return;
+                                                     if (on_step_down_) on_step_down_(why);
+                                                   });
+                                                 });
+  common::Logger("launcher")
+      ->info("this launcher coordinates run {} (term {}, lease {} s), at {}", facts_.run_id,
+             me_.term, ttl_seconds_, me_.address);
+  StoreTarget target;
+  target.address = me_.address;
+  target.scheduler = me_;
+  target.hosted_here = true;
+  target.role = std::move(*role);
+  return target;
+}
+
+void StoreRole::OnRecord(nlohmann::json record) {
+  record["term"] = me_.term;
+  record["run_id"] = facts_.run_id;
+  record["scheduler"] = me_.ToJson();
+  const bool final = record.contains("outcome");
+  worker_->Post([this, record = std::move(record), final, term = me_.term] {
+    record_.value = record;
+    auto written = store_->WriteRecord(term, record_);
+    if (!written.ok()) {
+      common::Logger("launcher")
+          ->warn("the job's record was not written: {}", std::string(written.status().message()));
+      return;
+    }
+    if (!*written) {
+      boost::asio::post(io_, [this] {
+        if (fenced_.exchange(true)) return;
+        if (on_step_down_) {
+          on_step_down_("the store refused this scheduler's record: another scheduler holds run " +
+                        facts_.run_id + " now");
+        }
+      });
+      return;
+    }
+    if (final) (void)store_->Resign(term);  // the run is over: nobody need wait for the lease
+  });
+}
+
+std::string StoreRole::Note() const {
+  if (fenced_) return "this scheduler stepped down: the store gave its lease to no one or another";
+  if (!keeper_) return "";
+  const std::string unreachable = keeper_->Unreachable();
+  if (unreachable.empty()) return "";
+  return "the store " + config_.url + " does not answer (" + unreachable +
+         "): a failover is not possible now";
+}
+
+}  // namespace gangrun::launcher

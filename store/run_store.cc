@@ -1,0 +1,176 @@
+#include "store/run_store.h"
+
+#include <cmath>
+
+namespace gangrun::store {
+namespace {
+
+using std::chrono::duration_cast;
+using std::chrono::nanoseconds;
+using std::chrono::steady_clock;
+
+int64_t NowNs() {
+  return duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+SchedulerInfo InfoOf(const mvccpb::KeyValue& kv) {
+  SchedulerInfo info;
+  info.term = kv.create_revision();
+  info.lease = kv.lease();
+  nlohmann::json value = nlohmann::json::parse(kv.value(), nullptr, /*allow_exceptions=*/false);
+  if (value.is_object()) {
+    info.host = value.value("host", "");
+    info.address = value.value("address", "");
+    info.pid = value.value("pid", 0);
+  }
+  return info;
+}
+
+}  // namespace
+
+nlohmann::json SchedulerInfo::ToJson() const {
+  return {{"host", host}, {"address", address}, {"pid", pid}};
+}
+
+int64_t LeaseSecondsFor(common::Duration node_timeout) {
+  const double seconds = std::chrono::duration<double>(node_timeout).count();
+  return std::max<int64_t>(2, static_cast<int64_t>(std::ceil(seconds)));
+}
+
+RunStore::RunStore(std::unique_ptr<EtcdClient> client, std::string run_id)
+    : client_(std::move(client)), run_id_(std::move(run_id)) {}
+
+std::string RunStore::scheduler_key() const {
+  return "/" + client_->config().prefix + "/runs/" + run_id_ + "/scheduler";
+}
+
+std::string RunStore::record_key() const {
+  return "/" + client_->config().prefix + "/runs/" + run_id_ + "/record";
+}
+
+absl::StatusOr<std::string> RunStore::Check() { return client_->Version(); }
+
+absl::StatusOr<RunStore::Campaign> RunStore::Run(const SchedulerInfo& me, int64_t lease) {
+  etcdserverpb::TxnRequest txn;
+  *txn.add_compare() = EtcdClient::CreateRevisionIs(scheduler_key(), 0);  // nobody holds it
+  etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
+  put->set_key(scheduler_key());
+  put->set_value(me.ToJson().dump());
+  put->set_lease(lease);
+  txn.add_success()->mutable_request_range()->set_key(scheduler_key());
+  txn.add_failure()->mutable_request_range()->set_key(scheduler_key());
+  auto response = client_->Txn(txn);
+  if (!response.ok()) return response.status();
+  Campaign campaign;
+  campaign.won = response->succeeded();
+  const etcdserverpb::RangeResponse& range =
+      response->responses(response->responses_size() - 1).response_range();
+  if (range.kvs_size() == 0) {
+    // The holder's lease ended between the compare and the read: nobody holds it now.
+    return absl::UnavailableError("the scheduler key of run " + run_id_ + " changed; try again");
+  }
+  campaign.scheduler = InfoOf(range.kvs(0));
+  return campaign;
+}
+
+absl::StatusOr<std::optional<SchedulerInfo>> RunStore::Scheduler() {
+  auto kv = client_->Get(scheduler_key());
+  if (!kv.ok()) return kv.status();
+  if (!kv->has_value()) return std::optional<SchedulerInfo>();
+  return std::optional<SchedulerInfo>(InfoOf(**kv));
+}
+
+absl::StatusOr<Record> RunStore::ReadRecord() {
+  auto kv = client_->Get(record_key());
+  if (!kv.ok()) return kv.status();
+  Record record;
+  if (!kv->has_value()) return record;
+  record.mod_revision = (*kv)->mod_revision();
+  record.value = nlohmann::json::parse((*kv)->value(), nullptr, /*allow_exceptions=*/false);
+  if (record.value.is_discarded() || !record.value.is_object()) {
+    return absl::DataLossError("the store's record of run " + run_id_ + " (" + record_key() +
+                               ") is not a JSON object");
+  }
+  return record;
+}
+
+absl::StatusOr<bool> RunStore::WriteRecord(int64_t term, Record& record) {
+  etcdserverpb::TxnRequest txn;
+  *txn.add_compare() = EtcdClient::CreateRevisionIs(scheduler_key(), term);
+  *txn.add_compare() = EtcdClient::ModRevisionIs(record_key(), record.mod_revision);
+  etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
+  put->set_key(record_key());
+  put->set_value(record.value.dump());
+  auto response = client_->Txn(txn);
+  if (!response.ok()) return response.status();
+  if (!response->succeeded()) return false;
+  record.mod_revision = response->header().revision();
+  return true;
+}
+
+absl::Status RunStore::Resign(int64_t term) {
+  etcdserverpb::TxnRequest txn;
+  *txn.add_compare() = EtcdClient::CreateRevisionIs(scheduler_key(), term);
+  txn.add_success()->mutable_request_delete_range()->set_key(scheduler_key());
+  auto response = client_->Txn(txn);
+  return response.ok() ? absl::OkStatus() : response.status();
+}
+
+LeaseKeeper::LeaseKeeper(EtcdClient& client, int64_t lease, common::Duration ttl,
+                         std::function<void(const std::string&)> on_lost)
+    : client_(client),
+      lease_(lease),
+      ttl_(ttl),
+      on_lost_(std::move(on_lost)),
+      // Granted just now: valid for a TTL from here (a little less: the grant took time).
+      valid_until_ns_(NowNs() + duration_cast<nanoseconds>(ttl).count()),
+      thread_([this] { Loop(); }) {}
+
+LeaseKeeper::~LeaseKeeper() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+bool LeaseKeeper::Valid() const { return NowNs() < valid_until_ns_.load(); }
+
+std::string LeaseKeeper::Unreachable() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return unreachable_;
+}
+
+void LeaseKeeper::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  std::optional<steady_clock::time_point> unreachable_since;
+  while (!stop_) {
+    wake_.wait_for(lock, ttl_ / 3, [this] { return stop_; });
+    if (stop_) break;
+    lock.unlock();
+    const int64_t sent_ns = NowNs();
+    auto ttl = client_.KeepAlive(lease_);
+    lock.lock();
+    if (ttl.ok() && *ttl > 0) {
+      // etcd renewed it for *ttl seconds from when it got the request, after we sent it.
+      valid_until_ns_ = sent_ns + static_cast<int64_t>(*ttl) * 1000000000LL;
+      unreachable_.clear();
+      unreachable_since.reset();
+      continue;
+    }
+    if (ttl.ok()) {
+      valid_until_ns_ = 0;
+      lock.unlock();
+      on_lost_("the store says the lease " + std::to_string(lease_) + " has expired");
+      return;
+    }
+    if (!unreachable_since) unreachable_since = steady_clock::now();
+    const auto seconds =
+        std::chrono::duration_cast<std::chrono::seconds>(steady_clock::now() - *unreachable_since);
+    unreachable_ =
+        std::string(ttl.status().message()) + " (for " + std::to_string(seconds.count()) + " s)";
+  }
+}
+
+}  // namespace gangrun::store
