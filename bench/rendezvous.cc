@@ -1,5 +1,5 @@
 // gangrun-bench rendezvous --nodes N --heartbeat_interval S --duration D [--transport T]
-//                          [--nodes_per_channel K] [--node_timeout T]
+//                          [--nodes_per_channel K] [--node_timeout T] [--store URL]
 //
 // Starts a real scheduler (its own process, so its CPU can be measured alone), then N
 // simulated nodes in this process, each a real node session on its own TCP connection:
@@ -16,6 +16,8 @@
 // the connection, and a Heartbeat message as often as the scheduler's HeartbeatPolicy asks
 // (scheduler/liveness.cc).
 // The scheduler runs with the same node timeout; a node it loses is counted in "lost".
+// --store etcd://HOST:PORT: the scheduler first wins a run's key in etcd and writes the job's
+// record at each generation, as a launcher with --store does (README "A store of record").
 // The last line printed is JSON. A benchmark, not a test.
 
 #include <signal.h>
@@ -62,6 +64,7 @@ struct Params {
   int per_channel = 1;
   double node_timeout = 5.0;
   bool grpc = false;  // --transport grpc
+  std::string store;  // --store etcd://...: the scheduler keeps the job's record there
 };
 
 int Rendezvous(const Params& params, const std::string& self) {
@@ -82,6 +85,7 @@ int Rendezvous(const Params& params, const std::string& self) {
   ServeOptions serve;
   serve.world = nodes;
   serve.node_timeout = params.node_timeout;
+  serve.store = params.store;
   auto server = StartServer(self, serve);
   if (!server.ok()) {
     std::fprintf(stderr, "%s\n", std::string(server.status().message()).c_str());
@@ -228,7 +232,7 @@ int Rendezvous(const Params& params, const std::string& self) {
 
 constexpr char kUsage[] =
     "usage: gangrun-bench rendezvous --nodes N --heartbeat_interval S --duration D "
-    "[--transport session|grpc] [--nodes_per_channel K] [--node_timeout T]\n";
+    "[--transport session|grpc] [--nodes_per_channel K] [--node_timeout T] [--store URL]\n";
 
 int RendezvousMain(const std::vector<std::string>& args, const std::string& self) {
   Params params;
@@ -238,6 +242,11 @@ int RendezvousMain(const std::vector<std::string>& args, const std::string& self
       {"--duration", DoubleFlag(params.duration)},
       {"--nodes_per_channel", IntFlag(params.per_channel, 1)},
       {"--node_timeout", DoubleFlag(params.node_timeout, 0.1)},
+      {"--store",
+       [&params](const std::string& v) {
+         params.store = v;
+         return v.rfind("etcd://", 0) == 0;
+       }},
       {"--transport",
        [&params](const std::string& v) {
          params.grpc = v == "grpc";

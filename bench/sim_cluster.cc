@@ -16,9 +16,12 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/spawn.h"
+#include "common/status.h"
 #include "scheduler/grpc_server.h"
 #include "scheduler/kv_store.h"
 #include "scheduler/scheduler.h"
+#include "store/run_store.h"
+#include "store/worker.h"
 
 namespace gangrun::bench {
 
@@ -61,8 +64,39 @@ Cpu CpuOf(pid_t pid) {
   return {static_cast<double>(utime) / tick, static_cast<double>(stime) / tick};
 }
 
+// The scheduler's part of a job with a store (launcher/store_role.cc does the same for a
+// launcher): a lease, a won campaign, and every record written with the term's fence.
+struct BenchStore {
+  std::unique_ptr<store::RunStore> run;
+  std::unique_ptr<store::LeaseKeeper> keeper;
+  std::unique_ptr<store::Worker> worker;
+  store::Record record;
+  int64_t term = 0;
+};
+
+absl::StatusOr<std::unique_ptr<BenchStore>> OpenStore(const std::string& url, double node_timeout,
+                                                      scheduler::Scheduler::Options& options) {
+  ASSIGN_OR_RETURN(store::StoreConfig config, store::ParseStoreUrl(url));
+  ASSIGN_OR_RETURN(auto client, store::EtcdClient::Connect(config));
+  auto bench = std::make_unique<BenchStore>();
+  bench->run =
+      std::make_unique<store::RunStore>(std::move(client), "bench-" + std::to_string(getpid()));
+  const int64_t ttl = store::LeaseSecondsFor(
+      std::chrono::duration_cast<common::Duration>(std::chrono::duration<double>(node_timeout)));
+  ASSIGN_OR_RETURN(int64_t lease, bench->run->client().GrantLease(ttl));
+  store::SchedulerInfo me{"bench", "127.0.0.1:0", static_cast<int>(getpid())};
+  ASSIGN_OR_RETURN(auto campaign, bench->run->Run(me, lease));
+  if (!campaign.won) return absl::FailedPreconditionError("the bench's run key is taken");
+  bench->term = campaign.scheduler.term;
+  bench->keeper = std::make_unique<store::LeaseKeeper>(
+      bench->run->client(), lease, std::chrono::seconds(ttl), [](const std::string&) {});
+  bench->worker = std::make_unique<store::Worker>();
+  options.may_start = [keeper = bench->keeper.get()] { return keeper->Valid(); };
+  return bench;
+}
+
 int Serve(const std::vector<std::string>& args) {
-  if (args.size() != 4) return 2;
+  if (args.size() != 4 && args.size() != 5) return 2;
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   RaiseFileLimit();
   common::SetLogLevel("warn");
@@ -75,7 +109,26 @@ int Serve(const std::vector<std::string>& args) {
       std::chrono::duration<double>(std::stod(args[1])));
   options.spare_nodes = std::stoi(args[2]);
   options.max_restarts = std::stoi(args[3]);
+  std::unique_ptr<BenchStore> bench_store;
+  if (args.size() == 5) {
+    auto opened = OpenStore(args[4], std::stod(args[1]), options);
+    if (!opened.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(opened.status().message()).c_str());
+      return 1;
+    }
+    bench_store = std::move(*opened);
+  }
   scheduler::Scheduler sched(clock, options);
+  if (bench_store) {
+    sched.SetOnRecord([b = bench_store.get()](nlohmann::json record) {
+      record["term"] = b->term;
+      b->worker->Post([b, record = std::move(record)] {
+        b->record.value = record;
+        auto written = b->run->WriteRecord(b->term, b->record);
+        if (!written.ok() || !*written) std::fprintf(stderr, "the record was not written\n");
+      });
+    });
+  }
   scheduler::KvStore store(clock);
   auto server = scheduler::SchedulerServer::Start(io, sched, store, {"127.0.0.1:0", "", nullptr});
   if (!server.ok()) {
@@ -102,6 +155,7 @@ absl::StatusOr<Server> StartServer(const std::string& self, const ServeOptions& 
                 std::to_string(options.node_timeout),
                 std::to_string(options.spares),
                 std::to_string(options.max_restarts)};
+  if (!options.store.empty()) spawn.argv.push_back(options.store);
   spawn.env = common::CurrentEnvironment();
   spawn.fds = {{1, out_pipe[1]}};
   auto pid = common::Spawn(spawn);

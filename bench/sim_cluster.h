@@ -37,9 +37,12 @@ struct ServeOptions {
   double node_timeout = 5;
   int spares = 0;
   int max_restarts = 0;
+  // A store of record (etcd://...; "" = none): the scheduler campaigns for a run's key and
+  // writes the job's record at each generation, as a launcher with --store does.
+  std::string store;
 };
-// `gangrun-bench serve WORLD NODE_TIMEOUT SPARES MAX_RESTARTS`: listens on 127.0.0.1:0, prints
-// the port, serves until killed (or its parent dies).
+// `gangrun-bench serve WORLD NODE_TIMEOUT SPARES MAX_RESTARTS [STORE]`: listens on 127.0.0.1:0,
+// prints the port, serves until killed (or its parent dies).
 int Serve(const std::vector<std::string>& args);
 
 struct Server {

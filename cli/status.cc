@@ -13,9 +13,14 @@
 #include "gangrun/v1/daemon.grpc.pb.h"
 #include "gangrun/v1/session.grpc.pb.h"
 #include "proto/conversions.h"
+#include "store/run_store.h"
 
 namespace gangrun::cli {
 namespace {
+
+struct StoreFlags {
+  std::string url, run_id, cacert, cert, key;
+};
 
 std::string ExitText(const v1::WorkerStatus& worker) {
   if (worker.state() == v1::WORKER_STATE_STARTING || worker.state() == v1::WORKER_STATE_RUNNING) {
@@ -79,6 +84,7 @@ std::string FormatJobStatus(const v1::GetStatusResponse& s) {
   if (s.spare_nodes() > 0) out += absl::StrFormat("  spares %d", s.spare_nodes());
   if (s.time_left_seconds() > 0) out += absl::StrFormat("  time left %.0fs", s.time_left_seconds());
   out += "\n";
+  if (!s.store_note().empty()) out += "store: " + s.store_note() + "\n";
   if (!s.failures().empty()) {
     // Sorted by cause (the map on the wire has no order).
     std::map<std::string, uint64_t> failures(s.failures().begin(), s.failures().end());
@@ -111,13 +117,90 @@ std::string FormatDaemonStatus(const v1::DaemonStatusResponse& s) {
   return out;
 }
 
+namespace {
+
+// --store: the run's scheduler as the store names it, and the job's status from it; with no
+// scheduler now (a failover under way, or the run is over), the store's record.
+CommandResult StatusThroughStore(const ClientTarget& base, const StoreFlags& flags, bool json) {
+  auto config = store::ParseStoreUrl(flags.url);
+  if (!config.ok()) return config.status();
+  config->cacert = flags.cacert;
+  config->cert = flags.cert;
+  config->key = flags.key;
+  if (flags.run_id.empty()) return absl::InvalidArgumentError("--store needs --run_id");
+  auto client = store::EtcdClient::Connect(*config);
+  if (!client.ok()) return client.status();
+  store::RunStore run(std::move(*client), flags.run_id);
+  auto holder = run.Scheduler();
+  if (!holder.ok()) return holder.status();
+  if (!holder->has_value()) {
+    auto record = run.ReadRecord();
+    if (!record.ok()) return record.status();
+    if (!record->value.is_object()) {
+      return absl::NotFoundError("run " + flags.run_id + " is not in the store " + flags.url);
+    }
+    nlohmann::json out = {
+        {"run_id", flags.run_id}, {"scheduler", nullptr}, {"record", record->value}};
+    if (json) {
+      std::fputs((out.dump(2) + "\n").c_str(), stdout);
+    } else {
+      std::string state = "a failover may be under way";
+      if (record->value.contains("outcome")) {
+        const nlohmann::json& outcome = record->value["outcome"];
+        state = "the run is over: " + outcome.value("kind", std::string());
+        const std::string message = outcome.value("message", std::string());
+        if (!message.empty()) state += ", " + message;
+      }
+      std::fputs(("run " + flags.run_id + ": no scheduler holds it now (" + state +
+                  "); the store's record: generation " +
+                  std::to_string(record->value.value("generation", 0)) + ", restarts " +
+                  std::to_string(record->value.value("restarts_used", 0)) + "\n")
+                     .c_str(),
+                 stdout);
+    }
+    return absl::OkStatus();
+  }
+  const store::SchedulerInfo& scheduler = **holder;
+  ClientTarget target = base;
+  target.master = scheduler.address;
+  auto channel = OpenClientChannel(target);
+  if (!channel.ok()) return channel.status();
+  v1::GetStatusResponse job;
+  grpc::Status status = v1::Scheduler::NewStub(*channel)->GetStatus(CallContext().get(), {}, &job);
+  if (!status.ok()) return CallFailed(status);
+  nlohmann::json who = scheduler.ToJson();
+  who["term"] = scheduler.term;
+  if (json) {
+    nlohmann::json out = nlohmann::json::parse(proto::ToJson(job, /*pretty=*/false));
+    out["scheduler"] = who;
+    std::fputs((out.dump(2) + "\n").c_str(), stdout);
+  } else {
+    std::fputs(("scheduler: " + scheduler.host + " at " + scheduler.address + " (launcher pid " +
+                std::to_string(scheduler.pid) + ", term " + std::to_string(scheduler.term) + ")\n" +
+                FormatJobStatus(job))
+                   .c_str(),
+               stdout);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 CommandResult RunStatus(const CommandArgs& command) {
   CLI::App app{"gangrun status: nodes, ranks, pids and states of a running job", "gangrun status"};
   ClientTarget target;
   AddClientOptions(app, target, command.env);
   bool json = false;
   app.add_flag("--json", json, "print JSON instead of tables");
+  StoreFlags store_flags;
+  app.add_option("--store", store_flags.url,
+                 "etcd://HOST:PORT[,...][/PREFIX]: find the run's scheduler through its store");
+  app.add_option("--run_id", store_flags.run_id, "the run id (with --store)");
+  app.add_option("--store_cacert", store_flags.cacert, "CA bundle for the store (TLS)");
+  app.add_option("--store_cert", store_flags.cert, "client certificate for the store");
+  app.add_option("--store_key", store_flags.key, "its key");
   if (auto done = ParseArgs(app, "status", command.args)) return *done;
+  if (!store_flags.url.empty()) return StatusThroughStore(target, store_flags, json);
   auto channel = OpenClientChannel(target);
   if (!channel.ok()) return channel.status();
   // A job's own scheduler first; a daemon answers UNIMPLEMENTED there.

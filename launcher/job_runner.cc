@@ -78,6 +78,7 @@ JobRunner::JobRunner(const Options& options, const HostFacts& facts, const RunCo
       signals_(io_, SIGINT, SIGTERM, SIGHUP) {}
 
 JobRunner::~JobRunner() {
+  if (joined_) *joined_ = true;  // a store's watch ends
   if (reaper_.joinable()) reaper_.join();
   remote_.reset();  // ends the stream before the node goes away
   node_.reset();
@@ -153,10 +154,26 @@ void JobRunner::ConnectRemote() {
   common::Logger("launcher")
       ->info("joining the scheduler at {}",
              JoinHostPort(facts_.scheduler_host, facts_.scheduler_port));
-  remote_->Connect([this](const v1::NodeCommand& command) { node_->OnCommand(command); },
-                   [this](const std::string& reason, bool unauthenticated) {
-                     OnSchedulerLost(reason, unauthenticated);
-                   });
+  auto joined = std::make_shared<std::atomic<bool>>(false);
+  if (joined_) *joined_ = true;  // an earlier watch ends
+  joined_ = joined;
+  remote_->Connect(
+      [this, joined](const v1::NodeCommand& command) {
+        *joined = true;
+        node_->OnCommand(command);
+      },
+      [this](const std::string& reason, bool unauthenticated) {
+        OnSchedulerLost(reason, unauthenticated);
+      });
+  if (store_role_ && !role_.scheduler) {
+    store_role_->WatchUntilJoined(joined, [this, joined] {
+      if (*joined || !node_) return;
+      OnSchedulerLost(
+          "the store names another scheduler now (the one this launcher found had "
+          "lost its lease)",
+          false);
+    });
+  }
 }
 
 absl::StatusOr<node::Node::Options> JobRunner::NodeOptions() const {

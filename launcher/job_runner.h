@@ -12,6 +12,7 @@
 // the keeper kills whatever is left below it and exits -> the console follower drains -> the
 // gRPC server stops -> the io_context stops -> the report is printed.
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <memory>
@@ -104,7 +105,9 @@ class JobRunner {
   std::unique_ptr<StoreRole> store_role_;  // with --store
   // A scheduler that stepped down, until its server has stopped.
   std::unique_ptr<SchedulerRole> retired_;
-  bool seeking_ = false;                        // the link was lost: seek once the node has ended
+  bool seeking_ = false;  // the link was lost: seek once the node has ended
+  // Set at the first command from the scheduler this node follows (a store's watch ends).
+  std::shared_ptr<std::atomic<bool>> joined_;
   bool seek_pending_ = false;                   // a search is under way (no node exists meanwhile)
   std::optional<v1::JobOutcome> lost_outcome_;  // what ends the job if the search fails
   node::Supervision supervision_;

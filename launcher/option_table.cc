@@ -129,6 +129,21 @@ std::vector<OptionRow> MakeProgressRows() {
   };
 }
 
+// README "A store of record".
+std::vector<OptionRow> MakeStoreRows() {
+  return {
+      Row("store",
+          "etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: the job's store of record; any launcher "
+          "of the run id may coordinate and takes over when the coordinating one is lost "
+          "('' = none)",
+          String(&Options::store)),
+      Row("store_cacert", "CA bundle that verifies the store's members (TLS to etcd)",
+          String(&Options::store_cacert)),
+      Row("store_cert", "client certificate presented to the store", String(&Options::store_cert)),
+      Row("store_key", "the client certificate's key", String(&Options::store_key)),
+  };
+}
+
 std::vector<OptionRow> MakeGangrunRows() {
   std::vector<OptionRow> rows = {
       Row("max_restarts", "restarts allowed after failures (default 0)" + Range(0, 1000000),
@@ -161,15 +176,6 @@ std::vector<OptionRow> MakeGangrunRows() {
           Int(&Options::kv_max_waits, 16, 1 << 20)),
       Row("run_id", "job id, exported as TORCHELASTIC_RUN_ID/GANGRUN_RUN_ID",
           String(&Options::run_id)),
-      Row("store",
-          "etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: the job's store of record; any launcher "
-          "of the run id may coordinate and takes over when the coordinating one is lost "
-          "('' = none)",
-          String(&Options::store)),
-      Row("store_cacert", "CA bundle that verifies the store's members (TLS to etcd)",
-          String(&Options::store_cacert)),
-      Row("store_cert", "client certificate presented to the store", String(&Options::store_cert)),
-      Row("store_key", "the client certificate's key", String(&Options::store_key)),
       Row("dry_run", "print the rank/command/environment plan and exit", Bool(&Options::dry_run),
           /*travels=*/false),
       Row("virtual_local_rank",
@@ -208,6 +214,7 @@ std::vector<OptionRow> MakeGangrunRows() {
   };
   for (OptionRow& row : MakeProgressRows()) rows.push_back(std::move(row));
   for (OptionRow& row : MakeRecoveryRows()) rows.push_back(std::move(row));
+  for (OptionRow& row : MakeStoreRows()) rows.push_back(std::move(row));
   // The access options come from their one list (rpc::AccessOptions); the token itself never
   // travels in a spec (its file does).
   for (const rpc::AccessOption& option : rpc::AccessOptions()) {

@@ -166,6 +166,21 @@ void StoreRole::Seek(std::function<void(absl::StatusOr<StoreTarget>)> done) {
   });
 }
 
+void StoreRole::WatchUntilJoined(std::shared_ptr<std::atomic<bool>> joined,
+                                 std::function<void()> changed) {
+  const int64_t term = followed_.term;
+  worker_->Post([this, term, joined = std::move(joined), changed = std::move(changed)] {
+    while (!*joined) {
+      auto holder = store_->Scheduler();
+      if (holder.ok() && (!holder->has_value() || (*holder)->term != term)) {
+        boost::asio::post(io_, changed);
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a poll, this thread only
+    }
+  });
+}
+
 absl::StatusOr<StoreTarget> StoreRole::Settle(const Campaigned& campaigned, bool at_start) {
   if (!campaigned.won) {
     followed_ = campaigned.scheduler;

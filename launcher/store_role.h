@@ -58,6 +58,10 @@ class StoreRole {
   // After this node lost its scheduler: seeks the next one in the background; `done` runs on
   // the loop.
   void Seek(std::function<void(absl::StatusOr<StoreTarget>)> done);
+  // A node that follows a scheduler it has not heard from yet: the key it found may be a dead
+  // launcher's whose lease has not run out. Looks at the key every 200 ms until `joined` is
+  // set; when it names another scheduler or none, `changed` runs on the loop.
+  void WatchUntilJoined(std::shared_ptr<std::atomic<bool>> joined, std::function<void()> changed);
   // The store took the lease away, or the fence refused a write: runs on the loop.
   void SetOnStepDown(std::function<void(const std::string& why)> on_step_down) {
     on_step_down_ = std::move(on_step_down);

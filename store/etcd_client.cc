@@ -70,11 +70,12 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const StoreConfi
   grpc::ChannelArguments args;
   const int timeout_ms =
       static_cast<int>(duration_cast<milliseconds>(config.request_timeout).count());
-  // A member that stops answering is left within about one request timeout.
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, std::max(timeout_ms / 2, 500));
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, std::max(timeout_ms / 2, 500));
-  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // A member that stops answering is left once a keepalive ping goes unanswered. etcd refuses
+  // pings more often than every 5 s (--grpc-keepalive-min-time) and pings outside calls
+  // (--grpc-keepalive-permit-without-stream): it answers them with GOAWAY (too_many_pings).
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, std::max(timeout_ms, 1000));
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 1000);
@@ -217,6 +218,17 @@ absl::Status EtcdClient::Revoke(int64_t lease) {
   grpc::Status status = lease_->LeaseRevoke(&context, request, &response);
   if (!status.ok()) return Failed("revoking the lease", status);
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> EtcdClient::TimeToLive(int64_t lease) {
+  grpc::ClientContext context;
+  Bound(context);
+  etcdserverpb::LeaseTimeToLiveRequest request;
+  request.set_id(lease);
+  etcdserverpb::LeaseTimeToLiveResponse response;
+  grpc::Status status = lease_->LeaseTimeToLive(&context, request, &response);
+  if (!status.ok()) return Failed("reading the lease", status);
+  return response.ttl();
 }
 
 absl::StatusOr<int64_t> EtcdClient::Revision() {

@@ -43,6 +43,8 @@ class EtcdClient {
   // One keep-alive; the TTL etcd now gives the lease (<= 0: the lease is gone).
   absl::StatusOr<int64_t> KeepAlive(int64_t lease);
   absl::Status Revoke(int64_t lease);
+  // The seconds the lease has left (-1: expired or unknown).
+  absl::StatusOr<int64_t> TimeToLive(int64_t lease);
   // The current revision of the store.
   absl::StatusOr<int64_t> Revision();
 

@@ -17,6 +17,7 @@
 //   --hang             never exit on its own
 //   --run-ms MS        work (sleep) for MS milliseconds before exiting 0
 //   --only-generation G  fail (--exit/--signal/--abort) only in generation G
+//   --wait-file PATH   after "ready", wait until PATH exists, then exit 0 (the test says when)
 
 #include <fcntl.h>
 #include <signal.h>
@@ -93,6 +94,7 @@ int main(int argc, char** argv) {
   const char* rank_env = std::getenv("RANK");
   rank = rank_env ? std::atoi(rank_env) : -1;
   int lines = 0, fail_rank = -1, exit_code = -1, sig = 0, only_generation = -1;
+  std::string wait_file;
   long long flood = 0, long_line = 0;
   bool grandchild = false, ignore_term = false, usr1 = false, do_abort = false, hang = false;
   long long run_ms = 0;
@@ -129,6 +131,8 @@ int main(int argc, char** argv) {
       hang = true;
     else if (a == "--run-ms")
       run_ms = std::atoll(next().c_str());
+    else if (a == "--wait-file")
+      wait_file = next();
     else if (a == "--only-generation")
       only_generation = std::atoi(next().c_str());
   }
@@ -187,6 +191,9 @@ int main(int argc, char** argv) {
   const bool failing_generation =
       only_generation < 0 || (generation != nullptr && std::atoi(generation) == only_generation);
   if (hang || (fail_rank >= 0 && failing_generation)) HangForever();
+  while (!wait_file.empty() && access(wait_file.c_str(), F_OK) != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the worker's own pace
+  }
   if (run_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(run_ms));
   return 0;
 }

@@ -1,0 +1,344 @@
+// A job with a store of record (README "A store of record"), against real etcd members on
+// loopback ports: one member, and a cluster of three that loses one. The scheduler's launcher
+// is killed or paused; the job goes on under its own rules, and no two schedulers ever act.
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+
+#include "nlohmann/json.hpp"
+#include "store/run_store.h"
+#include "tests/integration/launcher_fixture.h"
+#include "tests/testing/etcd_cluster.h"
+
+namespace gangrun::testing {
+namespace {
+
+using std::chrono::duration;
+using std::chrono::seconds;
+using std::chrono::steady_clock;
+
+bool Shell(const std::string& command) {
+  return std::system(("(" + command + ") >/dev/null 2>&1").c_str()) == 0;
+}
+
+class StoreTest : public LauncherTest {
+ protected:
+  void TearDown() override {
+    etcd_.reset();  // its members are our children too
+    LauncherTest::TearDown();
+  }
+
+  // Starts the store; the test fails loudly when etcd cannot start.
+  void StartStore(int members, const EtcdCluster::Tls* tls = nullptr) {
+    etcd_ = std::make_unique<EtcdCluster>(dir_.File("etcd"), members, tls);
+    ASSERT_TRUE(etcd_->started()) << etcd_->error();
+  }
+
+  std::vector<std::string> Job(const std::string& workers, int local,
+                               std::vector<std::string> more = {}) {
+    std::vector<std::string> args = {
+        "--store",       etcd_->Url(), "--run_id",           run_,
+        "--worker_num",  workers,      "--local_worker_num", std::to_string(local),
+        "--master_port", port_,        "--node_timeout",     "2"};
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  }
+  std::vector<std::string> Worker() { return {"--wait-file", go_}; }
+  void Go() { std::ofstream(go_) << "go\n"; }
+
+  std::unique_ptr<store::RunStore> Store() {
+    auto config = store::ParseStoreUrl(etcd_->Url());
+    EXPECT_TRUE(config.ok());
+    auto client = store::EtcdClient::Connect(*config);
+    EXPECT_TRUE(client.ok());
+    return std::make_unique<store::RunStore>(std::move(*client), run_);
+  }
+  // The scheduler the store names, once it names one whose term is not `old_term`.
+  store::SchedulerInfo WaitScheduler(int64_t old_term = 0) {
+    auto run = Store();
+    const auto deadline = steady_clock::now() + seconds(30);
+    while (steady_clock::now() < deadline) {
+      auto holder = run->Scheduler();
+      if (holder.ok() && holder->has_value() && (*holder)->term != old_term) return **holder;
+    }
+    ADD_FAILURE() << "the store names no (new) scheduler";
+    return {};
+  }
+  // Every version the record had, oldest first: (term that wrote it, generation).
+  std::vector<std::pair<int64_t, uint64_t>> RecordHistory() {
+    auto run = Store();
+    std::vector<std::pair<int64_t, uint64_t>> history;
+    auto latest = run->client().Get(run->record_key());
+    if (!latest.ok() || !latest->has_value()) return history;
+    std::vector<mvccpb::KeyValue> versions = {**latest};
+    // Walk back: the version before each one is the key as of its revision - 1.
+    while (versions.back().version() > 1) {
+      auto before = run->client().Get(run->record_key(), versions.back().mod_revision() - 1);
+      if (!before.ok() || !before->has_value()) break;
+      versions.push_back(**before);
+    }
+    for (auto it = versions.rbegin(); it != versions.rend(); ++it) {
+      auto value = nlohmann::json::parse(it->value());
+      history.emplace_back(value.value("term", int64_t{0}), value.value("generation", uint64_t{0}));
+    }
+    return history;
+  }
+
+  std::unique_ptr<EtcdCluster> etcd_;
+  const std::string port_ = FreePort();
+  const std::string run_ = "store-test-" + port_;
+  const std::string go_ = dir_.File("go");
+};
+
+TEST_F(StoreTest, AStoreOfTheWrongFormIsOneLine) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--store", "http://127.0.0.1:2379", "--run_id", "r"}, "the scheme is not etcd://"},
+      {{"--store", "etcd://127.0.0.1", "--run_id", "r"}, "'127.0.0.1' is not HOST:PORT"},
+      {{"--store", "etcd://", "--run_id", "r"}, "no HOST:PORT"},
+      {{"--store", "etcd://127.0.0.1:2379/a b", "--run_id", "r"}, "the key prefix may hold"},
+      {{"--store", "etcd://127.0.0.1:2379"}, "--store needs a --run_id"},
+      {{"--store_cacert", "/etc/hosts"}, "need a --store"},
+  };
+  for (const auto& [args, expected] : cases) {
+    auto job = Start(args, {});
+    EXPECT_EQ(RunToEnd(job).code, 2) << expected;
+    const std::string err = job.Stderr();
+    EXPECT_NE(err.find(expected), std::string::npos) << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  }
+}
+
+TEST_F(StoreTest, AnUnreachableStoreAtStartIsOneLineNamingIt) {
+  const std::string url = "etcd://127.0.0.1:" + FreePort();  // nobody listens there
+  auto job =
+      Start({"--store", url, "--run_id", "r", "--worker_num", "1", "--local_worker_num", "1"}, {});
+  EXPECT_EQ(RunToEnd(job).code, 3);
+  EXPECT_NE(job.Stderr().find("cannot reach the store " + url), std::string::npos) << job.Stderr();
+}
+
+TEST_F(StoreTest, LaunchersFindTheirSchedulerThroughTheStoreAndStatusNamesIt) {
+  ASSERT_NO_FATAL_FAILURE(StartStore(1));
+  auto a = Start(Job("4", 2), Worker());
+  auto b = Start(Job("4", 2), Worker());
+  WaitReady(4);
+  const store::SchedulerInfo scheduler = WaitScheduler();
+  EXPECT_TRUE(scheduler.pid == a.pid || scheduler.pid == b.pid) << scheduler.pid;
+  auto status =
+      Launch({GangrunBinary(), "status", "--store", etcd_->Url(), "--run_id", run_, "--json"}, {},
+             dir_.path(), dir_.path());
+  ASSERT_EQ(RunToEnd(status).code, 0) << status.Stderr();
+  auto json = nlohmann::json::parse(status.Stdout());
+  EXPECT_EQ(json["scheduler"]["pid"], scheduler.pid);
+  EXPECT_EQ(json["scheduler"]["address"], scheduler.address);
+  EXPECT_EQ(json["phase"], "JOB_PHASE_RUNNING");
+  EXPECT_EQ(json["nodes"].size(), 2u);
+  Go();
+  EXPECT_EQ(RunToEnd(a).code, 0) << a.Stderr();
+  EXPECT_EQ(RunToEnd(b).code, 0) << b.Stderr();
+  // The record holds the outcome; the scheduler resigned; a new job needs another run id.
+  auto run = Store();
+  auto record = run->ReadRecord();
+  ASSERT_TRUE(record.ok());
+  EXPECT_EQ(record->value["outcome"]["kind"], "succeeded") << record->value.dump();
+  EXPECT_FALSE(run->Scheduler()->has_value());
+  auto again = Start(Job("1", 1), {});
+  EXPECT_EQ(RunToEnd(again).code, 2);
+  EXPECT_NE(again.Stderr().find("is over in the store"), std::string::npos) << again.Stderr();
+}
+
+TEST_F(StoreTest, KillingTheSchedulersLauncherShrinksAnElasticJobThatFinishesZero) {
+  ASSERT_NO_FATAL_FAILURE(StartStore(1));
+  std::vector<Launched> launchers;
+  for (int i = 0; i < 3; ++i) launchers.push_back(Start(Job("4:6", 2), Worker()));
+  WaitReady(6);
+  const store::SchedulerInfo first = WaitScheduler();
+  const auto killed_at = steady_clock::now();
+  ASSERT_EQ(kill(first.pid, SIGKILL), 0);
+  // The next generation: the two survivors' four workers, under a scheduler elected anew.
+  WaitReady(4);
+  const double failover = duration<double>(steady_clock::now() - killed_at).count();
+  const store::SchedulerInfo second = WaitScheduler(first.term);
+  EXPECT_NE(second.pid, first.pid);
+  std::printf(
+      "one-shot failover (kill -9 of the scheduler's launcher to every worker of the "
+      "next generation running): %.2f s (lease TTL 2 s)\n",
+      failover);
+  EXPECT_LT(failover, 2 + 1 + 1 + 2.0);  // TTL + backoff + 1 s (+2 s of slack for a loaded VM)
+  Go();
+  for (auto& launcher : launchers) {
+    const auto status = RunToEnd(launcher);
+    if (launcher.pid == first.pid) {
+      EXPECT_EQ(status.signal, SIGKILL);
+    } else {
+      EXPECT_EQ(status.code, 0) << launcher.Stderr();
+    }
+  }
+  // No restart used (elastic), the generation went on from the record.
+  auto record = Store()->ReadRecord();
+  EXPECT_EQ(record->value["generation"], 2) << record->value.dump();
+  EXPECT_EQ(record->value["restarts_used"], 0);
+  EXPECT_EQ(record->value["members"].size(), 2u);
+}
+
+TEST_F(StoreTest, AFixedJobReplacesTheLostSchedulerHostWithinItsBudget) {
+  ASSERT_NO_FATAL_FAILURE(StartStore(1));
+  auto a = Start(Job("4", 2, {"--max_restarts", "1", "--restart_backoff", "0.1"}), Worker());
+  auto b = Start(Job("4", 2, {"--max_restarts", "1", "--restart_backoff", "0.1"}), Worker());
+  WaitReady(4);
+  const store::SchedulerInfo first = WaitScheduler();
+  Launched& killed = first.pid == a.pid ? a : b;
+  Launched& survivor = first.pid == a.pid ? b : a;
+  ASSERT_EQ(kill(first.pid, SIGKILL), 0);
+  EXPECT_EQ(RunToEnd(killed).signal, SIGKILL);
+  // The lost host's launcher, started again at once (as systemd would), finds the dead
+  // launcher's key (its lease has not run out), notices the new scheduler and takes the lost
+  // node's place: generation 2, restart 1 of 1.
+  auto replacement = Start(Job("4", 2, {"--max_restarts", "1"}), Worker());
+  const store::SchedulerInfo second = WaitScheduler(first.term);
+  EXPECT_TRUE(second.pid == survivor.pid || second.pid == replacement.pid) << second.pid;
+  WaitReady(4);
+  Go();
+  EXPECT_EQ(RunToEnd(survivor).code, 0) << survivor.Stderr();
+  EXPECT_EQ(RunToEnd(replacement).code, 0) << replacement.Stderr();
+  auto record = Store()->ReadRecord();
+  EXPECT_EQ(record->value["generation"], 2) << record->value.dump();
+  EXPECT_EQ(record->value["restarts_used"], 1);
+  EXPECT_NE(survivor.Stderr().find("(restart 1 of 1)"), std::string::npos) << survivor.Stderr();
+}
+
+TEST_F(StoreTest, WithNoRestartLeftTheLostSchedulerHostEndsTheJobAsAnyLostNode) {
+  ASSERT_NO_FATAL_FAILURE(StartStore(1));
+  auto a = Start(Job("4", 2), Worker());
+  auto b = Start(Job("4", 2), Worker());
+  WaitReady(4);
+  const store::SchedulerInfo first = WaitScheduler();
+  Launched& survivor = first.pid == a.pid ? b : a;
+  ASSERT_EQ(kill(first.pid, SIGKILL), 0);
+  EXPECT_EQ(RunToEnd(survivor).code, 4) << survivor.Stderr();
+  EXPECT_NE(survivor.Stderr().find("no restart is left (0 of 0 used)"), std::string::npos)
+      << survivor.Stderr();
+  (void)RunToEnd(first.pid == a.pid ? a : b);
+  auto record = Store()->ReadRecord();
+  EXPECT_EQ(record->value["outcome"]["kind"], "node_lost") << record->value.dump();
+}
+
+TEST_F(StoreTest, APausedSchedulerStepsDownAndNoSecondSchedulerEverActs) {
+  ASSERT_NO_FATAL_FAILURE(StartStore(1));
+  std::vector<Launched> launchers;
+  for (int i = 0; i < 3; ++i) launchers.push_back(Start(Job("4:6", 2), Worker()));
+  WaitReady(6);
+  const store::SchedulerInfo first = WaitScheduler();
+  ASSERT_EQ(kill(first.pid, SIGSTOP), 0);
+  // Past the lease: another launcher takes over and the survivors run generation 2.
+  const store::SchedulerInfo second = WaitScheduler(first.term);
+  WaitReady(4);
+  ASSERT_EQ(kill(first.pid, SIGCONT), 0);
+  Launched* paused = nullptr;
+  for (auto& launcher : launchers) {
+    if (launcher.pid == first.pid) paused = &launcher;
+  }
+  ASSERT_NE(paused, nullptr);
+  ASSERT_TRUE(WaitForStderr(*paused, "no longer coordinates run " + run_, seconds(20)))
+      << paused->Stderr();
+  Go();
+  for (auto& launcher : launchers) EXPECT_EQ(RunToEnd(launcher).code, 0) << launcher.Stderr();
+  // The paused scheduler started nothing after it resumed: it only ever started generation 1.
+  const std::string err = paused->Stderr();
+  EXPECT_EQ(err.find("[gangrun scheduler] info: generation 2"), std::string::npos) << err;
+  EXPECT_EQ(err.find("[gangrun scheduler] info: generation 3"), std::string::npos) << err;
+  // The store's fencing: every write of the record came from one term at a time, the first
+  // scheduler's before the second's, none after.
+  const auto history = RecordHistory();
+  ASSERT_FALSE(history.empty());
+  int64_t last_term = 0;
+  uint64_t last_generation = 0;
+  for (const auto& [term, generation] : history) {
+    EXPECT_GE(term, last_term) << "a record by term " << term << " after one by " << last_term;
+    EXPECT_GE(generation, last_generation);
+    last_term = term;
+    last_generation = generation;
+  }
+  EXPECT_EQ(history.front().first, first.term);
+  EXPECT_NE(history.back().first, first.term);
+  (void)second;
+}
+
+TEST_F(StoreTest, AThreeMemberStoreLosingOneMemberChangesNothing) {
+  ASSERT_NO_FATAL_FAILURE(StartStore(3));
+  auto a = Start(Job("4", 2), Worker());
+  auto b = Start(Job("4", 2), Worker());
+  WaitReady(4);
+  const store::SchedulerInfo first = WaitScheduler();
+  etcd_->Kill(0);  // the member the launchers' channels use first
+  // The scheduler's lease (2 s) is renewed through the other members: it outlives three of
+  // its TTLs after the loss (the window of the assertion, not a synchronisation).
+  auto run = Store();
+  const auto killed_at = steady_clock::now();
+  int64_t left = 1;
+  while (left > 0 && steady_clock::now() - killed_at < seconds(6)) {
+    auto ttl = run->client().TimeToLive(first.lease);
+    left = ttl.ok() ? *ttl : 0;
+  }
+  EXPECT_GT(left, 0) << "the scheduler's lease ended after a member was lost";
+  Go();
+  EXPECT_EQ(RunToEnd(a).code, 0) << a.Stderr();
+  EXPECT_EQ(RunToEnd(b).code, 0) << b.Stderr();
+  auto record = run->ReadRecord();
+  EXPECT_EQ(record->value["term"], first.term) << "no failover happened";
+  EXPECT_EQ(record->value["outcome"]["kind"], "succeeded");
+}
+
+TEST_F(StoreTest, AStoreLostMidJobLeavesTheJobRunningAndStatusSaysSo) {
+  ASSERT_NO_FATAL_FAILURE(StartStore(1));
+  auto a = Start(Job("4", 2), Worker());
+  auto b = Start(Job("4", 2), Worker());
+  WaitReady(4);
+  const store::SchedulerInfo scheduler = WaitScheduler();
+  etcd_->KillAll();
+  const auto deadline = steady_clock::now() + seconds(20);
+  std::string note;
+  while (note.find("a failover is not possible now") == std::string::npos &&
+         steady_clock::now() < deadline) {
+    auto status = Launch({GangrunBinary(), "status", "--master", scheduler.address, "--json"}, {},
+                         dir_.path(), dir_.path());
+    if (RunToEnd(status).code != 0) continue;
+    note = nlohmann::json::parse(status.Stdout()).value("store_note", "");
+  }
+  EXPECT_NE(note.find("does not answer"), std::string::npos) << note;
+  Go();
+  EXPECT_EQ(RunToEnd(a).code, 0) << a.Stderr();
+  EXPECT_EQ(RunToEnd(b).code, 0) << b.Stderr();
+}
+
+TEST_F(StoreTest, TlsToTheStore) {
+  const std::string d = dir_.path();
+  ASSERT_TRUE(Shell("cd " + d +
+                    " && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem "
+                    "-days 1 -subj /CN=gangrun-test-ca"
+                    " && openssl req -newkey rsa:2048 -nodes -keyout etcd.key -out etcd.csr "
+                    "-subj /CN=127.0.0.1"
+                    " && printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth,"
+                    "clientAuth\\n' > ext.cnf"
+                    " && openssl x509 -req -in etcd.csr -CA ca.pem -CAkey ca.key "
+                    "-CAcreateserial -out etcd.pem -days 1 -extfile ext.cnf"))
+      << "openssl failed";
+  EtcdCluster::Tls tls{d + "/ca.pem", d + "/etcd.pem", d + "/etcd.key"};
+  ASSERT_NO_FATAL_FAILURE(StartStore(1, &tls));
+  const std::vector<std::string> files = {"--store_cacert", tls.ca,        "--store_cert",
+                                          tls.cert,         "--store_key", tls.key};
+  auto job = Start(Job("2", 2, files), {});
+  EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr();
+  // Without the client certificate the store refuses us: one line naming it, exit 3.
+  auto refused = Start(Job("2", 2, {"--store_cacert", tls.ca, "--run_id", run_ + "-b"}), {});
+  EXPECT_EQ(RunToEnd(refused).code, 3);
+  EXPECT_NE(refused.Stderr().find("cannot reach the store " + etcd_->Url()), std::string::npos)
+      << refused.Stderr();
+}
+
+}  // namespace
+}  // namespace gangrun::testing

@@ -1,0 +1,114 @@
+#include "tests/testing/etcd_cluster.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "store/etcd_client.h"
+#include "tests/testing/test_util.h"
+
+namespace gangrun::testing {
+namespace {
+
+constexpr char kEtcd[] = "/usr/bin/etcd";
+
+}  // namespace
+
+EtcdCluster::EtcdCluster(const std::string& dir, int members, const Tls* tls) : dir_(dir) {
+  mkdir(dir.c_str(), 0700);
+  if (access(kEtcd, X_OK) != 0) {
+    error_ = std::string(kEtcd) + " is missing: deploy/install-deps.sh installs etcd-server";
+    return;
+  }
+  std::vector<std::string> peer_ports;
+  std::string cluster;
+  for (int i = 0; i < members; ++i) {
+    client_ports_.push_back(FreePort());
+    peer_ports.push_back(FreePort());
+    cluster += (i ? "," : "") + std::string("m") + std::to_string(i) +
+               "=http://127.0.0.1:" + peer_ports.back();
+  }
+  const std::string scheme = tls ? "https" : "http";
+  for (int i = 0; i < members; ++i) {
+    const std::string name = "m" + std::to_string(i);
+    const std::string client = scheme + "://127.0.0.1:" + client_ports_[i];
+    const std::string peer = "http://127.0.0.1:" + peer_ports[i];
+    std::vector<std::string> argv = {kEtcd,
+                                     "--name=" + name,
+                                     "--data-dir=" + dir + "/" + name,
+                                     "--listen-client-urls=" + client,
+                                     "--advertise-client-urls=" + client,
+                                     "--listen-peer-urls=" + peer,
+                                     "--initial-advertise-peer-urls=" + peer,
+                                     "--initial-cluster=" + cluster,
+                                     "--initial-cluster-state=new",
+                                     "--initial-cluster-token=gangrun-test",
+                                     "--heartbeat-interval=50",
+                                     "--election-timeout=500",
+                                     "--log-level=warn",
+                                     "--logger=zap"};
+    if (tls) {
+      argv.push_back("--cert-file=" + tls->cert);
+      argv.push_back("--key-file=" + tls->key);
+      argv.push_back("--trusted-ca-file=" + tls->ca);
+      argv.push_back("--client-cert-auth");
+    }
+    pids_.push_back(Launch(argv, {}, dir, dir).pid);
+  }
+  started_ = WaitWritable(tls);
+}
+
+EtcdCluster::~EtcdCluster() { KillAll(); }
+
+bool EtcdCluster::WaitWritable(const Tls* tls) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (size_t i = 0; i < client_ports_.size(); ++i) {
+    auto config = store::ParseStoreUrl("etcd://" + Endpoint(static_cast<int>(i)));
+    if (!config.ok()) return (error_ = std::string(config.status().message())), false;
+    if (tls) {
+      config->cacert = tls->ca;
+      config->cert = tls->cert;
+      config->key = tls->key;
+    }
+    auto client = store::EtcdClient::Connect(*config);
+    if (!client.ok()) return (error_ = std::string(client.status().message())), false;
+    for (;;) {
+      auto put = (*client)->Put("/gangrun-test/ready", "1");
+      if (put.ok()) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        error_ = "etcd member " + std::to_string(i) +
+                 " takes no writes: " + std::string(put.status().message());
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+std::string EtcdCluster::Url() const {
+  std::string url = "etcd://";
+  for (size_t i = 0; i < client_ports_.size(); ++i) {
+    url += (i ? "," : "") + Endpoint(static_cast<int>(i));
+  }
+  return url;
+}
+
+std::string EtcdCluster::Endpoint(int member) const {
+  return "127.0.0.1:" + client_ports_.at(member);
+}
+
+void EtcdCluster::Kill(int member) {
+  pid_t& pid = pids_.at(member);
+  if (pid <= 0) return;
+  kill(pid, SIGKILL);
+  (void)WaitExit(pid, std::chrono::seconds(10));
+  pid = -1;
+}
+
+void EtcdCluster::KillAll() {
+  for (size_t i = 0; i < pids_.size(); ++i) Kill(static_cast<int>(i));
+}
+
+}  // namespace gangrun::testing
