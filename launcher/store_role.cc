@@ -118,8 +118,87 @@ absl::StatusOr<StoreRole::Campaigned> StoreRole::CampaignOnce() {
       return record.status();
     }
     campaigned.record = std::move(*record);
+    if (!campaigned.record.value.is_object() || !campaigned.record.value.contains("outcome")) {
+      // The term is claimed in the record before this launcher does anything as the
+      // scheduler: a record unchanged since a scheduler's last write proves that nobody else
+      // coordinated in between (Recover relies on it).
+      absl::Status claimed = Claim(campaigned.scheduler, campaigned.record);
+      if (!claimed.ok()) {
+        (void)store_->Resign(campaigned.scheduler.term);
+        (void)store_->client().Revoke(lease);
+        return claimed;
+      }
+    }
   }
   return campaigned;
+}
+
+absl::Status StoreRole::Claim(const store::SchedulerInfo& me, store::Record& record) {
+  nlohmann::json claimed = record.value.is_object()
+                               ? record.value
+                               : nlohmann::json{{"generation", 0}, {"restarts_used", 0}};
+  claimed["term"] = me.term;
+  claimed["run_id"] = facts_.run_id;
+  claimed["scheduler"] = me.ToJson();
+  store::Record next{claimed, record.mod_revision};
+  auto written = store_->WriteRecord(me.term, next);
+  if (!written.ok()) return written.status();
+  if (!*written) {
+    return absl::UnavailableError("the record of run " + facts_.run_id +
+                                  " changed while this launcher was elected; try again");
+  }
+  next.value = record.value;  // what a takeover reads: the record as the lost one left it
+  record = next;
+  term_ = me.term;
+  return absl::OkStatus();
+}
+
+void StoreRole::StartKeeper(int64_t lease) {
+  keeper_ = std::make_unique<store::LeaseKeeper>(
+      store_->client(), lease, std::chrono::seconds(ttl_seconds_),
+      [this, me = me_](const std::string& why) {
+        worker_->Post([this, me, why] { Recover(me, why); });
+      });
+}
+
+// Store thread. The store let the lease expire (this launcher was paused past it, or could
+// not reach the store for longer). If nobody holds the run now and the record is still the
+// one this scheduler last wrote, nobody else coordinated meanwhile: it is elected again and
+// goes on. Otherwise it steps down.
+void StoreRole::Recover(store::SchedulerInfo me, const std::string& why) {
+  auto step_down = [this](std::string reason) {
+    boost::asio::post(io_, [this, reason] {
+      if (fenced_.exchange(true)) return;
+      if (on_step_down_) on_step_down_(reason);
+    });
+  };
+  auto holder = store_->Scheduler();
+  if (!holder.ok() || holder->has_value()) return step_down(why);
+  auto lease = store_->client().GrantLease(ttl_seconds_);
+  if (!lease.ok()) return step_down(why);
+  auto campaign = store_->Run(me, *lease);
+  if (!campaign.ok() || !campaign->won) {
+    (void)store_->client().Revoke(*lease);
+    return step_down(why);
+  }
+  auto record = store_->ReadRecord();
+  const bool untouched = record.ok() && record->mod_revision == record_.mod_revision;
+  store::Record claimed = record_;
+  if (!untouched || !Claim(campaign->scheduler, claimed).ok()) {
+    (void)store_->Resign(campaign->scheduler.term);
+    (void)store_->client().Revoke(*lease);
+    return step_down(why + "; another scheduler wrote the job's record meanwhile");
+  }
+  record_.mod_revision = claimed.mod_revision;
+  const store::SchedulerInfo renewed = campaign->scheduler;
+  boost::asio::post(io_, [this, renewed, lease = *lease, why] {
+    if (fenced_) return;
+    me_ = followed_ = renewed;
+    StartKeeper(lease);
+    common::Logger("launcher")
+        ->warn("{}, but no other launcher coordinated run {} meanwhile: elected again (term {})",
+               why, facts_.run_id, renewed.term);
+  });
 }
 
 absl::StatusOr<StoreTarget> StoreRole::Begin() {
@@ -257,14 +336,7 @@ absl::StatusOr<StoreTarget> StoreRole::Host(const Campaigned& campaigned, uint64
   me_ = followed_ = campaigned.scheduler;
   record_ = campaigned.record;  // the store thread's from here (Post orders it)
   role->scheduler->SetOnRecord([this](nlohmann::json record) { OnRecord(std::move(record)); });
-  keeper_ = std::make_unique<store::LeaseKeeper>(store_->client(), campaigned.lease,
-                                                 std::chrono::seconds(ttl_seconds_),
-                                                 [this](const std::string& why) {
-                                                   boost::asio::post(io_, [this, why] {
-                                                     if (fenced_.exchange(true)) return;
-                                                     if (on_step_down_) on_step_down_(why);
-                                                   });
-                                                 });
+  StartKeeper(campaigned.lease);
   common::Logger("launcher")
       ->info("this launcher coordinates run {} (term {}, lease {} s), at {}", facts_.run_id,
              me_.term, ttl_seconds_, me_.address);
@@ -277,11 +349,12 @@ absl::StatusOr<StoreTarget> StoreRole::Host(const Campaigned& campaigned, uint64
 }
 
 void StoreRole::OnRecord(nlohmann::json record) {
-  record["term"] = me_.term;
   record["run_id"] = facts_.run_id;
   record["scheduler"] = me_.ToJson();
   const bool final = record.contains("outcome");
-  worker_->Post([this, record = std::move(record), final, term = me_.term] {
+  worker_->Post([this, record = std::move(record), final]() mutable {
+    const int64_t term = term_;  // the current one (Recover may have renewed it)
+    record["term"] = term;
     record_.value = record;
     auto written = store_->WriteRecord(term, record_);
     if (!written.ok()) {

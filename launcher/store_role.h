@@ -83,6 +83,11 @@ class StoreRole {
   absl::StatusOr<StoreTarget> Host(const Campaigned& campaigned, uint64_t generation,
                                    int restarts_used);
   void OnRecord(nlohmann::json record);  // the scheduler's, on the loop
+  // Store thread: writes `me`'s term into the record (compare-and-swap), as the first thing a
+  // new scheduler does; `record` then holds the new revision (its value as it was).
+  absl::Status Claim(const store::SchedulerInfo& me, store::Record& record);
+  void StartKeeper(int64_t lease);                                // loop
+  void Recover(store::SchedulerInfo me, const std::string& why);  // store thread
   std::string Note() const;
   std::string listen_address() const;
 
@@ -97,6 +102,7 @@ class StoreRole {
   store::SchedulerInfo me_;                     // the scheduler key this launcher holds
   store::SchedulerInfo followed_;               // the scheduler this launcher's node follows
   store::Record record_;                        // the last written (store thread only)
+  std::atomic<int64_t> term_{0};                // the term records are written with
   std::atomic<bool> fenced_{false};
   std::function<void(const std::string&)> on_step_down_;
   // Last: its destructor runs what was posted (the last record, the resignation) first.

@@ -268,6 +268,34 @@ TEST_F(StoreTest, APausedSchedulerStepsDownAndNoSecondSchedulerEverActs) {
   (void)second;
 }
 
+TEST_F(StoreTest, ASchedulerWhoseLeaseRanOutWhileNobodyTookOverIsElectedAgain) {
+  ASSERT_NO_FATAL_FAILURE(StartStore(1));
+  // Its lease is 2 s; the others wait 20 s before they give up on a silent scheduler.
+  auto first = Start(Job("4", 2), Worker());
+  const store::SchedulerInfo before = WaitScheduler();
+  ASSERT_EQ(before.pid, first.pid);
+  auto second = Start(Job("4", 2, {"--node_timeout", "20"}), Worker());
+  WaitReady(4);
+  ASSERT_EQ(kill(first.pid, SIGSTOP), 0);
+  auto run = Store();
+  const auto deadline = steady_clock::now() + seconds(20);
+  while (run->Scheduler().value_or(std::nullopt).has_value()) {
+    ASSERT_LT(steady_clock::now(), deadline) << "the paused scheduler's lease did not run out";
+  }
+  ASSERT_EQ(kill(first.pid, SIGCONT), 0);
+  ASSERT_TRUE(WaitForStderr(first, "elected again", seconds(20))) << first.Stderr();
+  const store::SchedulerInfo after = WaitScheduler(before.term);
+  EXPECT_EQ(after.pid, first.pid);
+  Go();
+  EXPECT_EQ(RunToEnd(first).code, 0) << first.Stderr();
+  EXPECT_EQ(RunToEnd(second).code, 0) << second.Stderr();
+  EXPECT_EQ(first.Stderr().find("no longer coordinates"), std::string::npos) << first.Stderr();
+  auto record = run->ReadRecord();
+  EXPECT_EQ(record->value["term"], after.term) << record->value.dump();
+  EXPECT_EQ(record->value["generation"], 1) << "the job went on in its first generation";
+  EXPECT_EQ(record->value["outcome"]["kind"], "succeeded");
+}
+
 TEST_F(StoreTest, AThreeMemberStoreLosingOneMemberChangesNothing) {
   ASSERT_NO_FATAL_FAILURE(StartStore(3));
   auto a = Start(Job("4", 2), Worker());
