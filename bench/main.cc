@@ -1,5 +1,6 @@
 // gangrun-bench BENCHMARK [options]: rendezvous (formation and heartbeats of N simulated
-// nodes) or recovery (a lost node's place taken by a spare). See bench/README.md.
+// nodes), recovery (a lost node's place taken by a spare) or store (what a request to a job's
+// store of record costs). See bench/README.md.
 
 #include <unistd.h>
 
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   try {
     if (name == "rendezvous") return bench::RendezvousMain(args, path);
     if (name == "recovery") return bench::RecoveryMain(args, path);
+    if (name == "store") return bench::StoreMain(args);
   } catch (const std::invalid_argument&) {
     std::fprintf(stderr, "gangrun-bench %s: an option's value is not a number\n", name.c_str());
     return 2;
@@ -35,7 +37,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::fprintf(stderr,
-               "usage: gangrun-bench rendezvous|recovery [options]; gangrun-bench BENCHMARK "
+               "usage: gangrun-bench rendezvous|recovery|store [options]; gangrun-bench BENCHMARK "
                "--help for its options\n");
   return 2;
 }

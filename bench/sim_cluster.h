@@ -71,4 +71,7 @@ std::function<bool(const std::string&)> DoubleFlag(
 int RendezvousMain(const std::vector<std::string>& args, const std::string& self);
 int RecoveryMain(const std::vector<std::string>& args, const std::string& self);
 
+// gangrun-bench store (bench/store.cc).
+int StoreMain(const std::vector<std::string>& args);
+
 }  // namespace gangrun::bench

@@ -170,9 +170,14 @@ v1::JobOutcome Scheduler::CurrentOutcome() const {
 // needs, and what `gangrun status --store` shows of a job whose scheduler is gone.
 void Scheduler::WriteRecord() const {
   if (!on_record_) return;
+  // At most kRecordedMembers members are listed (about 90 bytes each: etcd refuses requests
+  // above 1.5 MiB); the count is always there.
+  constexpr size_t kRecordedMembers = 2000;
   nlohmann::json members = nlohmann::json::array();
+  int member_count = 0;
   for (const auto& [id, node] : nodes_) {
     if (!node.joined) continue;
+    if (++member_count > static_cast<int>(kRecordedMembers)) continue;
     members.push_back({{"host", node.join.node_name},
                        {"address", node.join.host_address},
                        {"node_rank", node.slot.node_rank},
@@ -185,6 +190,7 @@ void Scheduler::WriteRecord() const {
                            {"world_size", options_.world_size},
                            {"min_world_size", min_world()},
                            {"personality", options_.personality},
+                           {"member_count", member_count},
                            {"members", std::move(members)}};
   if (outcome_) {
     record["outcome"] = {{"kind", proto::Name(outcome_->kind())},
