@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Launch overhead: gangrun vs mpirun for N workers of /bin/true, measured side by side.
+"""Launch overhead: gangrun vs the floor and mpirun for N workers of /bin/true, side by side.
 
-Runs the two launchers alternately (so machine noise hits both alike), REPEAT times per size,
-and prints median / p90 wall time per job, the ratio gangrun/mpirun, and the gangrun
-launcher's own peak resident memory (getrusage RUSAGE_SELF, logged by gangrun at debug level).
-The last line is JSON. A benchmark, not a test: nothing is asserted.
+The floor (bench/launch_floor.cc, built as build/bin/launch-floor) posix_spawns N copies of
+/bin/true and waits for them: no coordination, no logs, no supervision. Runs the commands in
+turn (so machine noise hits all alike), REPEAT times per size, and prints median / p90 wall
+time per job, the ratios gangrun/floor and gangrun/mpirun, and the gangrun launcher's own peak
+resident memory (VmHWM, logged by gangrun at debug level). mpirun is left out when Open MPI is
+not installed (deploy/install-deps.sh --bench installs it). The last line is JSON. A
+benchmark, not a test: nothing is asserted.
 """
 import argparse
 import json
@@ -45,11 +48,17 @@ def main():
     parser.add_argument("--gangrun", required=True)
     parser.add_argument("--sizes", default="4,32")
     parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--floor", help="the floor program (default: beside --gangrun)")
     args = parser.parse_args()
     args.gangrun = os.path.abspath(args.gangrun)
+    floor = os.path.abspath(args.floor or os.path.join(os.path.dirname(args.gangrun),
+                                                       "launch-floor"))
+    if not os.access(floor, os.X_OK):
+        sys.exit(f"{floor} not found: build the launch-floor target")
     mpirun = shutil.which("mpirun")
     if mpirun is None:
-        sys.exit("mpirun not found: run deploy/install-deps.sh --bench")
+        print("mpirun not found (deploy/install-deps.sh --bench installs it): left out",
+              file=sys.stderr)
     workdir = tempfile.mkdtemp(prefix="gangrun-bench-")
     env = dict(os.environ, GANGRUN_LOG_LEVEL="debug", OMPI_MCA_btl_vader_single_copy_mechanism="none")
     results = {}
@@ -57,9 +66,12 @@ def main():
         gang = [args.gangrun, f"--worker_num={n}", f"--local_worker_num={n}",
                 f"--log_dir={workdir}/logs", "/bin/true"]
         mpi = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(n), "/bin/true"]
-        run(gang, env, workdir)  # warm the page cache for both
-        run(mpi, env, workdir)
-        g_times, m_times, rss = [], [], []
+        base = [floor, str(n), "/bin/true"]
+        run(gang, env, workdir)  # warm the page cache for all
+        run(base, env, workdir)
+        if mpirun:
+            run(mpi, env, workdir)
+        g_times, m_times, f_times, rss = [], [], [], []
         hung = {"gangrun": 0, "mpirun": 0}
         for _ in range(args.repeat):
             t, err = run(gang, env, workdir)
@@ -70,20 +82,30 @@ def main():
             m = re.search(r"peak resident memory (\d+) KiB", err)
             if m:
                 rss.append(int(m.group(1)))
-            t, _ = run(mpi, env, workdir)
-            if t is None:
-                hung["mpirun"] += 1
-            else:
-                m_times.append(t)
-        g, m = summary(g_times), summary(m_times)
-        results[n] = {"gangrun": g, "mpirun": m,
-                      "ratio_median": round(g["median_ms"] / m["median_ms"], 3),
+            t, _ = run(base, env, workdir)
+            if t is not None:
+                f_times.append(t)
+            if mpirun:
+                t, _ = run(mpi, env, workdir)
+                if t is None:
+                    hung["mpirun"] += 1
+                else:
+                    m_times.append(t)
+        g, f = summary(g_times), summary(f_times)
+        results[n] = {"gangrun": g, "floor": f,
+                      "ratio_to_floor": round(g["median_ms"] / f["median_ms"], 3),
                       "gangrun_peak_rss_kib": max(rss) if rss else None,
                       "hung_runs": hung}
-        print(f"N={n:3d}  gangrun median {g['median_ms']:8.2f} ms (p90 {g['p90_ms']:.2f})  "
-              f"mpirun median {m['median_ms']:8.2f} ms (p90 {m['p90_ms']:.2f})  "
-              f"ratio {results[n]['ratio_median']:.3f}  "
-              f"gangrun peak RSS {results[n]['gangrun_peak_rss_kib']} KiB  hung {hung}")
+        line = (f"N={n:3d}  gangrun median {g['median_ms']:8.2f} ms (p90 {g['p90_ms']:.2f})  "
+                f"floor median {f['median_ms']:7.2f} ms  ratio to floor "
+                f"{results[n]['ratio_to_floor']:.2f}")
+        if m_times:
+            m = summary(m_times)
+            results[n]["mpirun"] = m
+            results[n]["ratio_median"] = round(g["median_ms"] / m["median_ms"], 3)
+            line += (f"  mpirun median {m['median_ms']:8.2f} ms  ratio to mpirun "
+                     f"{results[n]['ratio_median']:.3f}")
+        print(line + f"  gangrun peak RSS {results[n]['gangrun_peak_rss_kib']} KiB  hung {hung}")
     shutil.rmtree(workdir, ignore_errors=True)
     print(json.dumps(results))
 

@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./deploy/install-deps.sh --bench
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"${JOBS:-2}" --target gangrun
+cmake --build build -j"${JOBS:-2}" --target gangrun launch-floor
 python3 bench/launch_overhead.py --gangrun build/bin/gangrun "$@"
