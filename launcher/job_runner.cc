@@ -82,6 +82,11 @@ JobRunner::~JobRunner() {
   if (reaper_.joinable()) reaper_.join();
   remote_.reset();  // ends the stream before the node goes away
   node_.reset();
+  // The schedulers call into the store role (their fence, status note and record): they go
+  // first; the store role then writes what is left (the last record, the resignation).
+  { SchedulerRole gone = std::move(role_); }  // in the order its members are destroyed
+  retired_.reset();
+  store_role_.reset();
 }
 
 absl::Status JobRunner::Build() {
@@ -345,7 +350,6 @@ void JobRunner::StopLoop() {
   follower_->DrainAll();
   filters_->DrainAll();
   if (role_.store) role_.store->CancelAll();
-  store_role_.reset();  // the last record and the resignation are written first
   if (role_.server) {
     role_.server->ShutdownAsync(io_, [this] { io_.stop(); });
   } else {

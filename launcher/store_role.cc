@@ -74,6 +74,7 @@ StoreRole::StoreRole(boost::asio::io_context& io, common::Clock& clock, const Op
       worker_(std::make_unique<store::Worker>()) {}
 
 StoreRole::~StoreRole() {
+  closing_ = true;
   if (keeper_) {
     const int64_t lease = keeper_->lease();
     worker_->Post([this, lease] { (void)store_->client().Revoke(lease); });
@@ -221,7 +222,7 @@ void StoreRole::Seek(std::function<void(absl::StatusOr<StoreTarget>)> done) {
       });
     };
     absl::Status last = absl::OkStatus();
-    while (steady_clock::now() < deadline) {
+    while (steady_clock::now() < deadline && !closing_) {
       auto holder = store_->Scheduler();
       if (holder.ok() && holder->has_value() && (*holder)->term != old_term) {
         Campaigned follow;
@@ -249,7 +250,7 @@ void StoreRole::WatchUntilJoined(std::shared_ptr<std::atomic<bool>> joined,
                                  std::function<void()> changed) {
   const int64_t term = followed_.term;
   worker_->Post([this, term, joined = std::move(joined), changed = std::move(changed)] {
-    while (!*joined) {
+    while (!*joined && !closing_) {
       auto holder = store_->Scheduler();
       if (holder.ok() && (!holder->has_value() || (*holder)->term != term)) {
         boost::asio::post(io_, changed);

@@ -104,6 +104,7 @@ class StoreRole {
   store::Record record_;                        // the last written (store thread only)
   std::atomic<int64_t> term_{0};                // the term records are written with
   std::atomic<bool> fenced_{false};
+  std::atomic<bool> closing_{false};  // the store thread's loops (Seek, the watch) end
   std::function<void(const std::string&)> on_step_down_;
   // Last: its destructor runs what was posted (the last record, the resignation) first.
   std::unique_ptr<store::Worker> worker_;
