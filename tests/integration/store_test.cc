@@ -296,6 +296,28 @@ TEST_F(StoreTest, ASchedulerWhoseLeaseRanOutWhileNobodyTookOverIsElectedAgain) {
   EXPECT_EQ(record->value["outcome"]["kind"], "succeeded");
 }
 
+TEST_F(StoreTest, ALauncherStoppedWhileItSeeksTheNextSchedulerExitsAtOnce) {
+  ASSERT_NO_FATAL_FAILURE(StartStore(1));
+  // The scheduler's lease is 20 s: a node that loses it seeks for up to 5 s (its own 2 s
+  // lease + 1 s + its node timeout) and finds the old key all along.
+  auto first = Start(Job("4", 2, {"--node_timeout", "20"}), Worker());
+  ASSERT_EQ(WaitScheduler().pid, first.pid);
+  auto second = Start(Job("4", 2), Worker());
+  WaitReady(4);
+  ASSERT_EQ(kill(first.pid, SIGSTOP), 0);
+  ASSERT_TRUE(WaitForStderr(second, "looking for the job's next scheduler", seconds(20)))
+      << second.Stderr();
+  const auto stopped_at = steady_clock::now();
+  ASSERT_EQ(kill(second.pid, SIGTERM), 0);
+  EXPECT_EQ(RunToEnd(second).code, 128 + SIGTERM) << second.Stderr();
+  const double took = duration<double>(steady_clock::now() - stopped_at).count();
+  EXPECT_LT(took, 2.5) << "the launcher waited for its search to end";
+  EXPECT_NE(second.Stderr().find("while looking for the job's next scheduler"), std::string::npos)
+      << second.Stderr();
+  kill(first.pid, SIGKILL);
+  EXPECT_EQ(RunToEnd(first).signal, SIGKILL);
+}
+
 TEST_F(StoreTest, AThreeMemberStoreLosingOneMemberChangesNothing) {
   ASSERT_NO_FATAL_FAILURE(StartStore(3));
   auto a = Start(Job("4", 2), Worker());
