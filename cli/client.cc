@@ -54,7 +54,39 @@ std::optional<CommandResult> ParseArgs(CLI::App& app, const std::string& command
   return std::nullopt;
 }
 
-absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenClientChannel(const ClientTarget& target) {
+void AddStoreOptions(CLI::App& app, ClientTarget& target) {
+  app.add_option("--store", target.store.url,
+                 "etcd://HOST:PORT[,...][/PREFIX]: find the run's scheduler through its store");
+  app.add_option("--run_id", target.store.run_id, "the run id (with --store)");
+  app.add_option("--store_cacert", target.store.cacert, "CA bundle for the store (TLS)");
+  app.add_option("--store_cert", target.store.cert, "client certificate for the store");
+  app.add_option("--store_key", target.store.key, "its key");
+}
+
+absl::StatusOr<std::optional<store::SchedulerInfo>> FindThroughStore(const StoreLookup& lookup) {
+  if (lookup.url.empty()) return std::optional<store::SchedulerInfo>();
+  ASSIGN_OR_RETURN(store::StoreConfig config, store::ParseStoreUrl(lookup.url));
+  config.cacert = lookup.cacert;
+  config.cert = lookup.cert;
+  config.key = lookup.key;
+  if (lookup.run_id.empty()) return absl::InvalidArgumentError("--store needs --run_id");
+  ASSIGN_OR_RETURN(auto client, store::EtcdClient::Connect(config));
+  store::RunStore run(std::move(client), lookup.run_id);
+  return run.Scheduler();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenClientChannel(const ClientTarget& given) {
+  ClientTarget target = given;
+  if (!target.store.url.empty() && target.master.empty()) {
+    ASSIGN_OR_RETURN(auto scheduler, FindThroughStore(target.store));
+    if (!scheduler) {
+      return absl::UnavailableError("no scheduler holds run " + target.store.run_id +
+                                    " in the store " + target.store.url +
+                                    " now (a failover under way, or the run is over: gangrun "
+                                    "status --store says which)");
+    }
+    target.master = scheduler->address;
+  }
   if (target.master.empty()) {
     return absl::InvalidArgumentError(std::string("--master HOST:PORT is required (or ") +
                                       env::kMaster + ")");

@@ -15,12 +15,19 @@
 #include "cli/command.h"
 #include "launcher/options.h"
 #include "rpc/credentials.h"
+#include "store/run_store.h"
 
 namespace gangrun::cli {
+
+// --store: a job's scheduler found through its store of record (README "A store of record").
+struct StoreLookup {
+  std::string url, run_id, cacert, cert, key;
+};
 
 struct ClientTarget {
   std::string master;  // HOST:PORT
   rpc::Access access;  // token and TLS files
+  StoreLookup store;   // url "" = none
 };
 
 // The token and TLS files a client command starts from: GANGRUN_TOKEN, GANGRUN_TOKEN_FILE,
@@ -33,6 +40,15 @@ std::string MasterHelp();
 // Adds --master and the access options to `app`, with defaults from the environment.
 void AddClientOptions(CLI::App& app, ClientTarget& target, const launcher::EnvLookup& env);
 
+// Adds --store, --run_id, --store_cacert, --store_cert, --store_key (the job's commands:
+// status, stop, scale, stacks, logs): the scheduler the store names for the run id is the
+// target, wherever it is now.
+void AddStoreOptions(CLI::App& app, ClientTarget& target);
+
+// With --store: the run's scheduler as its store names it (nullopt: nobody holds the run now).
+// Without: nullopt.
+absl::StatusOr<std::optional<store::SchedulerInfo>> FindThroughStore(const StoreLookup& lookup);
+
 // Parses `args` with `app`. Returns a result when the command ends here: help (printed; OK),
 // or bad usage (InvalidArgument, naming `command`'s --help); nullopt to go on.
 std::optional<CommandResult> ParseArgs(CLI::App& app, const std::string& command,
@@ -41,7 +57,8 @@ std::optional<CommandResult> ParseArgs(CLI::App& app, const std::string& command
 // --rank R[,R...] of `gangrun stacks` and `gangrun logs`: the ranks, or bad usage.
 absl::StatusOr<std::vector<int>> ParseRankList(const std::string& text, const char* usage);
 
-// A channel to target.master (TLS when the access options ask for it).
+// A channel to target.master (TLS when the access options ask for it), or with --store to the
+// scheduler the store names.
 absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenClientChannel(const ClientTarget& target);
 
 // A context with a deadline of `seconds` (the channel adds the token's proof).

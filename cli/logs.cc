@@ -74,6 +74,7 @@ CommandResult RunLogs(const CommandArgs& command) {
   CLI::App app{"gangrun logs: every rank's log of a running job, from any host", "gangrun logs"};
   ClientTarget target;
   AddClientOptions(app, target, command.env);
+  AddStoreOptions(app, target);
   std::string ranks_text, job_id;
   bool follow = false;
   int64_t tail = 0;

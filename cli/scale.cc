@@ -13,6 +13,7 @@ CommandResult RunScale(const CommandArgs& command) {
   CLI::App app{"gangrun scale: change an elastic job's target size", "gangrun scale"};
   ClientTarget target;
   AddClientOptions(app, target, command.env);
+  AddStoreOptions(app, target);
   int worker_num = 0;
   app.add_option("--worker_num", worker_num, "the new maximum number of workers")
       ->required()

@@ -54,6 +54,7 @@ CommandResult RunStacks(const CommandArgs& command) {
                "gangrun stacks"};
   ClientTarget target;
   AddClientOptions(app, target, command.env);
+  AddStoreOptions(app, target);
   std::string ranks_text, job_id;
   bool json = false;
   double timeout = 0;

@@ -18,10 +18,6 @@
 namespace gangrun::cli {
 namespace {
 
-struct StoreFlags {
-  std::string url, run_id, cacert, cert, key;
-};
-
 std::string ExitText(const v1::WorkerStatus& worker) {
   if (worker.state() == v1::WORKER_STATE_STARTING || worker.state() == v1::WORKER_STATE_RUNNING) {
     return "-";
@@ -121,7 +117,8 @@ namespace {
 
 // --store: the run's scheduler as the store names it, and the job's status from it; with no
 // scheduler now (a failover under way, or the run is over), the store's record.
-CommandResult StatusThroughStore(const ClientTarget& base, const StoreFlags& flags, bool json) {
+CommandResult StatusThroughStore(const ClientTarget& base, bool json) {
+  const StoreLookup& flags = base.store;
   auto config = store::ParseStoreUrl(flags.url);
   if (!config.ok()) return config.status();
   config->cacert = flags.cacert;
@@ -163,6 +160,7 @@ CommandResult StatusThroughStore(const ClientTarget& base, const StoreFlags& fla
   const store::SchedulerInfo& scheduler = **holder;
   ClientTarget target = base;
   target.master = scheduler.address;
+  target.store = {};
   auto channel = OpenClientChannel(target);
   if (!channel.ok()) return channel.status();
   v1::GetStatusResponse job;
@@ -192,15 +190,9 @@ CommandResult RunStatus(const CommandArgs& command) {
   AddClientOptions(app, target, command.env);
   bool json = false;
   app.add_flag("--json", json, "print JSON instead of tables");
-  StoreFlags store_flags;
-  app.add_option("--store", store_flags.url,
-                 "etcd://HOST:PORT[,...][/PREFIX]: find the run's scheduler through its store");
-  app.add_option("--run_id", store_flags.run_id, "the run id (with --store)");
-  app.add_option("--store_cacert", store_flags.cacert, "CA bundle for the store (TLS)");
-  app.add_option("--store_cert", store_flags.cert, "client certificate for the store");
-  app.add_option("--store_key", store_flags.key, "its key");
+  AddStoreOptions(app, target);
   if (auto done = ParseArgs(app, "status", command.args)) return *done;
-  if (!store_flags.url.empty()) return StatusThroughStore(target, store_flags, json);
+  if (!target.store.url.empty()) return StatusThroughStore(target, json);
   auto channel = OpenClientChannel(target);
   if (!channel.ok()) return channel.status();
   // A job's own scheduler first; a daemon answers UNIMPLEMENTED there.

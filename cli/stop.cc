@@ -16,6 +16,7 @@ CommandResult RunStop(const CommandArgs& command) {
                "gangrun stop"};
   ClientTarget target;
   AddClientOptions(app, target, command.env);
+  AddStoreOptions(app, target);
   std::string job_id;
   app.add_option("--job", job_id, "a daemon's job id (default: every job of the daemon)");
   if (auto done = ParseArgs(app, "stop", command.args)) return *done;

@@ -119,6 +119,14 @@ absl::Status ApplyRdzvConf(const Values& v, Options& o, std::vector<std::string>
       auto host = TorchBool(value);
       if (!host) return v.Bad("rdzv_conf", "is_host=true or is_host=false");
       o.may_host_scheduler = *host;
+    } else if (key == "cacert" || key == "cert" || key == "key") {
+      // torch's etcd backend: TLS to etcd (gangrun's --store_cacert, --store_cert, --store_key).
+      (key == "cacert" ? o.store_cacert : key == "cert" ? o.store_cert : o.store_key) = value;
+    } else if (key == "etcd_prefix") {
+      // Kept in `store` until ApplyRendezvous knows the endpoint (the URL's /PREFIX).
+      o.store = "/" + std::string(absl::StripPrefix(absl::StripSuffix(value, "/"), "/"));
+    } else if (key == "protocol") {
+      if (value != "http" && value != "https") return v.Bad("rdzv_conf", "protocol=http or https");
     } else if (key == "close_timeout" || key == "read_timeout" || key == "timeout" ||
                key == "keep_alive_interval" || key == "keep_alive_max_attempt" ||
                key == "use_libuv") {
@@ -264,7 +272,21 @@ absl::Status ApplyCommon(const Values& v, const EnvLookup& env, Options& o,
   return ApplyRdzvConf(v, o, warnings);
 }
 
+// Whether --rdzv_conf holds a key of torch's etcd backend (TLS files, the key prefix).
+bool HasEtcdConf(const Values& v) {
+  for (absl::string_view item : absl::StrSplit(v.Get("rdzv_conf", ""), ',')) {
+    const absl::string_view key = absl::StripAsciiWhitespace(item.substr(0, item.find('=')));
+    if (key == "cacert" || key == "cert" || key == "key" || key == "etcd_prefix") return true;
+  }
+  return false;
+}
+
 absl::Status ApplyRendezvous(const Values& v, int nnodes_max, Options& o) {
+  const std::string chosen = v.Get("rdzv_backend", "static");
+  if ((v.Has("standalone") || (chosen != "etcd" && chosen != "etcd-v2")) && HasEtcdConf(v)) {
+    return absl::InvalidArgumentError(
+        "--rdzv_conf etcd_prefix, cacert, cert and key need --rdzv_backend etcd");
+  }
   if (v.Has("standalone")) {
     // c10d on this host, whatever --rdzv_backend/--rdzv_endpoint/--rdzv_id say (as torchrun).
     o.master_addr = "127.0.0.1";
@@ -307,10 +329,11 @@ absl::Status ApplyRendezvous(const Values& v, int nnodes_max, Options& o) {
       return absl::InvalidArgumentError(v.Source("rdzv_backend") + " " + backend +
                                         " needs --rdzv_endpoint HOST:PORT (an etcd member)");
     }
-    o.store = "etcd://" + endpoint;
+    o.store = "etcd://" + endpoint + o.store;  // + /PREFIX from --rdzv_conf etcd_prefix
     o.node_rank = -1;
     return absl::OkStatus();
   }
+
   return absl::InvalidArgumentError(
       v.Source("rdzv_backend") + " " + QuoteValue(backend) +
       " is not supported: gangrun's scheduler is the rendezvous; use static, c10d or etcd");

@@ -169,6 +169,17 @@ TEST_F(StoreTest, KillingTheSchedulersLauncherShrinksAnElasticJobThatFinishesZer
       "next generation running): %.2f s (lease TTL 2 s)\n",
       failover);
   EXPECT_LT(failover, 2 + 1 + 1 + 2.0);  // TTL + backoff + 1 s (+2 s of slack for a loaded VM)
+  // The job's commands follow the scheduler through the store: status names the new one, and
+  // logs come through it.
+  auto status =
+      Launch({GangrunBinary(), "status", "--store", etcd_->Url(), "--run_id", run_, "--json"}, {},
+             dir_.path(), dir_.path());
+  ASSERT_EQ(RunToEnd(status).code, 0) << status.Stderr();
+  EXPECT_EQ(nlohmann::json::parse(status.Stdout())["scheduler"]["pid"], second.pid);
+  auto logs =
+      Launch({GangrunBinary(), "logs", "--store", etcd_->Url(), "--run_id", run_, "--rank", "0"},
+             {}, dir_.path(), dir_.path());
+  EXPECT_EQ(RunToEnd(logs).code, 0) << logs.Stderr();
   Go();
   for (auto& launcher : launchers) {
     const auto status = RunToEnd(launcher);

@@ -289,6 +289,19 @@ TEST(TorchrunOptionsTest, C10dRendezvousHostsTheSchedulerAtTheEndpoint) {
   }
   EXPECT_NE(Error({"--rdzv_backend", "etcd", "t.py"}).find("needs --rdzv_endpoint HOST:PORT"),
             std::string::npos);
+  // torch's etcd backend's --rdzv_conf: TLS files and the key prefix.
+  o = Parse({"--rdzv_backend", "etcd", "--rdzv_endpoint", "10.0.0.5:2379", "--rdzv_id", "j7",
+             "--rdzv_conf",
+             "protocol=https,cacert=/ca.pem,cert=/c.pem,key=/c.key,etcd_prefix=/te/p2p", "t.py"})
+          .options;
+  EXPECT_EQ(o.store, "etcd://10.0.0.5:2379/te/p2p");
+  EXPECT_EQ(o.store_cacert, "/ca.pem");
+  EXPECT_EQ(o.store_cert, "/c.pem");
+  EXPECT_EQ(o.store_key, "/c.key");
+  EXPECT_NE(Error({"--rdzv_backend", "c10d", "--rdzv_endpoint", "h:1", "--rdzv_conf",
+                   "cacert=/ca.pem", "t.py"})
+                .find("need --rdzv_backend etcd"),
+            std::string::npos);
   EXPECT_NE(Error({"--rdzv_backend", "c10d", "--rdzv_endpoint", "h:port", "t.py"})
                 .find("for --rdzv_endpoint"),
             std::string::npos);
