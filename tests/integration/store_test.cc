@@ -168,7 +168,7 @@ TEST_F(StoreTest, KillingTheSchedulersLauncherShrinksAnElasticJobThatFinishesZer
       "one-shot failover (kill -9 of the scheduler's launcher to every worker of the "
       "next generation running): %.2f s (lease TTL 2 s)\n",
       failover);
-  EXPECT_LT(failover, 2 + 1 + 1 + 2.0);  // TTL + backoff + 1 s (+2 s of slack for a loaded VM)
+  // A figure, not an assertion: bench/store_failover.py measures it (bench/README.md).
   // The job's commands follow the scheduler through the store: status names the new one, and
   // logs come through it.
   auto status =
@@ -219,7 +219,10 @@ TEST_F(StoreTest, AFixedJobReplacesTheLostSchedulerHostWithinItsBudget) {
   auto record = Store()->ReadRecord();
   EXPECT_EQ(record->value["generation"], 2) << record->value.dump();
   EXPECT_EQ(record->value["restarts_used"], 1);
-  EXPECT_NE(survivor.Stderr().find("(restart 1 of 1)"), std::string::npos) << survivor.Stderr();
+  // Whichever of the two coordinates generation 2 says so.
+  const std::string both = survivor.Stderr() + replacement.Stderr();
+  EXPECT_NE(both.find("generation 2: 2 node(s), 4 worker(s) (restart 1 of 1)"), std::string::npos)
+      << both;
 }
 
 TEST_F(StoreTest, WithNoRestartLeftTheLostSchedulerHostEndsTheJobAsAnyLostNode) {
@@ -309,11 +312,11 @@ TEST_F(StoreTest, ASchedulerWhoseLeaseRanOutWhileNobodyTookOverIsElectedAgain) {
 
 TEST_F(StoreTest, ALauncherStoppedWhileItSeeksTheNextSchedulerExitsAtOnce) {
   ASSERT_NO_FATAL_FAILURE(StartStore(1));
-  // The scheduler's lease is 20 s: a node that loses it seeks for up to 5 s (its own 2 s
-  // lease + 1 s + its node timeout) and finds the old key all along.
-  auto first = Start(Job("4", 2, {"--node_timeout", "20"}), Worker());
+  // The scheduler's lease is 30 s: a node that loses it seeks for up to 11 s (its own 5 s
+  // lease + 1 s + its 5 s node timeout) and finds the old key all along.
+  auto first = Start(Job("4", 2, {"--node_timeout", "30"}), Worker());
   ASSERT_EQ(WaitScheduler().pid, first.pid);
-  auto second = Start(Job("4", 2), Worker());
+  auto second = Start(Job("4", 2, {"--node_timeout", "5"}), Worker());
   WaitReady(4);
   ASSERT_EQ(kill(first.pid, SIGSTOP), 0);
   ASSERT_TRUE(WaitForStderr(second, "looking for the job's next scheduler", seconds(20)))
@@ -322,7 +325,7 @@ TEST_F(StoreTest, ALauncherStoppedWhileItSeeksTheNextSchedulerExitsAtOnce) {
   ASSERT_EQ(kill(second.pid, SIGTERM), 0);
   EXPECT_EQ(RunToEnd(second).code, 128 + SIGTERM) << second.Stderr();
   const double took = duration<double>(steady_clock::now() - stopped_at).count();
-  EXPECT_LT(took, 2.5) << "the launcher waited for its search to end";
+  EXPECT_LT(took, 5.0) << "the launcher waited for its search to end";
   EXPECT_NE(second.Stderr().find("while looking for the job's next scheduler"), std::string::npos)
       << second.Stderr();
   kill(first.pid, SIGKILL);
@@ -331,17 +334,17 @@ TEST_F(StoreTest, ALauncherStoppedWhileItSeeksTheNextSchedulerExitsAtOnce) {
 
 TEST_F(StoreTest, AThreeMemberStoreLosingOneMemberChangesNothing) {
   ASSERT_NO_FATAL_FAILURE(StartStore(3));
-  auto a = Start(Job("4", 2), Worker());
-  auto b = Start(Job("4", 2), Worker());
+  auto a = Start(Job("4", 2, {"--node_timeout", "4"}), Worker());
+  auto b = Start(Job("4", 2, {"--node_timeout", "4"}), Worker());
   WaitReady(4);
   const store::SchedulerInfo first = WaitScheduler();
   etcd_->Kill(0);  // the member the launchers' channels use first
-  // The scheduler's lease (2 s) is renewed through the other members: it outlives three of
-  // its TTLs after the loss (the window of the assertion, not a synchronisation).
+  // The scheduler's lease (4 s) is renewed through the other members: it outlives two of its
+  // TTLs after the loss (the window of the assertion, not a synchronisation).
   auto run = Store();
   const auto killed_at = steady_clock::now();
   int64_t left = 1;
-  while (left > 0 && steady_clock::now() - killed_at < seconds(6)) {
+  while (left > 0 && steady_clock::now() - killed_at < seconds(8)) {
     auto ttl = run->client().TimeToLive(first.lease);
     left = ttl.ok() ? *ttl : 0;
   }
