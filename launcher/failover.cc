@@ -18,7 +18,8 @@ void JobRunner::OnSchedulerLost(const std::string& reason, bool unauthenticated)
 
 void JobRunner::Seek() {
   seek_pending_ = true;
-  node_.reset();  // it has ended; a new one joins the next scheduler
+  if (joined_) *joined_ = true;  // a watch of the old key ends: the search takes over
+  node_.reset();                 // it has ended; a new one joins the next scheduler
   remote_.reset();
   store_role_->Seek([this](absl::StatusOr<StoreTarget> target) { OnSought(std::move(target)); });
 }

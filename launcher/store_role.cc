@@ -335,7 +335,8 @@ absl::StatusOr<StoreTarget> StoreRole::Host(const Campaigned& campaigned, uint64
     return role.status();
   }
   me_ = followed_ = campaigned.scheduler;
-  record_ = campaigned.record;  // the store thread's from here (Post orders it)
+  // The record is the store thread's: set there, before any write of this scheduler's.
+  worker_->Post([this, record = campaigned.record] { record_ = record; });
   role->scheduler->SetOnRecord([this](nlohmann::json record) { OnRecord(std::move(record)); });
   StartKeeper(campaigned.lease);
   common::Logger("launcher")
