@@ -77,6 +77,7 @@ StoreRole::~StoreRole() {
   closing_ = true;
   if (keeper_) {
     const int64_t lease = keeper_->lease();
+    keeper_.reset();  // its thread posts to the store's thread: it goes first
     worker_->Post([this, lease] { (void)store_->client().Revoke(lease); });
   }
   worker_.reset();  // runs what is left (the last record, the resignation, the revocation)
@@ -167,6 +168,7 @@ void StoreRole::StartKeeper(int64_t lease) {
 // one this scheduler last wrote, nobody else coordinated meanwhile: it is elected again and
 // goes on. Otherwise it steps down.
 void StoreRole::Recover(store::SchedulerInfo me, const std::string& why) {
+  if (closing_) return;  // the launcher is ending: nothing to renew
   auto step_down = [this](std::string reason) {
     boost::asio::post(io_, [this, reason] {
       if (fenced_.exchange(true)) return;
