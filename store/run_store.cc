@@ -130,8 +130,8 @@ LeaseKeeper::~LeaseKeeper() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    wake_.notify_all();
   }
-  wake_.notify_all();
   thread_.join();
 }
 

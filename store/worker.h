@@ -18,15 +18,15 @@ class Worker {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
+      wake_.notify_all();
     }
-    wake_.notify_all();
     thread_.join();
   }
   void Post(std::function<void()> task) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      tasks_.push_back(std::move(task));
-    }
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back(std::move(task));
+    // Under the lock: once the task is taken, the poster no longer touches the condition
+    // variable, so the worker may be destroyed (ThreadSanitizer saw the other order).
     wake_.notify_one();
   }
 
