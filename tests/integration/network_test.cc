@@ -14,11 +14,6 @@ namespace {
 
 using std::chrono::seconds;
 
-// Runs a shell command quietly; true on exit status 0.
-bool Shell(const std::string& command) {
-  return std::system(("(" + command + ") >/dev/null 2>&1").c_str()) == 0;
-}
-
 class NetworkTest : public LauncherTest {
  protected:
   NetworkTest() : port_(FreePort()) {}
@@ -34,16 +29,7 @@ class NetworkTest : public LauncherTest {
 TEST_F(NetworkTest, MutualTlsJobFormsAndAPlainNodeCannotJoin) {
   const std::string d = dir_.path();
   // One CA; one certificate for 127.0.0.1, used by the scheduler and by the nodes.
-  ASSERT_TRUE(Shell("cd " + d +
-                    " && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem "
-                    "-days 1 -subj /CN=gangrun-test-ca"
-                    " && openssl req -newkey rsa:2048 -nodes -keyout node.key -out node.csr "
-                    "-subj /CN=127.0.0.1"
-                    " && printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth,"
-                    "clientAuth\\n' > ext.cnf"
-                    " && openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key "
-                    "-CAcreateserial -out node.pem -days 1 -extfile ext.cnf"))
-      << "openssl failed";
+  ASSERT_TRUE(MakeTestCertificates(d, "node")) << "openssl failed";
   std::vector<std::string> tls = {
       "--tls_cert",  d + "/node.pem",        "--tls_key", d + "/node.key", "--tls_ca",
       d + "/ca.pem", "--heartbeat_interval", "0.2"};

@@ -22,10 +22,6 @@ using std::chrono::duration;
 using std::chrono::seconds;
 using std::chrono::steady_clock;
 
-bool Shell(const std::string& command) {
-  return std::system(("(" + command + ") >/dev/null 2>&1").c_str()) == 0;
-}
-
 class StoreTest : public LauncherTest {
  protected:
   void TearDown() override {
@@ -381,16 +377,7 @@ TEST_F(StoreTest, AStoreLostMidJobLeavesTheJobRunningAndStatusSaysSo) {
 
 TEST_F(StoreTest, TlsToTheStore) {
   const std::string d = dir_.path();
-  ASSERT_TRUE(Shell("cd " + d +
-                    " && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem "
-                    "-days 1 -subj /CN=gangrun-test-ca"
-                    " && openssl req -newkey rsa:2048 -nodes -keyout etcd.key -out etcd.csr "
-                    "-subj /CN=127.0.0.1"
-                    " && printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth,"
-                    "clientAuth\\n' > ext.cnf"
-                    " && openssl x509 -req -in etcd.csr -CA ca.pem -CAkey ca.key "
-                    "-CAcreateserial -out etcd.pem -days 1 -extfile ext.cnf"))
-      << "openssl failed";
+  ASSERT_TRUE(MakeTestCertificates(d, "etcd")) << "openssl failed";
   EtcdCluster::Tls tls{d + "/ca.pem", d + "/etcd.pem", d + "/etcd.key"};
   ASSERT_NO_FATAL_FAILURE(StartStore(1, &tls));
   const std::vector<std::string> files = {"--store_cacert", tls.ca,        "--store_cert",

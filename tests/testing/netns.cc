@@ -18,10 +18,6 @@ std::vector<std::string> In(const std::string& ns, const std::vector<std::string
 
 }  // namespace
 
-bool Shell(const std::string& command) {
-  return std::system(("(" + command + ") >/dev/null 2>&1").c_str()) == 0;
-}
-
 TwoHosts::TwoHosts() {
   const std::string id = std::to_string(getpid()) + "-" + std::to_string(next_pair++);
   a_ = "gangrun-a-" + id;

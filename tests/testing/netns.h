@@ -6,10 +6,9 @@
 #include <string>
 #include <vector>
 
-namespace gangrun::testing {
+#include "tests/testing/test_util.h"  // Shell
 
-// Runs a shell command quietly; true on exit status 0.
-bool Shell(const std::string& command);
+namespace gangrun::testing {
 
 class TwoHosts {
  public:

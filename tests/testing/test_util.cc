@@ -265,4 +265,26 @@ std::string MsrunBinary() { return GANGRUN_BIN_DIR "/msrun"; }
 std::string TorchrunBinary() { return GANGRUN_BIN_DIR "/torchrun"; }
 std::string TestWorkerBinary() { return GANGRUN_BIN_DIR "/test_worker"; }
 
+bool Shell(const std::string& command) {
+  return std::system(("(" + command + ") >/dev/null 2>&1").c_str()) == 0;
+}
+
+bool MakeTestCertificates(const std::string& dir, const std::string& name) {
+  return Shell("cd " + dir +
+               " && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem "
+               "-days 1 -subj /CN=gangrun-test-ca"
+               " && openssl req -newkey rsa:2048 -nodes -keyout " +
+               name + ".key -out " + name +
+               ".csr -subj /CN=127.0.0.1"
+               " && printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth,"
+               "clientAuth\\n' > " +
+               name +
+               ".cnf"
+               " && openssl x509 -req -in " +
+               name +
+               ".csr -CA ca.pem -CAkey ca.key "
+               "-CAcreateserial -out " +
+               name + ".pem -days 1 -extfile " + name + ".cnf");
+}
+
 }  // namespace gangrun::testing

@@ -101,6 +101,13 @@ inline constexpr bool kMemoryIsMeasurable = true;
 #endif
 std::vector<std::string> Split(const std::string& text, char separator);
 
+// Runs a shell command quietly; true on exit status 0.
+bool Shell(const std::string& command);
+
+// With openssl, in `dir`: a CA (ca.pem, ca.key) and `name`.pem / `name`.key, a certificate for
+// 127.0.0.1 it signed, good for a server and a client. True when openssl succeeded.
+bool MakeTestCertificates(const std::string& dir, const std::string& name);
+
 // Paths of the binaries under test (set by CMake).
 std::string GangrunBinary();
 std::string MsrunBinary();
