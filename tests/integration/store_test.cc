@@ -375,6 +375,31 @@ TEST_F(StoreTest, AStoreLostMidJobLeavesTheJobRunningAndStatusSaysSo) {
   EXPECT_EQ(RunToEnd(b).code, 0) << b.Stderr();
 }
 
+TEST_F(StoreTest, TorchrunsEtcdBackendIsTheStore) {
+  ASSERT_NO_FATAL_FAILURE(StartStore(1));
+  auto torchrun = [&] {
+    return Launch(
+        {TorchrunBinary(), "--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "etcd",
+         "--rdzv-endpoint", etcd_->Endpoint(0), "--rdzv-id", run_, "--max-restarts", "0",
+         "--no-python", TestWorkerBinary(), "--env", dir_.File("env")},
+        {"GANGRUN_TEST_READY=" + dir_.File("reports")}, dir_.path(), dir_.path());
+  };
+  auto a = torchrun();
+  auto b = torchrun();
+  EXPECT_EQ(RunToEnd(a).code, 0) << a.Stderr();
+  EXPECT_EQ(RunToEnd(b).code, 0) << b.Stderr();
+  // Four ranks of one job, ranked at rendezvous, under the run id torchrun was given.
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string env = ReadFile(dir_.File("env") + "." + std::to_string(rank));
+    EXPECT_NE(env.find("WORLD_SIZE=4"), std::string::npos) << env;
+    EXPECT_NE(env.find("TORCHELASTIC_RUN_ID=" + run_), std::string::npos) << env;
+  }
+  auto record = Store()->ReadRecord();
+  ASSERT_TRUE(record.ok());
+  EXPECT_EQ(record->value["outcome"]["kind"], "succeeded") << record->value.dump();
+  EXPECT_EQ(record->value["personality"], "torchrun") << record->value.dump();
+}
+
 TEST_F(StoreTest, TlsToTheStore) {
   const std::string d = dir_.path();
   ASSERT_TRUE(MakeTestCertificates(d, "etcd")) << "openssl failed";
