@@ -329,6 +329,10 @@ absl::Status ApplyRendezvous(const Values& v, int nnodes_max, Options& o) {
       return absl::InvalidArgumentError(v.Source("rdzv_backend") + " " + backend +
                                         " needs --rdzv_endpoint HOST:PORT (an etcd member)");
     }
+    if (!v.Has("rdzv_id")) {
+      return absl::InvalidArgumentError(v.Source("rdzv_backend") + " " + backend +
+                                        " needs --rdzv_id: the job's keys in etcd are its id's");
+    }
     o.store = "etcd://" + endpoint + o.store;  // + /PREFIX from --rdzv_conf etcd_prefix
     o.node_rank = -1;
     return absl::OkStatus();

@@ -289,6 +289,9 @@ TEST(TorchrunOptionsTest, C10dRendezvousHostsTheSchedulerAtTheEndpoint) {
   }
   EXPECT_NE(Error({"--rdzv_backend", "etcd", "t.py"}).find("needs --rdzv_endpoint HOST:PORT"),
             std::string::npos);
+  EXPECT_NE(Error({"--rdzv_backend", "etcd", "--rdzv_endpoint", "h:2379", "t.py"})
+                .find("needs --rdzv_id"),
+            std::string::npos);
   // torch's etcd backend's --rdzv_conf: TLS files and the key prefix.
   o = Parse({"--rdzv_backend", "etcd", "--rdzv_endpoint", "10.0.0.5:2379", "--rdzv_id", "j7",
              "--rdzv_conf",
