@@ -65,6 +65,7 @@ void JobRunner::StepDown(const std::string& why) {
   if (!role_.scheduler) return;
   store_role_->Fence();
   retired_ = std::make_unique<SchedulerRole>(std::move(role_));  // role_ is left empty
+  retired_->scheduler->SetOnRecord(nullptr);                     // it writes no record any more
   // Its nodes lose their sessions and seek the next scheduler (this launcher's own node too).
   retired_->server->ShutdownAsync(io_, [this] { retired_.reset(); });
 }

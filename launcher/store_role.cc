@@ -176,6 +176,8 @@ void StoreRole::Recover(store::SchedulerInfo me, const std::string& why) {
     });
   };
   auto holder = store_->Scheduler();
+  // Renewed already (the record's refusal and the keeper may both report one expiry).
+  if (holder.ok() && holder->has_value() && (*holder)->term == term_) return;
   if (!holder.ok() || holder->has_value()) return step_down(why);
   auto lease = store_->client().GrantLease(ttl_seconds_);
   if (!lease.ok()) return step_down(why);
@@ -337,6 +339,7 @@ absl::StatusOr<StoreTarget> StoreRole::Host(const Campaigned& campaigned, uint64
     return role.status();
   }
   me_ = followed_ = campaigned.scheduler;
+  fenced_ = false;  // a new term: an earlier step-down of this launcher is over
   // The record is the store thread's: set there, before any write of this scheduler's.
   worker_->Post([this, record = campaigned.record] { record_ = record; });
   role->scheduler->SetOnRecord([this](nlohmann::json record) { OnRecord(std::move(record)); });
@@ -356,7 +359,7 @@ void StoreRole::OnRecord(nlohmann::json record) {
   record["run_id"] = facts_.run_id;
   record["scheduler"] = me_.ToJson();
   const bool final = record.contains("outcome");
-  worker_->Post([this, record = std::move(record), final]() mutable {
+  worker_->Post([this, record = std::move(record), final, me = me_]() mutable {
     const int64_t term = term_;  // the current one (Recover may have renewed it)
     record["term"] = term;
     record_.value = record;
@@ -367,13 +370,9 @@ void StoreRole::OnRecord(nlohmann::json record) {
       return;
     }
     if (!*written) {
-      boost::asio::post(io_, [this] {
-        if (fenced_.exchange(true)) return;
-        if (on_step_down_) {
-          on_step_down_("the store refused this scheduler's record: another scheduler holds run " +
-                        facts_.run_id + " now");
-        }
-      });
+      // The fence held: the lease ran out (nobody else may have acted: Recover tells) or
+      // another scheduler holds the run.
+      Recover(me, "the store refused this scheduler's record of run " + facts_.run_id);
       return;
     }
     if (final) (void)store_->Resign(term);  // the run is over: nobody need wait for the lease

@@ -278,6 +278,41 @@ TEST_F(StoreTest, APausedSchedulerStepsDownAndNoSecondSchedulerEverActs) {
   (void)second;
 }
 
+TEST_F(StoreTest, ALauncherThatSteppedDownCoordinatesAgainWhenItWins) {
+  ASSERT_NO_FATAL_FAILURE(StartStore(1));
+  auto first = Start(Job("2:4", 2), Worker());
+  ASSERT_EQ(WaitScheduler().pid, first.pid);
+  auto second = Start(Job("2:4", 2), Worker());
+  WaitReady(4);
+  // Paused past its lease: the other takes over and runs generation 2 alone (elastic).
+  ASSERT_EQ(kill(first.pid, SIGSTOP), 0);
+  const store::SchedulerInfo other = [&] {
+    const auto deadline = steady_clock::now() + seconds(30);
+    while (steady_clock::now() < deadline) {
+      auto holder = Store()->Scheduler();
+      if (holder.ok() && holder->has_value() && (*holder)->pid == second.pid) return **holder;
+    }
+    return store::SchedulerInfo{};
+  }();
+  ASSERT_EQ(other.pid, second.pid) << "the other launcher did not take over";
+  WaitReady(2);
+  // That one is lost too; the first resumes, steps down, and wins the run back: its scheduler
+  // must start generations again (a step-down fences one term, not the launcher).
+  ASSERT_EQ(kill(second.pid, SIGKILL), 0);
+  EXPECT_EQ(RunToEnd(second).signal, SIGKILL);
+  ASSERT_EQ(kill(first.pid, SIGCONT), 0);
+  const store::SchedulerInfo back = WaitScheduler(other.term);
+  EXPECT_EQ(back.pid, first.pid);
+  WaitReady(2);
+  Go();
+  EXPECT_EQ(RunToEnd(first).code, 0) << first.Stderr();
+  EXPECT_NE(first.Stderr().find("no longer coordinates run " + run_), std::string::npos)
+      << first.Stderr();
+  auto record = Store()->ReadRecord();
+  EXPECT_EQ(record->value["term"], back.term) << record->value.dump();
+  EXPECT_EQ(record->value["outcome"]["kind"], "succeeded");
+}
+
 TEST_F(StoreTest, ASchedulerWhoseLeaseRanOutWhileNobodyTookOverIsElectedAgain) {
   ASSERT_NO_FATAL_FAILURE(StartStore(1));
   // Its lease is 2 s; the others wait 20 s before they give up on a silent scheduler.
