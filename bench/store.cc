@@ -78,9 +78,8 @@ int StoreMain(const std::vector<std::string>& args) {
   start = Clock::now();
   for (int i = 0; i < requests; ++i) (void)run.client().KeepAlive(*lease);
   const double keepalive_us = MicrosPer(start, requests);
-  (void)run.Resign(term);
   (void)run.client().Delete(run.record_key());
-  (void)run.client().Revoke(*lease);
+  run.GiveUp(term, *lease);
   std::printf(
       "{\"requests\": %d, \"read_us\": %.1f, \"fenced_write_us\": %.1f, "
       "\"keepalive_us\": %.1f}\n",

@@ -115,8 +115,7 @@ absl::StatusOr<StoreRole::Campaigned> StoreRole::CampaignOnce() {
   if (campaigned.won) {
     auto record = store_->ReadRecord();
     if (!record.ok()) {
-      (void)store_->Resign(campaigned.scheduler.term);
-      (void)store_->client().Revoke(lease);
+      store_->GiveUp(campaigned.scheduler.term, lease);
       return record.status();
     }
     campaigned.record = std::move(*record);
@@ -126,8 +125,7 @@ absl::StatusOr<StoreRole::Campaigned> StoreRole::CampaignOnce() {
       // coordinated in between (Recover relies on it).
       absl::Status claimed = Claim(campaigned.scheduler, campaigned.record);
       if (!claimed.ok()) {
-        (void)store_->Resign(campaigned.scheduler.term);
-        (void)store_->client().Revoke(lease);
+        store_->GiveUp(campaigned.scheduler.term, lease);
         return claimed;
       }
     }
@@ -190,8 +188,7 @@ void StoreRole::Recover(store::SchedulerInfo me, const std::string& why) {
   const bool untouched = record.ok() && record->mod_revision == record_.mod_revision;
   store::Record claimed = record_;
   if (!untouched || !Claim(campaign->scheduler, claimed).ok()) {
-    (void)store_->Resign(campaign->scheduler.term);
-    (void)store_->client().Revoke(*lease);
+    store_->GiveUp(campaign->scheduler.term, *lease);
     return step_down(why + "; another scheduler wrote the job's record meanwhile");
   }
   record_.mod_revision = claimed.mod_revision;
@@ -278,10 +275,7 @@ absl::StatusOr<StoreTarget> StoreRole::Settle(const Campaigned& campaigned, bool
   const bool has_record = record.is_object();
   if (has_record && record.contains("outcome")) {
     const v1::JobOutcome outcome = OutcomeOf(record["outcome"]);
-    worker_->Post([this, term, lease = campaigned.lease] {
-      (void)store_->Resign(term);
-      (void)store_->client().Revoke(lease);
-    });
+    worker_->Post([this, term, lease = campaigned.lease] { store_->GiveUp(term, lease); });
     if (at_start) {
       return absl::InvalidArgumentError("run " + facts_.run_id + " is over in the store " +
                                         config_.url + " (" + proto::Name(outcome.kind()) +
@@ -309,8 +303,7 @@ absl::StatusOr<StoreTarget> StoreRole::Settle(const Campaigned& campaigned, bool
                                 {"code", static_cast<int>(lost.kind())},
                                 {"message", lost.message()}};
       (void)store_->WriteRecord(term, ended);
-      (void)store_->Resign(term);
-      (void)store_->client().Revoke(lease);
+      store_->GiveUp(term, lease);
     });
     StoreTarget target;
     target.ended = lost;
@@ -333,8 +326,7 @@ absl::StatusOr<StoreTarget> StoreRole::Host(const Campaigned& campaigned, uint64
                               campaigned.scheduler.address);
   if (!role.ok()) {
     worker_->Post([this, term = campaigned.scheduler.term, lease = campaigned.lease] {
-      (void)store_->Resign(term);
-      (void)store_->client().Revoke(lease);
+      store_->GiveUp(term, lease);
     });
     return role.status();
   }

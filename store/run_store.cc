@@ -116,6 +116,11 @@ absl::Status RunStore::Resign(int64_t term) {
   return response.ok() ? absl::OkStatus() : response.status();
 }
 
+void RunStore::GiveUp(int64_t term, int64_t lease) {
+  (void)Resign(term);
+  (void)client_->Revoke(lease);
+}
+
 LeaseKeeper::LeaseKeeper(EtcdClient& client, int64_t lease, common::Duration ttl,
                          std::function<void(const std::string&)> on_lost)
     : client_(client),

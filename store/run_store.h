@@ -70,6 +70,9 @@ class RunStore {
   // Gives up the scheduler key if `term` still holds it (a clean end: the next run of this id
   // need not wait out the lease).
   absl::Status Resign(int64_t term);
+  // Resigns `term` and revokes its lease, best effort (a campaign that cannot go on, or a run
+  // that is over): what is left expires with the lease anyway.
+  void GiveUp(int64_t term, int64_t lease);
 
  private:
   std::unique_ptr<EtcdClient> client_;
