@@ -63,22 +63,19 @@ void AddStoreOptions(CLI::App& app, ClientTarget& target) {
   app.add_option("--store_key", target.store.key, "its key");
 }
 
-absl::StatusOr<std::optional<store::SchedulerInfo>> FindThroughStore(const StoreLookup& lookup) {
-  if (lookup.url.empty()) return std::optional<store::SchedulerInfo>();
-  ASSIGN_OR_RETURN(store::StoreConfig config, store::ParseStoreUrl(lookup.url));
-  config.cacert = lookup.cacert;
-  config.cert = lookup.cert;
-  config.key = lookup.key;
+absl::StatusOr<std::unique_ptr<store::RunStore>> OpenRunStore(const StoreLookup& lookup) {
+  ASSIGN_OR_RETURN(store::StoreConfig config,
+                   store::ParseStoreUrl(lookup.url, lookup.cacert, lookup.cert, lookup.key));
   if (lookup.run_id.empty()) return absl::InvalidArgumentError("--store needs --run_id");
   ASSIGN_OR_RETURN(auto client, store::EtcdClient::Connect(config));
-  store::RunStore run(std::move(client), lookup.run_id);
-  return run.Scheduler();
+  return std::make_unique<store::RunStore>(std::move(client), lookup.run_id);
 }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenClientChannel(const ClientTarget& given) {
   ClientTarget target = given;
   if (!target.store.url.empty() && target.master.empty()) {
-    ASSIGN_OR_RETURN(auto scheduler, FindThroughStore(target.store));
+    ASSIGN_OR_RETURN(auto run, OpenRunStore(target.store));
+    ASSIGN_OR_RETURN(auto scheduler, run->Scheduler());
     if (!scheduler) {
       return absl::UnavailableError("no scheduler holds run " + target.store.run_id +
                                     " in the store " + target.store.url +

@@ -45,9 +45,8 @@ void AddClientOptions(CLI::App& app, ClientTarget& target, const launcher::EnvLo
 // target, wherever it is now.
 void AddStoreOptions(CLI::App& app, ClientTarget& target);
 
-// With --store: the run's scheduler as its store names it (nullopt: nobody holds the run now).
-// Without: nullopt.
-absl::StatusOr<std::optional<store::SchedulerInfo>> FindThroughStore(const StoreLookup& lookup);
+// The run's keys in the store --store names (InvalidArgument for a bad URL or no --run_id).
+absl::StatusOr<std::unique_ptr<store::RunStore>> OpenRunStore(const StoreLookup& lookup);
 
 // Parses `args` with `app`. Returns a result when the command ends here: help (printed; OK),
 // or bad usage (InvalidArgument, naming `command`'s --help); nullopt to go on.

@@ -119,15 +119,9 @@ namespace {
 // scheduler now (a failover under way, or the run is over), the store's record.
 CommandResult StatusThroughStore(const ClientTarget& base, bool json) {
   const StoreLookup& flags = base.store;
-  auto config = store::ParseStoreUrl(flags.url);
-  if (!config.ok()) return config.status();
-  config->cacert = flags.cacert;
-  config->cert = flags.cert;
-  config->key = flags.key;
-  if (flags.run_id.empty()) return absl::InvalidArgumentError("--store needs --run_id");
-  auto client = store::EtcdClient::Connect(*config);
-  if (!client.ok()) return client.status();
-  store::RunStore run(std::move(*client), flags.run_id);
+  auto opened = OpenRunStore(flags);
+  if (!opened.ok()) return opened.status();
+  store::RunStore& run = **opened;
   auto holder = run.Scheduler();
   if (!holder.ok()) return holder.status();
   if (!holder->has_value()) {

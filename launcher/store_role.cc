@@ -45,10 +45,9 @@ absl::StatusOr<std::unique_ptr<StoreRole>> StoreRole::Open(boost::asio::io_conte
                                                            common::Clock& clock,
                                                            const Options& options,
                                                            const HostFacts& facts) {
-  ASSIGN_OR_RETURN(store::StoreConfig config, store::ParseStoreUrl(options.store));
-  config.cacert = options.store_cacert;
-  config.cert = options.store_cert;
-  config.key = options.store_key;
+  ASSIGN_OR_RETURN(store::StoreConfig config,
+                   store::ParseStoreUrl(options.store, options.store_cacert, options.store_cert,
+                                        options.store_key));
   std::unique_ptr<StoreRole> role(new StoreRole(io, clock, options, facts, config));
   ASSIGN_OR_RETURN(auto client, store::EtcdClient::Connect(config));
   role->store_ = std::make_unique<store::RunStore>(std::move(client), facts.run_id);

@@ -48,4 +48,14 @@ absl::StatusOr<StoreConfig> ParseStoreUrl(absl::string_view url) {
   return config;
 }
 
+absl::StatusOr<StoreConfig> ParseStoreUrl(absl::string_view url, std::string cacert,
+                                          std::string cert, std::string key) {
+  auto config = ParseStoreUrl(url);
+  if (!config.ok()) return config;
+  config->cacert = std::move(cacert);
+  config->cert = std::move(cert);
+  config->key = std::move(key);
+  return config;
+}
+
 }  // namespace gangrun::store

@@ -28,5 +28,8 @@ struct StoreConfig {
 
 // Parses a --store URL; InvalidArgument naming the expected form otherwise.
 absl::StatusOr<StoreConfig> ParseStoreUrl(absl::string_view url);
+// The same, with the TLS files of --store_cacert, --store_cert, --store_key ("" = none).
+absl::StatusOr<StoreConfig> ParseStoreUrl(absl::string_view url, std::string cacert,
+                                          std::string cert, std::string key);
 
 }  // namespace gangrun::store

@@ -65,13 +65,10 @@ EtcdCluster::~EtcdCluster() { KillAll(); }
 bool EtcdCluster::WaitWritable(const Tls* tls) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   for (size_t i = 0; i < client_ports_.size(); ++i) {
-    auto config = store::ParseStoreUrl("etcd://" + Endpoint(static_cast<int>(i)));
+    auto config =
+        store::ParseStoreUrl("etcd://" + Endpoint(static_cast<int>(i)), tls ? tls->ca : "",
+                             tls ? tls->cert : "", tls ? tls->key : "");
     if (!config.ok()) return (error_ = std::string(config.status().message())), false;
-    if (tls) {
-      config->cacert = tls->ca;
-      config->cert = tls->cert;
-      config->key = tls->key;
-    }
     auto client = store::EtcdClient::Connect(*config);
     if (!client.ok()) return (error_ = std::string(client.status().message())), false;
     for (;;) {
