@@ -9,21 +9,12 @@
 #include "common/net.h"
 #include "common/status.h"
 #include "proto/conversions.h"
+#include "scheduler/job_record.h"
 
 namespace gangrun::launcher {
 namespace {
 
 using std::chrono::steady_clock;
-
-// The outcome a record holds (scheduler/status.cc writes it).
-v1::JobOutcome OutcomeOf(const nlohmann::json& recorded) {
-  v1::JobOutcome outcome;
-  const int code = recorded.value("code", 0);
-  outcome.set_kind(v1::JobOutcome::Kind_IsValid(code) ? static_cast<v1::JobOutcome::Kind>(code)
-                                                      : v1::JobOutcome::KIND_NODE_LOST);
-  outcome.set_message(recorded.value("message", ""));
-  return outcome;
-}
 
 std::string Who(const nlohmann::json& scheduler) {
   if (!scheduler.is_object()) return "the scheduler's host";
@@ -273,7 +264,7 @@ absl::StatusOr<StoreTarget> StoreRole::Settle(const Campaigned& campaigned, bool
   const int64_t term = campaigned.scheduler.term;
   const bool has_record = record.is_object();
   if (has_record && record.contains("outcome")) {
-    const v1::JobOutcome outcome = OutcomeOf(record["outcome"]);
+    const v1::JobOutcome outcome = scheduler::OutcomeFromRecord(record["outcome"]);
     worker_->Post([this, term, lease = campaigned.lease] { store_->GiveUp(term, lease); });
     if (at_start) {
       return absl::InvalidArgumentError("run " + facts_.run_id + " is over in the store " +
@@ -298,9 +289,7 @@ absl::StatusOr<StoreTarget> StoreRole::Settle(const Campaigned& campaigned, bool
                      std::to_string(options_.max_restarts) + " used)");
     worker_->Post([this, term, lease = campaigned.lease, record = campaigned.record, lost] {
       store::Record ended = record;
-      ended.value["outcome"] = {{"kind", proto::Name(lost.kind())},
-                                {"code", static_cast<int>(lost.kind())},
-                                {"message", lost.message()}};
+      ended.value["outcome"] = scheduler::RecordedOutcome(lost);
       (void)store_->WriteRecord(term, ended);
       store_->GiveUp(term, lease);
     });

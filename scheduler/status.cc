@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "proto/conversions.h"
+#include "scheduler/job_record.h"
 #include "scheduler/scheduler.h"
 
 namespace gangrun::scheduler {
@@ -193,9 +193,7 @@ void Scheduler::WriteRecord() const {
                            {"member_count", member_count},
                            {"members", std::move(members)}};
   if (outcome_) {
-    record["outcome"] = {{"kind", proto::Name(outcome_->kind())},
-                         {"code", static_cast<int>(outcome_->kind())},
-                         {"message", outcome_->message()}};
+    record["outcome"] = RecordedOutcome(*outcome_);
   }
   on_record_(std::move(record));
 }
