@@ -78,33 +78,13 @@
 #include "nlohmann/json.hpp"
 #include "rpc/connection_activity.h"
 #include "scheduler/job_state.h"
+#include "scheduler/node_link.h"
 #include "scheduler/peer_checks.h"
 #include "scheduler/rank_assignment.h"
 #include "scheduler/recovery_policy.h"
 #include "scheduler/telemetry.h"
 
 namespace gangrun::scheduler {
-
-// The scheduler's way to one node.
-class NodeLink {
- public:
-  virtual ~NodeLink() = default;
-  virtual void Send(const v1::NodeCommand& command) = 0;
-  // Ends the connection once everything sent so far is delivered.
-  virtual void Close() {}
-  // The node is lost: its connection goes now, and nothing may resume its session. The
-  // transport reports the end (OnNodeDisconnected) later, from its own loop turn.
-  virtual void Drop() {}
-  // When the transport last heard a heartbeat itself (transports may count heartbeats
-  // without delivering them as events, which keeps them off the scheduler's strand).
-  virtual common::TimePoint LastHeartbeat() const { return common::TimePoint::min(); }
-  // A node in the scheduler's own process (the master launcher's): it runs whenever the
-  // scheduler runs, so it is never lost to silence.
-  virtual bool InProcess() const { return false; }
-  // The remote end of the node's TCP connection, as rpc::ConnectionActivityReader names it
-  // ("" when the transport has none).
-  virtual std::string PeerEndpoint() const { return {}; }
-};
 
 class Scheduler {
  public:

@@ -1,0 +1,33 @@
+#pragma once
+// The scheduler's way to one node (scheduler.h): a transport implements it — the launcher's
+// in-process link (launcher/local_link.h), a node's session (scheduler/node_session.h).
+
+#include <string>
+
+#include "common/clock.h"
+#include "gangrun/v1/session.pb.h"
+
+namespace gangrun::scheduler {
+
+// The scheduler's way to one node.
+class NodeLink {
+ public:
+  virtual ~NodeLink() = default;
+  virtual void Send(const v1::NodeCommand& command) = 0;
+  // Ends the connection once everything sent so far is delivered.
+  virtual void Close() {}
+  // The node is lost: its connection goes now, and nothing may resume its session. The
+  // transport reports the end (OnNodeDisconnected) later, from its own loop turn.
+  virtual void Drop() {}
+  // When the transport last heard a heartbeat itself (transports may count heartbeats
+  // without delivering them as events, which keeps them off the scheduler's strand).
+  virtual common::TimePoint LastHeartbeat() const { return common::TimePoint::min(); }
+  // A node in the scheduler's own process (the master launcher's): it runs whenever the
+  // scheduler runs, so it is never lost to silence.
+  virtual bool InProcess() const { return false; }
+  // The remote end of the node's TCP connection, as rpc::ConnectionActivityReader names it
+  // ("" when the transport has none).
+  virtual std::string PeerEndpoint() const { return {}; }
+};
+
+}  // namespace gangrun::scheduler
