@@ -28,11 +28,13 @@ void JobRunner::OnSought(absl::StatusOr<StoreTarget> target) {
   if (!seek_pending_) return;  // ended meanwhile (a signal)
   seek_pending_ = false;
   auto log = common::Logger("launcher");
-  if (!target.ok()) {
+  // The node's own outcome (it lost its scheduler), and why nobody took its place.
+  auto end_lost = [this](const std::string& why) {
     v1::JobOutcome lost = *lost_outcome_;
-    lost.set_message(lost.message() + "; " + std::string(target.status().message()));
-    return EndWith(lost);
-  }
+    lost.set_message(lost.message() + "; " + why);
+    EndWith(lost);
+  };
+  if (!target.ok()) return end_lost(std::string(target.status().message()));
   if (target->ended) {
     log->warn("the job is over: {}", target->ended->message());
     return EndWith(*target->ended);
@@ -45,12 +47,7 @@ void JobRunner::OnSought(absl::StatusOr<StoreTarget> target) {
   }
   absl::Status made = MakeRemote(target->address);
   if (made.ok()) made = MakeNode();
-  if (!made.ok()) {
-    v1::JobOutcome lost = *lost_outcome_;
-    lost.set_message(lost.message() +
-                     "; cannot join the next scheduler: " + std::string(made.message()));
-    return EndWith(lost);
-  }
+  if (!made.ok()) return end_lost("cannot join the next scheduler: " + std::string(made.message()));
   if (role_.scheduler) role_.scheduler->Start();
   ConnectRemote();
   node_->Start();

@@ -281,19 +281,13 @@ TEST_F(StoreTest, APausedSchedulerStepsDownAndNoSecondSchedulerEverActs) {
 TEST_F(StoreTest, ALauncherThatSteppedDownCoordinatesAgainWhenItWins) {
   ASSERT_NO_FATAL_FAILURE(StartStore(1));
   auto first = Start(Job("2:4", 2), Worker());
-  ASSERT_EQ(WaitScheduler().pid, first.pid);
+  const store::SchedulerInfo held = WaitScheduler();
+  ASSERT_EQ(held.pid, first.pid);
   auto second = Start(Job("2:4", 2), Worker());
   WaitReady(4);
   // Paused past its lease: the other takes over and runs generation 2 alone (elastic).
   ASSERT_EQ(kill(first.pid, SIGSTOP), 0);
-  const store::SchedulerInfo other = [&] {
-    const auto deadline = steady_clock::now() + seconds(30);
-    while (steady_clock::now() < deadline) {
-      auto holder = Store()->Scheduler();
-      if (holder.ok() && holder->has_value() && (*holder)->pid == second.pid) return **holder;
-    }
-    return store::SchedulerInfo{};
-  }();
+  const store::SchedulerInfo other = WaitScheduler(held.term);
   ASSERT_EQ(other.pid, second.pid) << "the other launcher did not take over";
   WaitReady(2);
   // That one is lost too; the first resumes, steps down, and wins the run back: its scheduler
