@@ -280,7 +280,9 @@ TEST_F(StoreTest, APausedSchedulerStepsDownAndNoSecondSchedulerEverActs) {
 
 TEST_F(StoreTest, ALauncherThatSteppedDownCoordinatesAgainWhenItWins) {
   ASSERT_NO_FATAL_FAILURE(StartStore(1));
-  auto first = Start(Job("2:4", 2), Worker());
+  // Its search after the step-down lasts its lease + 1 s + its node timeout (4 + 1 + 4 s):
+  // room for the other's 2 s lease to run out on a loaded machine.
+  auto first = Start(Job("2:4", 2, {"--node_timeout", "4"}), Worker());
   const store::SchedulerInfo held = WaitScheduler();
   ASSERT_EQ(held.pid, first.pid);
   auto second = Start(Job("2:4", 2), Worker());
