@@ -99,7 +99,12 @@ absl::Status JobRunner::Build() {
     ASSIGN_OR_RETURN(store_role_, StoreRole::Open(io_, clock_, options_, facts_));
     store_role_->SetOnStepDown([this](const std::string& why) { StepDown(why); });
     ASSIGN_OR_RETURN(StoreTarget target, store_role_->Begin());
-    if (target.ended) return absl::InternalError("the store's run ended before it began");
+    if (target.ended) {
+      // The job ended as this launcher took it over (a fixed job whose scheduler's host was
+      // lost with no restart left): it ends with that outcome, as its other launchers do.
+      outcome_ = *target.ended;
+      return absl::OkStatus();
+    }
     role_ = std::move(target.role);
     facts_.is_master = false;  // no MindSpore scheduler process (msrun has no --store)
     RETURN_IF_ERROR(MakeRemote(target.address));
@@ -268,6 +273,11 @@ node::Node::Callbacks JobRunner::NodeCallbacks() {
 
 absl::StatusOr<v1::JobOutcome> JobRunner::Run() {
   RETURN_IF_ERROR(Build());
+  if (outcome_) {
+    common::Logger("launcher")->warn("the job is over: {}", outcome_->message());
+    Report();
+    return *outcome_;
+  }
   console_ = std::make_unique<common::ConsoleScope>(io_);
   filters_ = std::make_unique<LogFilters>(io_, SplitFilters(options_.duplicate_stdout_filters),
                                           SplitFilters(options_.duplicate_stderr_filters));

@@ -237,6 +237,35 @@ TEST_F(StoreTest, WithNoRestartLeftTheLostSchedulerHostEndsTheJobAsAnyLostNode) 
   EXPECT_EQ(record->value["outcome"]["kind"], "node_lost") << record->value.dump();
 }
 
+// The launcher that ends the job may be one that starts only now: the lost host's own,
+// started again once the dead launcher's key is gone, while the survivor is paused.
+TEST_F(StoreTest, ALauncherThatStartsAfterTheLossEndsTheJobWithTheLostNodesOutcome) {
+  ASSERT_NO_FATAL_FAILURE(StartStore(1));
+  auto a = Start(Job("4", 2), Worker());
+  auto b = Start(Job("4", 2), Worker());
+  WaitReady(4);
+  const store::SchedulerInfo first = WaitScheduler();
+  Launched& survivor = first.pid == a.pid ? b : a;
+  ASSERT_EQ(kill(survivor.pid, SIGSTOP), 0);
+  ASSERT_EQ(kill(first.pid, SIGKILL), 0);
+  (void)RunToEnd(first.pid == a.pid ? a : b);
+  auto run = Store();
+  const auto deadline = steady_clock::now() + seconds(30);
+  for (;;) {  // the dead launcher's lease runs out
+    auto holder = run->Scheduler();
+    if (holder.ok() && !holder->has_value()) break;
+    ASSERT_LT(steady_clock::now(), deadline) << "the dead launcher's key stays";
+  }
+  auto late = Start(Job("4", 2), Worker());
+  EXPECT_EQ(RunToEnd(late).code, 4) << late.Stderr();
+  EXPECT_NE(late.Stderr().find("no restart is left (0 of 0 used)"), std::string::npos)
+      << late.Stderr();
+  ASSERT_EQ(kill(survivor.pid, SIGCONT), 0);
+  EXPECT_EQ(RunToEnd(survivor).code, 4) << survivor.Stderr();
+  auto record = Store()->ReadRecord();
+  EXPECT_EQ(record->value["outcome"]["kind"], "node_lost") << record->value.dump();
+}
+
 TEST_F(StoreTest, APausedSchedulerStepsDownAndNoSecondSchedulerEverActs) {
   ASSERT_NO_FATAL_FAILURE(StartStore(1));
   std::vector<Launched> launchers;
