@@ -72,11 +72,14 @@ Agent::~Agent() {
   if (stream_) stream_->CancelAndWait();
 }
 
+std::string Agent::MasterHost() const {
+  auto parsed = common::ParseHostPort(master(), "--master");
+  return parsed.ok() ? parsed->host : options_.master_host;
+}
+
 void Agent::Start() {
   GANGRUN_ON_STRAND(strand_);
-  channel_ = rpc::MakeChannel(options_.master, options_.credentials, options_.token, "",
-                              std::chrono::seconds(10));
-  stub_ = v1::Daemon::NewStub(channel_);
+  masters_ = absl::StrSplit(options_.master, ',');
   sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
     if (!ec) Reap();
   });
@@ -86,11 +89,15 @@ void Agent::Start() {
 void Agent::Connect() {
   if (stopping_) return;
   if (stream_) stream_->CancelAndWait();
+  channel_ = rpc::MakeChannel(master(), options_.credentials, options_.token, "",
+                              std::chrono::seconds(10));
+  stub_ = v1::Daemon::NewStub(channel_);
   stream_ = std::make_unique<Stream>(
       io_, [this](const v1::AgentCommand& command) { OnCommand(command); },
       [this](const grpc::Status& status) { OnStreamDone(status); });
-  // wait_for_ready: the daemon may start after us (or restart); we wait for it.
-  stream_->Begin(true,
+  // wait_for_ready: the daemon may start after us (or restart); we wait for it. With several
+  // daemons, one that does not answer is passed over for the next.
+  stream_->Begin(masters_.size() == 1,
                  [this](auto* context, auto* reactor) { stub_->async()->Agent(context, reactor); });
   v1::AgentEvent event;
   auto* reg = event.mutable_register_();
@@ -98,6 +105,10 @@ void Agent::Connect() {
   reg->set_address(options_.address);
   reg->set_slots(options_.slots);
   reg->set_pid(getpid());
+  for (const auto& [job_id, launcher] : launchers_) {
+    if (!launcher->exit) reg->add_running_jobs(job_id);
+  }
+  for (const auto& exited : unreported_) *reg->add_exited() = exited;
   stream_->Queue(event);
 }
 
@@ -108,19 +119,24 @@ void Agent::OnStreamDone(const grpc::Status& status) {
     callbacks_.on_fatal("the daemon at " + options_.master + " rejected our token");
     return;
   }
-  common::Logger("agent")->warn("lost the daemon at {} ({}); registering again in {} ms",
-                                options_.master, status.error_message(),
-                                std::chrono::duration_cast<milliseconds>(backoff_).count());
-  reconnect_timer_ = clock_.After(backoff_, [this] { Connect(); });
-  backoff_ = std::min<common::Duration>(backoff_ * 2, std::chrono::seconds(5));
+  const std::string lost = master();
+  current_ = (current_ + 1) % masters_.size();
+  // The next daemon of the list at once; once round the list, with a growing backoff.
+  const common::Duration wait = current_ == 0 ? backoff_ : milliseconds(50);
+  common::Logger("agent")->warn("lost the daemon at {} ({}); registering with {} in {} ms", lost,
+                                status.error_message(), master(),
+                                std::chrono::duration_cast<milliseconds>(wait).count());
+  reconnect_timer_ = clock_.After(wait, [this] { Connect(); });
+  if (current_ == 0) backoff_ = std::min<common::Duration>(backoff_ * 2, std::chrono::seconds(5));
 }
 
 void Agent::OnCommand(const v1::AgentCommand& command) {
   if (command.has_registered()) {
     connected_ = true;
     backoff_ = milliseconds(200);
+    unreported_.clear();  // they went with the registration
     common::Logger("agent")->info("registered with the daemon at {} as agent {} ({} slot(s))",
-                                  options_.master, command.registered().agent_id(), options_.slots);
+                                  master(), command.registered().agent_id(), options_.slots);
     if (callbacks_.on_registered) callbacks_.on_registered();
   } else if (command.has_rejected()) {
     stopping_ = true;
@@ -186,7 +202,7 @@ void Agent::Run(const v1::RunLauncher& run) {
   // The daemon chose the job's sizes, rank, port and run id; this host's part is where the
   // daemon is and, unless the job says, where the logs go.
   v1::LaunchSpec spec = run.spec();
-  launcher::SetLaunchOption(spec, "master_addr", options_.master_host);
+  launcher::SetLaunchOption(spec, "master_addr", MasterHost());
   const std::string log_dir = launcher::LaunchOption(spec, "log_dir");
   if (log_dir.empty() && !options_.log_root.empty()) {
     const std::string job_logs = options_.log_root + "/" + run.job_id();
@@ -361,6 +377,7 @@ void Agent::MaybeReport(std::shared_ptr<Launcher> launcher) {  // a copy: we era
   if (!launcher->exit->success() && !launcher->err_tail.empty()) {
     exited->set_error("launcher " + launcher->exit->ToString() + ": " + launcher->err_tail.back());
   }
+  if (!stream_ || !connected_) unreported_.push_back(*exited);
   Send(std::move(event));
   if (stopping_ && launchers_.empty() && on_stopped_) std::exchange(on_stopped_, nullptr)();
 }

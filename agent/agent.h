@@ -13,7 +13,8 @@
 // Guarantee: the agent is a child subreaper, each launcher gets PR_SET_PDEATHSIG(SIGKILL),
 // and a killed launcher's process keeper kills its workers; so nothing a job started outlives
 // its agent. If the daemon goes away the agent keeps its launchers (their jobs end on their
-// own when the job's scheduler is gone) and registers again when the daemon is back.
+// own when the job's scheduler is gone, or, on a store, go on under the next active daemon)
+// and registers again, with the jobs it still runs, when a daemon is back.
 
 #include <sys/types.h>
 
@@ -39,8 +40,8 @@ namespace gangrun::agent {
 class Agent {
  public:
   struct Options {
-    std::string master;       // the daemon, host:port
-    std::string master_host;  // its host, for the jobs' ports
+    std::string master;       // the daemon, host:port; several daemons on a store: a,b,...
+    std::string master_host;  // the first one's host
     std::string name;         // default: hostname
     std::string address;      // default: this host's address towards the daemon
     int slots = 1;
@@ -90,6 +91,8 @@ class Agent {
   void Reap();
   void MaybeReport(std::shared_ptr<Launcher> launcher);
   void Send(v1::AgentEvent event);
+  const std::string& master() const { return masters_[current_]; }
+  std::string MasterHost() const;
 
   boost::asio::io_context& io_;
   common::Clock& clock_;
@@ -102,6 +105,10 @@ class Agent {
   common::Duration backoff_;
   boost::asio::signal_set sigchld_;
   std::map<std::string, std::shared_ptr<Launcher>> launchers_;  // by job id
+  std::vector<std::string> masters_;  // --master, split: the daemon that stands by is skipped
+  size_t current_ = 0;
+  // Launchers that ended while no daemon heard of it: told at the next registration.
+  std::vector<v1::LauncherExited> unreported_;
   bool connected_ = false;
   bool stopping_ = false;
   std::function<void()> on_stopped_;

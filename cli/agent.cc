@@ -11,6 +11,7 @@
 #include <csignal>
 #include <thread>
 
+#include "absl/strings/str_split.h"
 #include "cli/client.h"
 #include "cli/command.h"
 #include "cli/service.h"
@@ -59,7 +60,12 @@ absl::StatusOr<agent::Agent::Options::RunAs> ResolveRunAs(const std::string& nam
 // read, this host's name and address filled in.
 absl::Status Complete(agent::Agent::Options& options, const std::string& master,
                       ServiceOptions& service, const std::string& self_exe) {
-  ASSIGN_OR_RETURN(common::HostPort daemon, common::ParseHostPort(master, "--master"));
+  // Several daemons on one store: HOST:PORT,HOST:PORT... (the agent follows the active one).
+  common::HostPort daemon;
+  for (absl::string_view one : absl::StrSplit(master, ',')) {
+    ASSIGN_OR_RETURN(common::HostPort parsed, common::ParseHostPort(std::string(one), "--master"));
+    if (daemon.host.empty()) daemon = parsed;
+  }
   options.master = master;
   options.master_host = daemon.host;
   ASSIGN_OR_RETURN(options.token, rpc::ResolveToken(service.access));

@@ -4,6 +4,8 @@
 
 #include "daemon/daemon.h"
 
+#include <unistd.h>
+
 #include <boost/asio/io_context.hpp>
 
 #include "cli/client.h"
@@ -42,14 +44,22 @@ absl::Status CheckDoor(const std::string& listen, const std::string& host,
 
 struct DaemonSetup {
   common::HostPort address;
+  store::StoreConfig store;  // url empty: no store
   ServiceOptions service;
   std::shared_ptr<grpc::ServerCredentials> credentials;
   std::unique_ptr<scheduler::EventLog> event_log;
 };
 
 absl::StatusOr<DaemonSetup> Prepare(const std::string& listen, ServiceOptions service,
-                                    bool insecure) {
+                                    bool insecure, const StoreLookup& store) {
   DaemonSetup setup;
+  if (!store.url.empty()) {
+    ASSIGN_OR_RETURN(setup.store,
+                     store::ParseStoreUrl(store.url, store.cacert, store.cert, store.key));
+  } else if (!store.cacert.empty() || !store.cert.empty() || !store.key.empty()) {
+    return absl::InvalidArgumentError(
+        "--store_cacert, --store_cert and --store_key need a --store");
+  }
   ASSIGN_OR_RETURN(setup.address,
                    common::ParseHostPort(listen, "--listen", /*allow_zero_port=*/true));
   ASSIGN_OR_RETURN(service.access.token, rpc::ResolveToken(service.access));
@@ -66,12 +76,36 @@ absl::Status Serve(DaemonSetup& setup) {
   boost::asio::io_context io;
   common::AsioClock clock(io.get_executor());
   const std::string& token = setup.service.access.token;
-  daemon::Daemon daemon(io, clock,
-                        {setup.address.host, token, setup.credentials, setup.event_log.get()},
-                        daemon::ConfigureSubmittedJob);
+  daemon::Daemon::Options options{setup.address.host, token, setup.credentials,
+                                  setup.event_log.get()};
+  // Where others reach this daemon's ports (the store names them): the listen host, unless
+  // it is a wildcard.
+  options.advertise_host = setup.address.host;
+  if (options.advertise_host == "0.0.0.0" || options.advertise_host == "::") {
+    options.advertise_host = common::Hostname();
+  }
+  std::unique_ptr<daemon::StoreLink> store;
+  if (!setup.store.url.empty()) {
+    ASSIGN_OR_RETURN(store, daemon::StoreLink::Open(io, clock, setup.store));
+    options.store = store.get();
+    options.store_url = setup.store.url;
+    options.store_cacert = setup.store.cacert;
+    options.store_cert = setup.store.cert;
+    options.store_key = setup.store.key;
+  }
+  daemon::Daemon daemon(io, clock, options, daemon::ConfigureSubmittedJob);
   auto server =
       daemon::DaemonServer::Start(io, daemon, setup.address.ToString(), token, setup.credentials);
   if (!server.ok()) return server.status();
+  if (store) {
+    store::SchedulerInfo me;
+    me.host = common::Hostname();
+    me.address = common::JoinHostPort(options.advertise_host, (*server)->port());
+    me.pid = getpid();
+    store->Start(me, {[&daemon](std::vector<nlohmann::json> jobs) {
+                   daemon.BecomeActive(std::move(jobs));
+                 }});
+  }
   std::unique_ptr<scheduler::MetricsServer> metrics;
   if (setup.service.metrics_port >= 0) {
     ASSIGN_OR_RETURN(
@@ -105,8 +139,16 @@ CommandResult RunScheduler(const CommandArgs& command) {
                "serve a non-loopback address without a token or client certificates: anyone "
                "who reaches the port can then run commands on every agent")
       ->envname(env::kInsecure);
+  StoreLookup store;
+  app.add_option("--store", store.url,
+                 "etcd://HOST:PORT[,...][/PREFIX]: several daemons on one store, one active; "
+                 "the others stand by and adopt its jobs when it is lost")
+      ->envname("GANGRUN_STORE");
+  app.add_option("--store_cacert", store.cacert, "CA bundle for the store (TLS)");
+  app.add_option("--store_cert", store.cert, "client certificate for the store");
+  app.add_option("--store_key", store.key, "its key");
   if (auto done = ParseArgs(app, "scheduler", command.args)) return *done;
-  auto setup = Prepare(listen, std::move(service), insecure);
+  auto setup = Prepare(listen, std::move(service), insecure, store);
   if (!setup.ok()) return setup.status();
   return Serve(*setup);
 }

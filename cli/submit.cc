@@ -7,12 +7,14 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "cli/client.h"
 #include "cli/command.h"
 #include "common/console.h"
@@ -85,8 +87,8 @@ absl::StatusOr<v1::SubmitJob> MakeJob(const std::vector<std::string>& launch,
                                       const launcher::EnvLookup& env, rpc::Access* access) {
   auto parsed = launcher::ParseCommandLine(launcher::Personality::kGangrun, launch, env);
   if (!parsed.ok()) return Usage(std::string(parsed.status().message()));
-  for (const char* chosen :
-       {"master_addr", "master_port", "node_rank", "join", "dry_run", "sim_level", "sim_rank_id"}) {
+  for (const char* chosen : {"master_addr", "master_port", "node_rank", "join", "dry_run",
+                             "sim_level", "sim_rank_id", "store", "store_follow"}) {
     if (parsed->flags.count(chosen))
       return Usage(std::string("--") + chosen + " is chosen by the daemon");
   }
@@ -117,20 +119,16 @@ absl::StatusOr<v1::SubmitJob> MakeJob(const std::vector<std::string>& launch,
 
 class SubmitSession {
  public:
-  explicit SubmitSession(std::shared_ptr<grpc::Channel> channel)
-      : stub_(v1::Daemon::NewStub(std::move(channel))), signals_(io_, SIGINT, SIGTERM, SIGHUP) {}
+  SubmitSession(std::vector<std::string> masters,
+                std::vector<std::shared_ptr<grpc::Channel>> channels)
+      : masters_(std::move(masters)),
+        channels_(std::move(channels)),
+        signals_(io_, SIGINT, SIGTERM, SIGHUP) {}
 
   CommandResult Run(const v1::SubmitJob& job) {
     common::ConsoleScope console(io_);
-    stream_ = std::make_unique<Stream>(
-        io_, [this](const v1::SubmitReply& reply) { OnReply(reply); },
-        [this](const grpc::Status& status) { OnDone(status); });
-    stream_->Begin(/*wait_for_ready=*/false, [this](auto* context, auto* reactor) {
-      stub_->async()->Submit(context, reactor);
-    });
-    v1::SubmitEvent event;
-    *event.mutable_job() = job;
-    stream_->Queue(event);
+    job_ = job;
+    Open();
     WaitForSignal();
     io_.run();
     signals_.cancel();
@@ -139,14 +137,40 @@ class SubmitSession {
 
  private:
   using Stream = rpc::ClientStream<v1::SubmitEvent, v1::SubmitReply>;
+  // How long a submit whose daemon was lost looks for the next one (several --master).
+  static constexpr std::chrono::seconds kFollowTime{60};
+
+  // A stream to the current daemon: the job, or (once accepted) a follow of it.
+  void Open() {
+    stub_ = v1::Daemon::NewStub(channels_[current_]);
+    if (stream_) stream_->CancelAndWait();
+    stream_ = std::make_unique<Stream>(
+        io_, [this](const v1::SubmitReply& reply) { OnReply(reply); },
+        [this](const grpc::Status& status) { OnDone(status); });
+    stream_->Begin(/*wait_for_ready=*/false, [this](auto* context, auto* reactor) {
+      stub_->async()->Submit(context, reactor);
+    });
+    v1::SubmitEvent event;
+    if (job_id_.empty()) {
+      *event.mutable_job() = job_;
+    } else {
+      event.set_follow(job_id_);
+    }
+    stream_->Queue(event);
+  }
 
   void OnReply(const v1::SubmitReply& reply) {
     if (reply.has_output()) {
       common::Stdout().Write(reply.output());
     } else if (reply.has_accepted()) {
+      const bool followed = !job_id_.empty();
       accepted_ = true;
-      common::Stderr().Write("gangrun submit: job " + reply.accepted().job_id() + " running on " +
-                             absl::StrJoin(reply.accepted().agents(), ", ") + "\n");
+      job_id_ = reply.accepted().job_id();
+      follow_deadline_.reset();
+      common::Stderr().Write(followed ? "gangrun submit: following job " + job_id_ +
+                                            " on the daemon at " + masters_[current_] + "\n"
+                                      : "gangrun submit: job " + job_id_ + " running on " +
+                                            absl::StrJoin(reply.accepted().agents(), ", ") + "\n");
     } else if (reply.has_waiting()) {
       common::Stderr().Write("gangrun submit: " + reply.waiting() + "\n");
     } else if (reply.has_rejected()) {
@@ -158,6 +182,7 @@ class SubmitSession {
   }
 
   void OnDone(const grpc::Status& status) {
+    if (!result_ && TryNextDaemon(status)) return;
     if (!result_ && !accepted_) {
       result_ = CallFailed(status);
     } else if (!result_) {
@@ -169,6 +194,28 @@ class SubmitSession {
       result_ = lost;
     }
     io_.stop();
+  }
+
+  // Several daemons on one store: a standby (or one that is down) refuses; the next is
+  // asked. A job that was accepted is followed to the daemon that adopts it.
+  bool TryNextDaemon(const grpc::Status& status) {
+    if (masters_.size() < 2 || status.error_code() != grpc::StatusCode::UNAVAILABLE) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (!follow_deadline_) {
+      follow_deadline_ = now + kFollowTime;
+      if (accepted_) {
+        common::Stderr().Write("gangrun submit: lost the daemon at " + masters_[current_] + " (" +
+                               status.error_message() + "); following job " + job_id_ +
+                               " to the next one\n");
+      }
+    }
+    if (now > *follow_deadline_) return false;
+    current_ = (current_ + 1) % masters_.size();
+    retry_ = std::make_unique<boost::asio::steady_timer>(io_, std::chrono::milliseconds(200));
+    retry_->async_wait([this](const boost::system::error_code& ec) {
+      if (!ec && !result_) Open();
+    });
+    return true;
   }
 
   void WaitForSignal() {
@@ -198,6 +245,13 @@ class SubmitSession {
   }
 
   boost::asio::io_context io_;
+  std::vector<std::string> masters_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  size_t current_ = 0;
+  v1::SubmitJob job_;
+  std::string job_id_;  // once accepted
+  std::optional<std::chrono::steady_clock::time_point> follow_deadline_;
+  std::unique_ptr<boost::asio::steady_timer> retry_;
   std::unique_ptr<v1::Daemon::Stub> stub_;
   boost::asio::signal_set signals_;
   std::unique_ptr<Stream> stream_;
@@ -235,9 +289,18 @@ CommandResult RunSubmit(const CommandArgs& command) {
     target.access.token = launcher_access.token;
     target.access.token_file = launcher_access.token_file;
   }
-  auto channel = OpenClientChannel(target);
-  if (!channel.ok()) return Usage(std::string(channel.status().message()));
-  SubmitSession session(*channel);
+  // --master HOST:PORT[,HOST:PORT...]: several daemons on one store (the active one answers).
+  std::vector<std::string> masters = absl::StrSplit(target.master, ',', absl::SkipEmpty());
+  if (masters.empty()) masters.push_back("");
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (const std::string& master : masters) {
+    ClientTarget one = target;
+    one.master = master;
+    auto channel = OpenClientChannel(one);
+    if (!channel.ok()) return Usage(std::string(channel.status().message()));
+    channels.push_back(*channel);
+  }
+  SubmitSession session(masters, std::move(channels));
   return session.Run(*job);
 }
 

@@ -39,7 +39,8 @@ Daemon::Daemon(boost::asio::io_context& io, common::Clock& clock, Options option
       options_(std::move(options)),
       configure_(std::move(configure)),
       telemetry_("daemon", options_.event_log),
-      id_prefix_(RandomPrefix()) {}
+      id_prefix_(RandomPrefix()),
+      active_(options_.store == nullptr) {}
 
 Daemon::~Daemon() = default;
 
@@ -101,6 +102,7 @@ void Daemon::OnAgentEvent(int agent_id, const v1::AgentEvent& event) {
                                                 {"address", agent.info.address()},
                                                 {"slots", agent.info.slots()},
                                                 {"pid", agent.info.pid()}});
+    if (options_.store != nullptr) OnAgentBack(agent_id, agent);
     TryPlace();
     return;
   }
@@ -153,6 +155,7 @@ void Daemon::OnSubmitEvent(int submit_id, const v1::SubmitEvent& event) {
     }
     return;
   }
+  if (event.has_follow()) return OnFollow(submit_id, event.follow());
   if (!event.has_job()) return;
   hello_timers_.erase(submit_id);
   auto reject = [&](const std::string& why) {
@@ -192,6 +195,7 @@ void Daemon::OnSubmitEvent(int submit_id, const v1::SubmitEvent& event) {
         });
   }
   pending_.push_back(job->id);
+  SaveJob(*job);
   jobs_[job->id] = std::move(job);
   TryPlace();
 }
@@ -278,6 +282,8 @@ void Daemon::EndJob(const std::string& job_id, const v1::JobOutcome& outcome) {
   Job* job = FindJob(job_id);
   if (job == nullptr || job->closing) return;
   job->closing = true;
+  SaveJob(*job, &outcome);
+  ended_[job_id] = outcome;
   ++jobs_finished_[proto::Name(outcome.kind())];
   common::Logger("daemon")->info("job {} ended: {}{}", job_id, proto::Name(outcome.kind()),
                                  outcome.message().empty() ? "" : " (" + outcome.message() + ")");

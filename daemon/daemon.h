@@ -10,6 +10,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <deque>
 #include <functional>
@@ -20,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "common/check.h"
 #include "common/clock.h"
+#include "daemon/store_link.h"
 #include "gangrun/v1/daemon.pb.h"
 #include "rpc/port.h"
 #include "rpc/server.h"
@@ -54,6 +56,12 @@ class Daemon {
     std::shared_ptr<grpc::ServerCredentials> credentials;  // null = insecure
     scheduler::EventLog* event_log =
         nullptr;  // every job's events and the daemon's own; may be null
+    // A daemon on a store (daemon/store_link.h): it stands by until it is the active one, then
+    // adopts the store's jobs; null = the only daemon, active from the start.
+    StoreLink* store = nullptr;
+    std::string advertise_host;  // where the jobs' ports are reached (the store names them)
+    std::string store_url;       // given to the jobs' launchers (--store, --store_follow)
+    std::string store_cacert, store_cert, store_key;
   };
 
   Daemon(boost::asio::io_context& io, common::Clock& clock, Options options, Configure configure);
@@ -68,6 +76,11 @@ class Daemon {
   void OnSubmitterGone(int submit_id);
 
   v1::DaemonStatusResponse Status() const;
+  // OK when this daemon places jobs; a standby's refusal naming the active one otherwise.
+  // Thread-safe (the gRPC threads ask it before a stream opens).
+  absl::Status Standby() const;
+  // This daemon became the active one (daemon/adopt.cc): the store's jobs, as recorded.
+  void BecomeActive(std::vector<nlohmann::json> jobs);
   // Stops one job ("" = all); returns how many were running or waiting.
   int Stop(const std::string& job_id, int signal, const std::string& reason);
   // `gangrun stacks --job ID` ("" = the only running job): its scheduler answers
@@ -107,6 +120,13 @@ class Daemon {
     std::optional<v1::JobOutcome> outcome;
     bool closing = false;
     uint64_t dropped_output = 0;  // bytes not relayed to a slow submitter since the last that was
+    // With a store (daemon/adopt.cc): where it runs by agent name, its last generation, and,
+    // adopted from another daemon, the agents not back yet and the wait for its submitter.
+    std::vector<std::pair<std::string, int>> placed_on;
+    nlohmann::json progress = nlohmann::json::object();  // generation, restarts used
+    bool adopted = false;
+    std::map<std::string, int> agents_away;  // agent name -> workers
+    std::unique_ptr<common::Timer> adoption_timer;
   };
   static constexpr std::chrono::seconds kHelloTimeout{30};
   template <typename Handle>
@@ -132,6 +152,13 @@ class Daemon {
   void Reply(const Job& job, const v1::SubmitReply& reply);
   void RelayOutput(Job& job, const std::string& data);
   Job* FindJob(const std::string& id);
+  // adopt.cc: the store's part.
+  void SaveJob(const Job& job, const v1::JobOutcome* ended = nullptr);
+  void AdoptJob(const nlohmann::json& record);
+  void OnAgentBack(int agent_id, Agent& agent);
+  void OnFollow(int submit_id, const std::string& job_id);
+  void AdoptionOver(const std::string& job_id);
+  absl::Status StartScheduler(Job& job);  // placement.cc
 
   boost::asio::io_context& io_;
   common::Clock& clock_;
@@ -151,7 +178,10 @@ class Daemon {
   std::deque<std::string> pending_;  // job ids waiting for slots, oldest first
   bool placing_ = false;
   bool place_again_ = false;
-  std::function<void()> on_idle_;  // Shutdown's `done`
+  std::function<void()> on_idle_;   // Shutdown's `done`
+  std::atomic<bool> active_{true};  // false: a standby (Options::store)
+  // Jobs that ended, as the store recorded them: a submit that follows one gets its outcome.
+  std::map<std::string, v1::JobOutcome> ended_;
   common::ThreadAffinity strand_;  // the io_context's thread: every entry point checks it
 };
 

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "common/logging.h"
+#include "common/net.h"
 #include "common/status.h"
 #include "daemon/daemon.h"
 #include "launcher/launch_spec.h"
@@ -146,10 +147,8 @@ void Daemon::ReportWaiting(Job& job, const std::string& why) {
   Reply(job, reply);
 }
 
-absl::Status Daemon::StartJob(Job& job, std::vector<std::pair<int, int>> placement) {
+absl::Status Daemon::StartScheduler(Job& job) {
   job.telemetry = std::make_unique<Telemetry>(job.id, options_.event_log);
-  // The spares the job has are those placed (fewer when other agents lacked the slots).
-  job.config.scheduler.spare_nodes = static_cast<int>(job.spares);
   job.scheduler = std::make_unique<Scheduler>(clock_, job.config.scheduler);
   job.scheduler->SetTelemetry(job.telemetry.get());
   job.store = std::make_unique<KvStore>(clock_, job.config.kv);
@@ -166,7 +165,25 @@ absl::Status Daemon::StartJob(Job& job, std::vector<std::pair<int, int>> placeme
       MaybeJobDone(*finished);
     }
   });
+  if (options_.store != nullptr) {
+    job.scheduler->SetOnRecord([this, id = job.id](nlohmann::json record) {
+      Job* recorded = FindJob(id);
+      if (recorded == nullptr) return;
+      recorded->progress = {{"generation", record.value("generation", 0)},
+                            {"restarts_used", record.value("restarts_used", 0)}};
+      SaveJob(*recorded);
+    });
+    options_.store->Publish(job.id,
+                            common::JoinHostPort(options_.advertise_host, job.server->port()));
+  }
   job.scheduler->Start();
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::StartJob(Job& job, std::vector<std::pair<int, int>> placement) {
+  // The spares the job has are those placed (fewer when other agents lacked the slots).
+  job.config.scheduler.spare_nodes = static_cast<int>(job.spares);
+  RETURN_IF_ERROR(StartScheduler(job));
   job.placement = std::move(placement);
   v1::SubmitReply accepted;
   accepted.mutable_accepted()->set_job_id(job.id);
@@ -179,6 +196,7 @@ absl::Status Daemon::StartJob(Job& job, std::vector<std::pair<int, int>> placeme
     agent.jobs[job.id] = workers;
     accepted.mutable_accepted()->add_agents(agent.info.name());
     names.push_back(agent.info.name());
+    job.placed_on.emplace_back(agent.info.name(), workers);
     v1::AgentCommand command;
     auto* run = command.mutable_run();
     run->set_job_id(job.id);
@@ -193,6 +211,17 @@ absl::Status Daemon::StartJob(Job& job, std::vector<std::pair<int, int>> placeme
     launcher::SetLaunchOption(spec, "master_port", std::to_string(job.server->port()));
     launcher::SetLaunchOption(spec, "join", "True");
     launcher::SetLaunchOption(spec, "run_id", job.id);
+    if (options_.store != nullptr) {
+      // Its launchers keep their workers if this daemon is lost and follow the next one.
+      launcher::SetLaunchOption(spec, "store", options_.store_url);
+      launcher::SetLaunchOption(spec, "store_follow", "True");
+      for (const auto& [name, file] :
+           {std::pair<const char*, const std::string&>{"store_cacert", options_.store_cacert},
+            {"store_cert", options_.store_cert},
+            {"store_key", options_.store_key}}) {
+        if (!file.empty()) launcher::SetLaunchOption(spec, name, file);
+      }
+    }
     agent.handle->Send(command);
     ++job.launchers_running;
   }
@@ -201,6 +230,7 @@ absl::Status Daemon::StartJob(Job& job, std::vector<std::pair<int, int>> placeme
   telemetry_.Record(Event::kJobStarted,
                     {{"job_id", job.id}, {"agents", names}, {"port", job.server->port()}});
   Reply(job, accepted);
+  SaveJob(job);
   return absl::OkStatus();
 }
 

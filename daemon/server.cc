@@ -54,6 +54,10 @@ class DaemonServer::Service : public v1::Daemon::CallbackService {
     return rpc::ServeOnStrand(
         io_, context, auth_, rpc::MethodPath<v1::Daemon>("Stop"),
         [this, request, response](grpc::ServerUnaryReactor* r) {
+          if (absl::Status standby = daemon_.Standby(); !standby.ok()) {
+            r->Finish(rpc::ToGrpcStatus(standby));
+            return;
+          }
           response->set_stopped(daemon_.Stop(request->job_id(), StopSignal(request->signal()),
                                              request->reason().empty()
                                                  ? "stopped by gangrun stop"
@@ -92,7 +96,8 @@ class DaemonServer::Service : public v1::Daemon::CallbackService {
   template <typename Stream, typename Add, typename OnEvent, typename OnGone>
   Stream* Open(grpc::CallbackServerContext* context, std::string_view method, Add add,
                OnEvent on_event, OnGone on_gone) {
-    const absl::Status authorized = auth_.Check(*context, rpc::MethodPath<v1::Daemon>(method));
+    absl::Status authorized = auth_.Check(*context, rpc::MethodPath<v1::Daemon>(method));
+    if (authorized.ok()) authorized = daemon_.Standby();  // a standby serves no stream
     auto handle = std::make_shared<typename Stream::Handle>();
     auto id = std::make_shared<int>(0);  // set on the io_context before any event is posted
     if (authorized.ok()) {

@@ -19,6 +19,10 @@ using scheduler::Telemetry;
 v1::DaemonStatusResponse Daemon::Status() const {
   v1::DaemonStatusResponse status;
   status.set_jobs_submitted(jobs_submitted_);
+  if (!active_) {
+    status.set_standby(true);
+    status.set_active(options_.store->active_address());
+  }
   for (const auto& [id, agent] : agents_) {
     if (!agent.registered) continue;
     auto* a = status.add_agents();

@@ -11,6 +11,9 @@
 namespace gangrun::launcher {
 
 void JobRunner::OnSchedulerLost(const std::string& reason, bool unauthenticated) {
+  if (store_role_ && options_.store_follow && !unauthenticated && !node_->finished()) {
+    return Follow(reason);
+  }
   // Wrong credentials are not a failover: the job ends as it would without a store.
   if (store_role_ && !unauthenticated) seeking_ = true;
   node_->OnLinkLost(reason, unauthenticated);
@@ -51,6 +54,34 @@ void JobRunner::OnSought(absl::StatusOr<StoreTarget> target) {
   if (role_.scheduler) role_.scheduler->Start();
   ConnectRemote();
   node_->Start();
+}
+
+// A daemon's job: the workers go on while the daemon that adopts the job is found.
+void JobRunner::Follow(const std::string& reason) {
+  node_->Detach(reason);
+  if (joined_) *joined_ = true;
+  const std::string lost = JoinHostPort(facts_.scheduler_host, facts_.scheduler_port);
+  store_role_->Seek(
+      [this, reason](absl::StatusOr<StoreTarget> target) { OnFollowed(reason, std::move(target)); },
+      lost);
+}
+
+void JobRunner::OnFollowed(const std::string& reason, absl::StatusOr<StoreTarget> target) {
+  if (!node_) return;
+  if (!target.ok()) {
+    return node_->OnLinkLost(reason + "; " + std::string(target.status().message()), false);
+  }
+  common::Logger("launcher")
+      ->info("the job's scheduler is now at {}; rejoining with the running generation",
+             target->address);
+  std::unique_ptr<node::RemoteSchedulerLink> lost = std::move(remote_);
+  if (absl::Status made = MakeRemote(target->address); !made.ok()) {
+    remote_ = std::move(lost);
+    return node_->OnLinkLost(
+        reason + "; cannot join the next scheduler: " + std::string(made.message()), false);
+  }
+  ConnectRemote();
+  node_->Reattach(*remote_);
 }
 
 void JobRunner::StepDown(const std::string& why) {

@@ -97,6 +97,12 @@ absl::Status JobRunner::Build() {
   ASSIGN_OR_RETURN(keeper_, node::KeeperClient::Start(io_, {}));
   if (!options_.store.empty() && !Simulating(options_)) {
     ASSIGN_OR_RETURN(store_role_, StoreRole::Open(io_, clock_, options_, facts_));
+  }
+  if (store_role_ && options_.store_follow) {
+    // A daemon's job: its scheduler is the daemon's; the store says where it went.
+    facts_.is_master = false;
+    RETURN_IF_ERROR(MakeRemote(JoinHostPort(facts_.master_ip, facts_.scheduler_port)));
+  } else if (store_role_) {
     store_role_->SetOnStepDown([this](const std::string& why) { StepDown(why); });
     ASSIGN_OR_RETURN(StoreTarget target, store_role_->Begin());
     if (target.ended) {
@@ -175,7 +181,7 @@ void JobRunner::ConnectRemote() {
       [this](const std::string& reason, bool unauthenticated) {
         OnSchedulerLost(reason, unauthenticated);
       });
-  if (store_role_ && !role_.scheduler) {
+  if (store_role_ && !role_.scheduler && !options_.store_follow) {
     store_role_->WatchUntilJoined(joined, [this, joined] {
       if (*joined || !node_) return;
       OnSchedulerLost(

@@ -77,6 +77,10 @@ class JobRunner {
   void Seek();
   void OnSought(absl::StatusOr<StoreTarget> target);
   void StepDown(const std::string& why);
+  // A daemon's job (--store_follow): the node keeps its workers and rejoins the scheduler of
+  // the daemon that adopts the job.
+  void Follow(const std::string& reason);
+  void OnFollowed(const std::string& reason, absl::StatusOr<StoreTarget> target);
   void EndWith(const v1::JobOutcome& outcome);
   absl::StatusOr<node::Node::Options> NodeOptions() const;
   node::ProcessSpec HealthCheckSpec() const;

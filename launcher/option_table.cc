@@ -141,6 +141,10 @@ std::vector<OptionRow> MakeStoreRows() {
           String(&Options::store_cacert)),
       Row("store_cert", "client certificate presented to the store", String(&Options::store_cert)),
       Row("store_key", "the client certificate's key", String(&Options::store_key)),
+      Row("store_follow",
+          "a daemon's job (set by gangrun scheduler): never coordinate; keep the workers while "
+          "the job's scheduler moves and follow the one the store names",
+          Bool(&Options::store_follow)),
   };
 }
 

@@ -78,6 +78,9 @@ struct Options {
   // to it. "" = none: the scheduler is in the master's launcher and nowhere else.
   std::string store;
   std::string store_cacert, store_cert, store_key;
+  // A daemon's job on a store (set by gangrun scheduler): this launcher never coordinates; it
+  // keeps its workers while the job's scheduler moves and follows the one the store names.
+  bool store_follow = false;
   bool dry_run = false;
   bool virtual_local_rank = false;  // every worker: LOCAL_RANK=0 and only its own GPU
   std::string log_prefix = "[{host}:{rank}] ";

@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "proto/conversions.h"
 #include "scheduler/job_record.h"
+#include "store/daemon_store.h"
 
 namespace gangrun::launcher {
 namespace {
@@ -74,6 +75,10 @@ StoreRole::~StoreRole() {
 }
 
 common::Duration StoreRole::seek_time() const {
+  if (options_.store_follow) {
+    // The daemon's lease, then a standby's campaign and its adoption of every job.
+    return std::chrono::seconds(store::kDaemonLeaseSeconds + 4) + Seconds(options_.node_timeout);
+  }
   return std::chrono::seconds(ttl_seconds_ + 1) + Seconds(options_.node_timeout);
 }
 
@@ -198,14 +203,16 @@ absl::StatusOr<StoreTarget> StoreRole::Begin() {
   return Settle(campaigned, /*at_start=*/true);
 }
 
-void StoreRole::Seek(std::function<void(absl::StatusOr<StoreTarget>)> done) {
+void StoreRole::Seek(std::function<void(absl::StatusOr<StoreTarget>)> done,
+                     const std::string& lost_address) {
   const int64_t old_term = followed_.term;
+  const bool follow = options_.store_follow;
   const auto deadline = steady_clock::now() + seek_time();
   const int64_t seconds = std::chrono::duration_cast<std::chrono::seconds>(seek_time()).count();
   common::Logger("launcher")
       ->warn("looking for the job's next scheduler in the store {} (for up to {} s)", config_.url,
              seconds);
-  worker_->Post([this, old_term, deadline, seconds, done = std::move(done)] {
+  worker_->Post([this, old_term, follow, lost_address, deadline, seconds, done = std::move(done)] {
     auto answer = [this, &done](absl::StatusOr<Campaigned> found) {
       boost::asio::post(io_, [this, done, found = std::move(found)] {
         if (!found.ok()) return done(found.status());
@@ -215,12 +222,13 @@ void StoreRole::Seek(std::function<void(absl::StatusOr<StoreTarget>)> done) {
     absl::Status last = absl::OkStatus();
     while (steady_clock::now() < deadline && !closing_) {
       auto holder = store_->Scheduler();
-      if (holder.ok() && holder->has_value() && (*holder)->term != old_term) {
-        Campaigned follow;
-        follow.scheduler = **holder;
-        return answer(follow);
+      if (holder.ok() && holder->has_value() && (*holder)->term != old_term &&
+          (*holder)->address != lost_address) {
+        Campaigned found;
+        found.scheduler = **holder;
+        return answer(found);
       }
-      if (holder.ok() && !holder->has_value()) {
+      if (holder.ok() && !holder->has_value() && !follow) {
         auto campaigned = CampaignOnce();
         if (campaigned.ok()) return answer(std::move(campaigned));
         last = campaigned.status();
@@ -231,7 +239,8 @@ void StoreRole::Seek(std::function<void(absl::StatusOr<StoreTarget>)> done) {
       // again soon. A poll, on the store's thread only.
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    std::string why = "no launcher took the job over within " + std::to_string(seconds) + " s";
+    std::string why = std::string(follow ? "no daemon" : "no launcher") +
+                      " took the job over within " + std::to_string(seconds) + " s";
     if (!last.ok()) why += " (" + std::string(last.message()) + ")";
     answer(absl::UnavailableError(why));
   });

@@ -55,9 +55,11 @@ class StoreRole {
 
   // At start (blocking): campaigns.
   absl::StatusOr<StoreTarget> Begin();
-  // After this node lost its scheduler: seeks the next one in the background; `done` runs on
-  // the loop.
-  void Seek(std::function<void(absl::StatusOr<StoreTarget>)> done);
+  // After this node lost its scheduler (at `lost_address`): seeks the next one in the
+  // background; `done` runs on the loop. A daemon's job (--store_follow) never campaigns: it
+  // waits for the daemon that adopts the job to name its scheduler.
+  void Seek(std::function<void(absl::StatusOr<StoreTarget>)> done,
+            const std::string& lost_address = "");
   // A node that follows a scheduler it has not heard from yet: the key it found may be a dead
   // launcher's whose lease has not run out. Looks at the key every 200 ms until `joined` is
   // set; when it names another scheduler or none, `changed` runs on the loop.

@@ -206,6 +206,7 @@ absl::Status CheckStore(const Options& o) {
   const bool tls = !o.store_cacert.empty() || !o.store_cert.empty() || !o.store_key.empty();
   if (o.store.empty()) {
     if (tls) return Invalid("--store_cacert, --store_cert and --store_key need a --store");
+    if (o.store_follow) return Invalid("--store_follow needs a --store");
     return absl::OkStatus();
   }
   if (auto parsed = store::ParseStoreUrl(o.store); !parsed.ok()) {

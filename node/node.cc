@@ -28,7 +28,7 @@ Node::Node(ProcessBackend& backend, common::Clock& clock, SchedulerLink& link, O
            Planner planner, Callbacks callbacks, Supervision supervision)
     : backend_(backend),
       clock_(clock),
-      link_(link),
+      link_(&link),
       options_(std::move(options)),
       planner_(std::move(planner)),
       callbacks_(std::move(callbacks)),
@@ -67,6 +67,7 @@ void Node::SendJoin() {
   join->set_run_id(options_.run_id);
   join->set_personality(options_.personality);
   join->set_health_check(!options_.health_check.exec_path.empty());
+  if (generation_ > 0) *join->mutable_resume() = resume_;
   Send(std::move(event));
   SendHeartbeat();
   if (options_.formation_timeout >= common::Duration::zero()) {
@@ -264,6 +265,9 @@ void Node::OnStart(uint64_t generation, const v1::StartGeneration& start) {
   }
   health_.reset();  // a health check is over before any generation starts
   last_node_rank_ = start.assignment().node_rank();
+  resume_.Clear();
+  resume_.set_generation(generation);
+  *resume_.mutable_start() = start;
   auto plan = planner_(start.assignment(), generation, start.restart_count());
   if (!plan.ok()) {
     ProcessSpec spec;
@@ -414,8 +418,15 @@ void Node::OnExcluded(const std::string& reason) {
 
 void Node::Send(v1::NodeEvent event) {
   event.set_generation(generation_);
+  if (event.has_worker_started()) *resume_.add_started() = event.worker_started();
+  if (event.has_worker_exited()) *resume_.add_exited() = event.worker_exited();
+  if (event.has_generation_ended()) resume_.set_ended(true);
+  if (detached_) {
+    if (event.has_stop_request()) held_stop_ = std::move(event);
+    return;  // what the next scheduler needs goes with the resume
+  }
   last_sent_ = clock_.Now();
-  link_.Send(event);
+  link_->Send(event);
 }
 
 }  // namespace gangrun::node

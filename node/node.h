@@ -127,6 +127,13 @@ class Node {
   // unreachable scheduler, a rejected token); afterwards this node stops its processes and
   // ends with "node lost".
   void OnLinkLost(const std::string& reason, bool unauthenticated);
+  // A daemon's job on a store (README "The daemon on a store"): the scheduler is gone but may
+  // come back elsewhere. Detach keeps the workers running and sends nothing more (a stop
+  // request is held); Reattach joins the next scheduler on `link` with the generation this
+  // node runs (JoinRequest.resume), then sends what it held.
+  void Detach(const std::string& reason);
+  void Reattach(SchedulerLink& link);
+  bool finished() const { return finished_; }
   // A GANGRUN_PROGRESS datagram from the worker of `local_rank`.
   void OnProgressDatagram(int local_rank, absl::string_view datagram);
   // A line from the TORCHELASTIC_TIMER_FILE pipe.
@@ -168,7 +175,10 @@ class Node {
 
   ProcessBackend& backend_;
   common::Clock& clock_;
-  SchedulerLink& link_;
+  SchedulerLink* link_;
+  bool detached_ = false;
+  v1::ResumeGeneration resume_;  // this generation as far as it went, for a Reattach
+  std::optional<v1::NodeEvent> held_stop_;
   Options options_;
   Planner planner_;
   Callbacks callbacks_;

@@ -50,6 +50,13 @@ void Scheduler::Reject(NodeState& node, const v1::JoinRequest& join, const absl:
 }
 
 void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join) {
+  if (join.has_resume() || adoption_) {
+    if (join.has_resume()) return OnResume(node, join);
+    return Reject(node, join,
+                  absl::UnavailableError(DescribeJoin(join) +
+                                         " cannot join now: the job's running generation is "
+                                         "being taken over by a new scheduler"));
+  }
   if (JoinsAsSpare(node, join)) return AdmitSpare(node, join);
   if (absl::Status status = CheckJoinAllowed(node, join); !status.ok()) {
     Reject(node, join, status);

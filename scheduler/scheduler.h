@@ -145,6 +145,10 @@ class Scheduler {
       std::string lost;  // "the scheduler's host H (pid P) was lost"
     };
     std::optional<Takeover> takeover;
+    // A daemon's job taken over with its workers running (scheduler/adoption.cc): nodes join
+    // with the generation they run (JoinRequest.resume), which goes on; places not back
+    // within `adopt_timeout` count as lost nodes.
+    std::optional<common::Duration> adopt_timeout;
   };
 
   Scheduler(common::Clock& clock, Options options);
@@ -281,6 +285,11 @@ class Scheduler {
     std::map<int, common::TimePoint> reported_at;  // when each rank last reported progress
   };
 
+  // adoption.cc
+  struct Adoption;
+  void OnResume(NodeState& node, const v1::JoinRequest& join);
+  void CompleteAdoption(const std::string& missing);
+  std::unique_ptr<Adoption> adoption_;
   // joins.cc
   void OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join);
   absl::Status CheckJoinAllowed(const NodeState& node, const v1::JoinRequest& join) const;
@@ -446,9 +455,8 @@ class Scheduler {
     std::string who;
   };
   std::vector<Hole> holes_;
-  int spares_admitted_ = 0;  // every spare that ever joined          // places no spare took yet
-                             // (cleared when a generation starts)
-  std::string lost_node_;    // kAwaitingReplacement (and on the way there): what was lost
+  int spares_admitted_ = 0;          // every spare that ever joined
+  std::string lost_node_;            // kAwaitingReplacement (and on the way there): what was lost
   bool membership_changed_ = false;  // elastic: re-form when the generation is over
   uint64_t generation_ = 0;
   int next_node_id_ = 1;

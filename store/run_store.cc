@@ -13,6 +13,8 @@ int64_t NowNs() {
   return duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count();
 }
 
+}  // namespace
+
 SchedulerInfo InfoOf(const mvccpb::KeyValue& kv) {
   SchedulerInfo info;
   info.term = kv.create_revision();
@@ -25,8 +27,6 @@ SchedulerInfo InfoOf(const mvccpb::KeyValue& kv) {
   }
   return info;
 }
-
-}  // namespace
 
 nlohmann::json SchedulerInfo::ToJson() const {
   return {{"host", host}, {"address", address}, {"pid", pid}};
@@ -50,16 +50,17 @@ std::string RunStore::record_key() const {
 
 absl::StatusOr<std::string> RunStore::Check() { return client_->Version(); }
 
-absl::StatusOr<RunStore::Campaign> RunStore::Run(const SchedulerInfo& me, int64_t lease) {
+absl::StatusOr<Campaign> CampaignFor(EtcdClient& client, const std::string& key,
+                                     const SchedulerInfo& me, int64_t lease) {
   etcdserverpb::TxnRequest txn;
-  *txn.add_compare() = EtcdClient::CreateRevisionIs(scheduler_key(), 0);  // nobody holds it
+  *txn.add_compare() = EtcdClient::CreateRevisionIs(key, 0);  // nobody holds it
   etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
-  put->set_key(scheduler_key());
+  put->set_key(key);
   put->set_value(me.ToJson().dump());
   put->set_lease(lease);
-  txn.add_success()->mutable_request_range()->set_key(scheduler_key());
-  txn.add_failure()->mutable_request_range()->set_key(scheduler_key());
-  auto response = client_->Txn(txn);
+  txn.add_success()->mutable_request_range()->set_key(key);
+  txn.add_failure()->mutable_request_range()->set_key(key);
+  auto response = client.Txn(txn);
   if (!response.ok()) return response.status();
   Campaign campaign;
   campaign.won = response->succeeded();
@@ -67,17 +68,25 @@ absl::StatusOr<RunStore::Campaign> RunStore::Run(const SchedulerInfo& me, int64_
       response->responses(response->responses_size() - 1).response_range();
   if (range.kvs_size() == 0) {
     // The holder's lease ended between the compare and the read: nobody holds it now.
-    return absl::UnavailableError("the scheduler key of run " + run_id_ + " changed; try again");
+    return absl::UnavailableError("the key " + key + " changed; try again");
   }
   campaign.scheduler = InfoOf(range.kvs(0));
   return campaign;
 }
 
-absl::StatusOr<std::optional<SchedulerInfo>> RunStore::Scheduler() {
-  auto kv = client_->Get(scheduler_key());
+absl::StatusOr<std::optional<SchedulerInfo>> HolderOf(EtcdClient& client, const std::string& key) {
+  auto kv = client.Get(key);
   if (!kv.ok()) return kv.status();
   if (!kv->has_value()) return std::optional<SchedulerInfo>();
   return std::optional<SchedulerInfo>(InfoOf(**kv));
+}
+
+absl::StatusOr<Campaign> RunStore::Run(const SchedulerInfo& me, int64_t lease) {
+  return CampaignFor(*client_, scheduler_key(), me, lease);
+}
+
+absl::StatusOr<std::optional<SchedulerInfo>> RunStore::Scheduler() {
+  return HolderOf(*client_, scheduler_key());
 }
 
 absl::StatusOr<Record> RunStore::ReadRecord() {

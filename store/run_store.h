@@ -38,6 +38,18 @@ struct SchedulerInfo {
   nlohmann::json ToJson() const;
 };
 
+// Whoever holds a key bound to a lease (an election key), from the key as it is stored.
+SchedulerInfo InfoOf(const mvccpb::KeyValue& kv);
+
+struct Campaign {
+  bool won = false;
+  SchedulerInfo scheduler;  // whoever holds the key afterwards (`term` set)
+};
+// Creates `key` with `me`, bound to `lease`, if nobody holds it; either way, who holds it then.
+absl::StatusOr<Campaign> CampaignFor(EtcdClient& client, const std::string& key,
+                                     const SchedulerInfo& me, int64_t lease);
+absl::StatusOr<std::optional<SchedulerInfo>> HolderOf(EtcdClient& client, const std::string& key);
+
 struct Record {
   nlohmann::json value;      // null when there is none
   int64_t mod_revision = 0;  // 0 when there is none
@@ -56,10 +68,7 @@ class RunStore {
   absl::StatusOr<std::string> Check();
   // Becomes the run's scheduler if nobody is (the scheduler key is created with `me`, bound
   // to `lease`); either way, the scheduler the key names afterwards (`term` set).
-  struct Campaign {
-    bool won = false;
-    SchedulerInfo scheduler;
-  };
+  using Campaign = store::Campaign;
   absl::StatusOr<Campaign> Run(const SchedulerInfo& me, int64_t lease);
   absl::StatusOr<std::optional<SchedulerInfo>> Scheduler();
   absl::StatusOr<Record> ReadRecord();

@@ -18,6 +18,7 @@
 //   --run-ms MS        work (sleep) for MS milliseconds before exiting 0
 //   --only-generation G  fail (--exit/--signal/--abort) only in generation G
 //   --wait-file PATH   after "ready", wait until PATH exists, then exit 0 (the test says when)
+//   --then-exit N      with --wait-file: rank 0 then exits N instead
 
 #include <fcntl.h>
 #include <signal.h>
@@ -95,6 +96,7 @@ int main(int argc, char** argv) {
   rank = rank_env ? std::atoi(rank_env) : -1;
   int lines = 0, fail_rank = -1, exit_code = -1, sig = 0, only_generation = -1;
   std::string wait_file;
+  int then_exit = -1;  // rank 0's exit code once the wait file is there
   long long flood = 0, long_line = 0;
   bool grandchild = false, ignore_term = false, usr1 = false, do_abort = false, hang = false;
   long long run_ms = 0;
@@ -131,6 +133,8 @@ int main(int argc, char** argv) {
       hang = true;
     else if (a == "--run-ms")
       run_ms = std::atoll(next().c_str());
+    else if (a == "--then-exit")
+      then_exit = std::atoi(next().c_str());
     else if (a == "--wait-file")
       wait_file = next();
     else if (a == "--only-generation")
@@ -195,5 +199,6 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the worker's own pace
   }
   if (run_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(run_ms));
+  if (then_exit >= 0 && rank == 0) return then_exit;
   return 0;
 }

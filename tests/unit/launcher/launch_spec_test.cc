@@ -59,6 +59,7 @@ const std::map<std::string, std::string>& Samples() {
       {"store_cacert", "/etc/etcd/ca.pem"},
       {"store_cert", "/etc/etcd/client.pem"},
       {"store_key", "/etc/etcd/client.key"},
+      {"store_follow", "True"},
       {"dry_run", "True"},
       {"virtual_local_rank", "True"},
       {"numa_binding", "exclusive"},

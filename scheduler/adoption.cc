@@ -1,0 +1,140 @@
+// Adoption: a daemon's job whose daemon moved (README "The daemon on a store"). Its nodes kept
+// their workers and join the new scheduler saying which generation they run; once every
+// place is back the generation goes on as it was (no worker restarts), and what happened
+// meanwhile (exits, ended nodes) is replayed. A place not back within the adoption timeout
+// counts as a node lost in that generation, with the job's own rules. Part of the Scheduler
+// actor (scheduler.h): the same strand, the same state.
+
+#include "scheduler/adoption.h"
+
+#include "common/logging.h"
+
+namespace gangrun::scheduler {
+
+void Scheduler::OnResume(NodeState& node, const v1::JoinRequest& join) {
+  const v1::ResumeGeneration& resume = join.resume();
+  const v1::RankAssignment& assignment = resume.start().assignment();
+  auto refuse = [&](const std::string& why) {
+    Reject(node, join, absl::FailedPreconditionError(DescribeJoin(join) + " " + why));
+  };
+  if (!adoption_ || generation_ != 0 || state_ != State::kForming) {
+    return refuse("runs a generation that this scheduler does not take over");
+  }
+  if (absl::Status valid = CheckJoinRequest(join, identity_); !valid.ok()) {
+    return Reject(node, join, valid);
+  }
+  Adoption& adoption = *adoption_;
+  const int local = join.local_worker_num();
+  if (resume.generation() == 0 || assignment.local_worker_num() != local ||
+      assignment.world_size() <= 0 || assignment.world_size() > options_.world_size ||
+      assignment.first_rank() < 0 || assignment.first_rank() + local > assignment.world_size() ||
+      resume.started_size() > local || resume.exited_size() > local) {
+    return refuse("says it runs a generation that does not fit the job");
+  }
+  if (adoption.generation == 0) {
+    adoption.generation = resume.generation();
+    adoption.restart_count = resume.start().restart_count();
+    adoption.world_size = assignment.world_size();
+    adoption.node_count = assignment.node_count();
+  } else if (resume.generation() != adoption.generation ||
+             assignment.world_size() != adoption.world_size) {
+    return refuse("runs generation " + std::to_string(resume.generation()) + ", not " +
+                  std::to_string(adoption.generation) + " as the others do");
+  }
+  NodeJoin candidate{join.node_name(), join.host_address(), assignment.node_rank(), local};
+  if (absl::Status fits = CheckJoin(membership_, candidate, adoption.world_size); !fits.ok()) {
+    return Reject(node, join, fits);
+  }
+  node.joined = true;
+  node.join = candidate;
+  node.slot = {assignment.node_rank(), assignment.first_rank()};
+  node.free_port = join.free_port();
+  node.pid = join.pid();
+  node.health_check = join.health_check();
+  membership_.Add(candidate);
+  for (int i = 0; i < local; ++i) {
+    auto& worker = node.workers[node.slot.first_rank + i];
+    worker.set_rank(node.slot.first_rank + i);
+    worker.set_state(v1::WORKER_STATE_STARTING);
+  }
+  for (const auto& started : resume.started()) {
+    auto it = node.workers.find(started.rank());
+    if (it == node.workers.end()) continue;
+    it->second.set_pid(started.pid());
+    it->second.set_state(v1::WORKER_STATE_RUNNING);
+  }
+  for (const auto& exited : resume.exited()) {
+    if (node.workers.count(exited.rank())) adoption.exited[node.id].push_back(exited);
+  }
+  adoption.ended[node.id] = resume.ended();
+  adoption.workers_back += local;
+  Record(Event::kNodeJoined, {{"node", join.node_name()},
+                              {"address", join.host_address()},
+                              {"pid", join.pid()},
+                              {"node_rank", assignment.node_rank()},
+                              {"workers", local},
+                              {"resumes_generation", adoption.generation}});
+  common::Logger("scheduler")
+      ->info("{} is back with generation {} running: {} of {} workers", Describe(node),
+             adoption.generation, adoption.workers_back, adoption.world_size);
+  if (adoption.workers_back == adoption.world_size) CompleteAdoption("");
+}
+
+void Scheduler::CompleteAdoption(const std::string& missing) {
+  std::unique_ptr<Adoption> adoption = std::move(adoption_);
+  formation_timer_.reset();
+  if (adoption->generation == 0) {
+    v1::JobOutcome lost;
+    lost.set_kind(v1::JobOutcome::KIND_NODE_LOST);
+    lost.set_message("no node of the job came back after its daemon moved: " + missing);
+    return Finish(std::move(lost));
+  }
+  generation_ = adoption->generation;
+  restarts_used_ = adoption->restart_count;
+  current_world_ = adoption->world_size;
+  started_ranks_ = 0;
+  succeeded_ranks_ = 0;
+  stopped_ranks_.clear();
+  ended_scan_from_ = 0;
+  for (auto& [id, node] : nodes_) {
+    if (!node.joined) continue;
+    node.ended = false;
+    for (const auto& [rank, worker] : node.workers) {
+      started_ranks_ += worker.state() == v1::WORKER_STATE_RUNNING;
+    }
+  }
+  Enter(State::kRunning, "generation " + std::to_string(generation_) + " adopted");
+  common::Logger("scheduler")
+      ->warn("generation {} goes on under this scheduler: {} of {} worker(s) back{}", generation_,
+             adoption->workers_back, current_world_,
+             missing.empty() ? " (none restarted)" : "; " + missing);
+  Record(Event::kGenerationRunning,
+         {{"generation", generation_}, {"workers", adoption->workers_back}, {"adopted", true}});
+  WriteRecord();
+  // What happened while no scheduler heard of it, as if it had been heard.
+  for (auto& [id, exits] : adoption->exited) {
+    for (const auto& exited : exits) {
+      auto node = nodes_.find(id);
+      if (node != nodes_.end()) OnWorkerExited(node->second, exited);
+    }
+  }
+  if (!missing.empty()) {
+    const std::string what = missing;
+    CountFailure(FailureCause::kConnectionLost);
+    const bool recoverable = !stop_requested_;
+    if (Elastic() && recoverable && membership_.workers >= min_world()) {
+      Reform(what);
+    } else if (recoverable && BudgetLeft()) {
+      lost_node_ = what;
+      BeginStopping({StopReason::Kind::kNodeLost, what, {}, {}});
+    } else {
+      BeginStopping({StopReason::Kind::kNodeLost, what, {}, {}});
+    }
+  }
+  for (const auto& [id, ended] : adoption->ended) {
+    auto node = nodes_.find(id);
+    if (ended && node != nodes_.end()) OnGenerationEnded(node->second);
+  }
+}
+
+}  // namespace gangrun::scheduler

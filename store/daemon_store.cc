@@ -1,0 +1,43 @@
+#include "store/daemon_store.h"
+
+namespace gangrun::store {
+
+absl::StatusOr<std::vector<nlohmann::json>> DaemonStore::Jobs(std::vector<std::string>* skipped) {
+  auto kvs = client_->GetPrefix(jobs_prefix());
+  if (!kvs.ok()) return kvs.status();
+  std::vector<nlohmann::json> jobs;
+  for (const auto& kv : *kvs) {
+    nlohmann::json job = nlohmann::json::parse(kv.value(), nullptr, /*allow_exceptions=*/false);
+    if (job.is_object() && job.contains("id")) {
+      jobs.push_back(std::move(job));
+    } else if (skipped != nullptr) {
+      skipped->push_back(kv.key());
+    }
+  }
+  return jobs;
+}
+
+absl::StatusOr<bool> DaemonStore::FencedPut(int64_t term, const std::string& key,
+                                            const std::string& value, int64_t lease) {
+  etcdserverpb::TxnRequest txn;
+  *txn.add_compare() = EtcdClient::CreateRevisionIs(active_key(), term);
+  etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
+  put->set_key(key);
+  put->set_value(value);
+  put->set_lease(lease);
+  auto response = client_->Txn(txn);
+  if (!response.ok()) return response.status();
+  return response->succeeded();
+}
+
+absl::StatusOr<bool> DaemonStore::PutJob(int64_t term, const std::string& job_id,
+                                         const nlohmann::json& job) {
+  return FencedPut(term, jobs_prefix() + job_id, job.dump(), 0);
+}
+
+absl::StatusOr<bool> DaemonStore::PublishScheduler(int64_t term, const std::string& job_id,
+                                                   const SchedulerInfo& at, int64_t lease) {
+  return FencedPut(term, run_key(job_id), at.ToJson().dump(), lease);
+}
+
+}  // namespace gangrun::store

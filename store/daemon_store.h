@@ -1,0 +1,61 @@
+#pragma once
+// The daemon's keys in the store (README "The daemon on a store"):
+//
+//   <prefix>/daemon/active             the active daemon (JSON: host, address, pid), bound to
+//                                      its lease; the standbys campaign for it
+//   <prefix>/daemon/jobs/<job id>      a job's record (JSON: its submission, state, placement,
+//                                      generation, restarts used, outcome), written only by
+//                                      the active daemon, fenced by its term (the active key's
+//                                      create revision)
+//   <prefix>/runs/<job id>/scheduler   where the job's scheduler listens, bound to the same
+//                                      lease: the job's launchers follow it (--store_follow)
+//
+// Every call blocks (the daemon's store thread) and is bounded by the request timeout.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "store/etcd_client.h"
+#include "store/run_store.h"
+
+namespace gangrun::store {
+
+// The daemon's lease: a paused or cut-off daemon is replaced this long after its last
+// keep-alive; the launchers of its jobs look for the next one for this long and more.
+inline constexpr int64_t kDaemonLeaseSeconds = 5;
+
+class DaemonStore {
+ public:
+  explicit DaemonStore(std::unique_ptr<EtcdClient> client) : client_(std::move(client)) {}
+
+  EtcdClient& client() { return *client_; }
+  std::string active_key() const { return Prefix() + "/daemon/active"; }
+  std::string jobs_prefix() const { return Prefix() + "/daemon/jobs/"; }
+  std::string run_key(const std::string& job_id) const {
+    return Prefix() + "/runs/" + job_id + "/scheduler";
+  }
+
+  absl::StatusOr<store::Campaign> Elect(const SchedulerInfo& me, int64_t lease) {
+    return CampaignFor(*client_, active_key(), me, lease);
+  }
+  absl::StatusOr<std::optional<SchedulerInfo>> Active() { return HolderOf(*client_, active_key()); }
+  // Every job record (those that do not parse are skipped, and said in `skipped`).
+  absl::StatusOr<std::vector<nlohmann::json>> Jobs(std::vector<std::string>* skipped = nullptr);
+  // Writes a job's record, or names where its scheduler listens, if `term` is still the active
+  // daemon's; false (no error) when it is not.
+  absl::StatusOr<bool> PutJob(int64_t term, const std::string& job_id, const nlohmann::json& job);
+  absl::StatusOr<bool> PublishScheduler(int64_t term, const std::string& job_id,
+                                        const SchedulerInfo& at, int64_t lease);
+
+ private:
+  std::string Prefix() const { return "/" + client_->config().prefix; }
+  absl::StatusOr<bool> FencedPut(int64_t term, const std::string& key, const std::string& value,
+                                 int64_t lease);
+  std::unique_ptr<EtcdClient> client_;
+};
+
+}  // namespace gangrun::store

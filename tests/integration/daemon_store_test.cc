@@ -1,0 +1,95 @@
+// The daemon on a store (README "The daemon on a store"), against a real etcd member on a
+// loopback port: two daemons, one active and one standing by; the active one is killed while
+// a job runs, and the standby adopts it with the same worker processes.
+
+#include "store/daemon_store.h"
+
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+
+#include "tests/integration/daemon_fixture.h"
+#include "tests/testing/etcd_cluster.h"
+
+namespace gangrun::testing {
+namespace {
+
+using std::chrono::seconds;
+
+class DaemonStoreTest : public DaemonTest {
+ protected:
+  void TearDown() override {
+    etcd_.reset();
+    DaemonTest::TearDown();
+  }
+  void StartStore() {
+    etcd_ = std::make_unique<EtcdCluster>(dir_.File("etcd"), 1, nullptr);
+    ASSERT_TRUE(etcd_->started()) << etcd_->error();
+  }
+  std::unique_ptr<store::DaemonStore> Store() {
+    auto config = store::ParseStoreUrl(etcd_->Url());
+    EXPECT_TRUE(config.ok());
+    auto client = store::EtcdClient::Connect(*config);
+    EXPECT_TRUE(client.ok());
+    return std::make_unique<store::DaemonStore>(std::move(*client));
+  }
+  std::unique_ptr<EtcdCluster> etcd_;
+};
+
+TEST_F(DaemonStoreTest, AStandbyAdoptsTheRunningJobWithItsWorkersAndTheSubmitGetsItsOutcome) {
+  ASSERT_NO_FATAL_FAILURE(StartStore());
+  const std::string a = "127.0.0.1:" + FreePort(), b = "127.0.0.1:" + FreePort();
+  const std::string masters = a + "," + b;
+  auto first = Scheduler({"--listen", a, "--store", etcd_->Url()});
+  ASSERT_TRUE(WaitForStderr(first, "is now the active one", seconds(10))) << first.Stderr();
+  auto second = Scheduler({"--listen", b, "--store", etcd_->Url()});
+  ASSERT_TRUE(WaitForStderr(second, "the active daemon is at " + a, seconds(10)))
+      << second.Stderr();
+  // The standby answers status naming the active one, and places nothing.
+  auto standby = Gangrun({"status", "--master", b, "--json"});
+  EXPECT_EQ(RunToEnd(standby).code, 0) << standby.Stderr();
+  EXPECT_NE(standby.Stdout().find("\"standby\": true"), std::string::npos) << standby.Stdout();
+  auto agent_a = Gangrun({"agent", "--master", masters, "--slots", "2", "--name", "agent-a"});
+  auto agent_b = Gangrun({"agent", "--master", masters, "--slots", "2", "--name", "agent-b"});
+  const std::string go = dir_.File("go");
+  auto submit =
+      Gangrun({"submit", "--master", masters, "--worker_num", "4", "--local_worker_num", "2",
+               "--node_timeout", "2", TestWorkerBinary(), "--wait-file", go, "--then-exit", "7"});
+  const auto before = WaitReady(4);
+  std::vector<pid_t> launchers;
+  for (const auto& ready : before) launchers.push_back(LauncherOf(ready.pid));
+
+  ASSERT_EQ(kill(first.pid, SIGKILL), 0);
+  EXPECT_EQ(RunToEnd(first).signal, SIGKILL);
+  ASSERT_TRUE(
+      WaitForStderr(second, "goes on under this scheduler: 4 of 4 worker(s) back", seconds(30)))
+      << second.Stderr();
+  // The same processes: every worker and launcher of before lives on, and none started anew.
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_EQ(kill(before[i].pid, 0), 0) << "rank " << before[i].rank << " was restarted";
+    EXPECT_EQ(LauncherOf(before[i].pid), launchers[i]);
+  }
+  auto status = Gangrun({"status", "--master", b, "--json"});
+  EXPECT_EQ(RunToEnd(status).code, 0) << status.Stderr();
+  for (const auto& ready : before) {
+    EXPECT_NE(status.Stdout().find(std::to_string(ready.pid)), std::string::npos)
+        << status.Stdout();
+  }
+  std::ofstream(go) << "go\n";
+  // The submit followed its job to the new daemon and exits with the job's own code.
+  EXPECT_EQ(RunToEnd(submit).code, 7) << submit.Stderr();
+  EXPECT_NE(submit.Stderr().find("following job"), std::string::npos) << submit.Stderr();
+  EXPECT_NE(submit.Stderr().find("Root cause: rank 0"), std::string::npos) << submit.Stderr();
+  // The job's record: ended, with that outcome.
+  auto jobs = Store()->Jobs();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0]["state"], "ended") << (*jobs)[0].dump();
+  EXPECT_EQ((*jobs)[0]["outcome"]["kind"], "worker_failed") << (*jobs)[0].dump();
+  for (auto* agent : {&agent_a, &agent_b}) StopDaemon(*agent);
+  StopDaemon(second);
+}
+
+}  // namespace
+}  // namespace gangrun::testing
