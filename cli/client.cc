@@ -8,6 +8,7 @@
 #include "common/net.h"
 #include "common/status.h"
 #include "common/version.h"
+#include "gangrun/v1/daemon.grpc.pb.h"
 #include "rpc/channel.h"
 
 namespace gangrun::cli {
@@ -88,10 +89,28 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenClientChannel(const ClientTar
     return absl::InvalidArgumentError(std::string("--master HOST:PORT is required (or ") +
                                       env::kMaster + ")");
   }
-  RETURN_IF_ERROR(common::ParseHostPort(target.master, "--master").status());
+  const std::vector<std::string> masters = absl::StrSplit(target.master, ',');
+  for (const std::string& master : masters) {
+    RETURN_IF_ERROR(common::ParseHostPort(master, "--master").status());
+  }
   ASSIGN_OR_RETURN(auto credentials, rpc::MakeChannelCredentials(target.access));
   ASSIGN_OR_RETURN(const std::string token, rpc::ResolveToken(target.access));
-  return rpc::MakeChannel(target.master, credentials, token, "", std::chrono::seconds(30));
+  if (masters.size() == 1) {
+    return rpc::MakeChannel(target.master, credentials, token, "", std::chrono::seconds(30));
+  }
+  // Several daemons on one store: the active one (the others stand by), else the first that
+  // answers (its status names the active one).
+  std::shared_ptr<grpc::Channel> answering;
+  for (const std::string& master : masters) {
+    auto channel = rpc::MakeChannel(master, credentials, token, "", std::chrono::seconds(30));
+    v1::DaemonStatusResponse status;
+    auto context = CallContext(2);
+    if (!v1::Daemon::NewStub(channel)->Status(context.get(), {}, &status).ok()) continue;
+    if (!status.standby()) return channel;
+    if (!answering) answering = channel;
+  }
+  if (answering) return answering;
+  return absl::UnavailableError("no daemon of " + target.master + " answers");
 }
 
 std::unique_ptr<grpc::ClientContext> CallContext(int seconds) {

@@ -100,6 +100,10 @@ std::string FormatJobStatus(const v1::GetStatusResponse& s) {
 }
 
 std::string FormatDaemonStatus(const v1::DaemonStatusResponse& s) {
+  if (s.standby()) {
+    return "standing by: the active daemon is " +
+           (s.active().empty() ? std::string("not known now") : "at " + s.active()) + "\n";
+  }
   std::string out = absl::StrFormat("agents %d  jobs %d running or waiting  %d submitted\n",
                                     s.agents_size(), s.jobs_size(), s.jobs_submitted());
   out += absl::StrFormat("%5s %-20s %-16s %8s %5s %4s %s\n", "AGENT", "NAME", "ADDRESS", "PID",

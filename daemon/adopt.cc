@@ -125,18 +125,19 @@ void Daemon::AdoptJob(const nlohmann::json& record) {
 void Daemon::AdoptionOver(const std::string& job_id) {
   Job* job = FindJob(job_id);
   if (job == nullptr) return;
-  for (const auto& [name, workers] : job->agents_away) {
-    --job->launchers_running;
-    if (!job->outcome && job->launcher_failure.empty() && job->spares == 0) {
-      job->launcher_failure = "agent '" + name + "' did not come back after the daemon moved";
-    }
-  }
-  job->agents_away.clear();
-  if (job->submit_id == 0) {
+  if (job->submit_id == 0 && !job->outcome) {
     Stop(job_id, SIGTERM, "its gangrun submit did not follow it to this daemon");
-  } else if (!job->launcher_failure.empty() && job->scheduler && !job->outcome) {
-    job->scheduler->Stop(SIGTERM, job->launcher_failure);
   }
+  if (!job->agents_away.empty() && !job->outcome) {
+    // An agent whose stream to the lost daemon has not broken yet (a paused daemon's stays
+    // open until gRPC's keep-alive gives up): its launchers run; the job's scheduler, not
+    // this count, says whether they are in the job.
+    job->adoption_timer = clock_.After(kComeBackTime, [this, job_id] { AdoptionOver(job_id); });
+    return;
+  }
+  // The job is over and these agents never came back: their launchers are gone with them.
+  job->launchers_running -= static_cast<int>(job->agents_away.size());
+  job->agents_away.clear();
   MaybeJobDone(*job);
 }
 

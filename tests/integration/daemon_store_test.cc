@@ -91,5 +91,39 @@ TEST_F(DaemonStoreTest, AStandbyAdoptsTheRunningJobWithItsWorkersAndTheSubmitGet
   StopDaemon(second);
 }
 
+// A daemon paused past its lease (a VM pause, a swap storm) is replaced; when it resumes it
+// steps down without touching the job, which goes on under the other with the same workers.
+TEST_F(DaemonStoreTest, ADaemonPausedPastItsLeaseStepsDownTouchingNothing) {
+  ASSERT_NO_FATAL_FAILURE(StartStore());
+  const std::string a = "127.0.0.1:" + FreePort(), b = "127.0.0.1:" + FreePort();
+  const std::string masters = a + "," + b;
+  auto first = Scheduler({"--listen", a, "--store", etcd_->Url()});
+  ASSERT_TRUE(WaitForStderr(first, "is now the active one", seconds(10))) << first.Stderr();
+  auto second = Scheduler({"--listen", b, "--store", etcd_->Url()});
+  ASSERT_TRUE(WaitForStderr(second, "the active daemon is at " + a, seconds(10)));
+  auto agent = Gangrun({"agent", "--master", masters, "--slots", "2", "--name", "agent-a"});
+  const std::string go = dir_.File("go");
+  auto submit = Gangrun({"submit", "--master", masters, "--worker_num", "2", "--node_timeout", "2",
+                         TestWorkerBinary(), "--wait-file", go});
+  const auto before = WaitReady(2);
+  ASSERT_EQ(kill(first.pid, SIGSTOP), 0);
+  ASSERT_TRUE(
+      WaitForStderr(second, "goes on under this scheduler: 2 of 2 worker(s) back", seconds(30)))
+      << second.Stderr();
+  ASSERT_EQ(kill(first.pid, SIGCONT), 0);
+  EXPECT_EQ(RunToEnd(first).code, 3) << first.Stderr();
+  EXPECT_NE(first.Stderr().find("this daemon steps down, touching no job"), std::string::npos)
+      << first.Stderr();
+  for (const auto& ready : before) EXPECT_EQ(kill(ready.pid, 0), 0);
+  // `status` finds the active daemon among the two (the one that stepped down is gone).
+  auto status = Gangrun({"status", "--master", masters});
+  EXPECT_EQ(RunToEnd(status).code, 0) << status.Stderr();
+  EXPECT_NE(status.Stdout().find("jobs 1 running"), std::string::npos) << status.Stdout();
+  std::ofstream(go) << "go\n";
+  EXPECT_EQ(RunToEnd(submit).code, 0) << submit.Stderr();
+  StopDaemon(agent);
+  StopDaemon(second);
+}
+
 }  // namespace
 }  // namespace gangrun::testing
