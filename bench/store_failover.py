@@ -55,6 +55,25 @@ def started(directory, generation):
     return [f for f in os.listdir(directory) if f.startswith(f"g{generation}.")]
 
 
+def start_etcd(root):
+    """One etcd member on free loopback ports: (process, store URL, etcdctl env, metrics URL)."""
+    client, peer, metrics = free_port(), free_port(), free_port()
+    etcd = subprocess.Popen(
+        ["etcd", "--name", "b", "--data-dir", os.path.join(root, "etcd"),
+         "--listen-client-urls", f"http://127.0.0.1:{client}",
+         "--advertise-client-urls", f"http://127.0.0.1:{client}",
+         "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+         "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+         "--initial-cluster", f"b=http://127.0.0.1:{peer}",
+         "--listen-metrics-urls", f"http://127.0.0.1:{metrics}", "--log-level", "error",
+         "--logger", "zap"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = dict(os.environ, ETCDCTL_API="3")
+    wait_for(lambda: subprocess.run(["etcdctl", "--endpoints", f"127.0.0.1:{client}",
+                                     "endpoint", "health"], env=env,
+                                    capture_output=True).returncode == 0, 30, "etcd")
+    return etcd, f"etcd://127.0.0.1:{client}", env, f"http://127.0.0.1:{metrics}/metrics"
+
+
 def one_run(gangrun, etcdctl_env, url, run_id, work, node_timeout, steady, metrics_url):
     marks = os.path.join(work, "marks")
     os.makedirs(marks)
@@ -102,23 +121,8 @@ def main():
     if not shutil.which("etcd"):
         sys.exit("store_failover: etcd is missing (apt-get install etcd-server)")
     root = tempfile.mkdtemp(prefix="gangrun-failover-")
-    client, peer, metrics = free_port(), free_port(), free_port()
-    url = f"etcd://127.0.0.1:{client}"
-    etcd = subprocess.Popen(
-        ["etcd", "--name", "b", "--data-dir", os.path.join(root, "etcd"),
-         "--listen-client-urls", f"http://127.0.0.1:{client}",
-         "--advertise-client-urls", f"http://127.0.0.1:{client}",
-         "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-         "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-         "--initial-cluster", f"b=http://127.0.0.1:{peer}",
-         "--listen-metrics-urls", f"http://127.0.0.1:{metrics}", "--log-level", "error",
-         "--logger", "zap"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    env = dict(os.environ, ETCDCTL_API="3")
-    metrics_url = f"http://127.0.0.1:{metrics}/metrics"
+    etcd, url, env, metrics_url = start_etcd(root)
     try:
-        wait_for(lambda: subprocess.run(["etcdctl", "--endpoints", f"127.0.0.1:{client}",
-                                         "endpoint", "health"], env=env,
-                                        capture_output=True).returncode == 0, 30, "etcd")
         results = []
         for run in range(args.runs):
             work = os.path.join(root, f"run{run}")

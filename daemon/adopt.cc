@@ -91,8 +91,12 @@ void Daemon::AdoptJob(const nlohmann::json& record) {
   Job& adopted = *job;
   jobs_[id] = std::move(job);
   if (record.value("state", "") != "running") {
-    log->info("job {}: adopted, waiting for slots as before", id);
-    pending_.push_back(id);
+    // Its submit had no job id yet: it submits the job again to this daemon, so this record
+    // ends here (queued again, it would run twice).
+    log->info("job {}: was waiting for slots when its daemon moved; its submit submits it again",
+              id);
+    return EndJob(id, proto::Outcome(v1::JobOutcome::KIND_FORMATION_FAILED,
+                                     "its daemon moved before the job was placed"));
   } else {
     for (const auto& placed : record.value("placement", nlohmann::json::array())) {
       const std::string agent = placed.value("agent", "");
