@@ -141,6 +141,37 @@ TEST_F(NodeTest, LosingTheSchedulerMidJobStopsLocalProcessesThenEnds) {
   EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_NODE_LOST);
 }
 
+// A daemon's job on a store: the scheduler moves, the workers stay.
+TEST_F(NodeTest, ADetachedNodeKeepsItsWorkersAndRejoinsWithTheGenerationItRuns) {
+  node->OnCommand(Start(3));
+  backend.Start(10);
+  backend.Start(11);
+  node->Detach("connection reset");
+  backend.Exit(11, common::ExitStatus::Exited(0));  // while no scheduler hears
+  node->RequestStop(SIGTERM);                       // held for the next scheduler
+  EXPECT_GE(backend.CountSignals(SIGTERM), 1) << "the stop is local at once";
+  const size_t sent = link.events.size();
+  clock.Advance(seconds(3));
+  EXPECT_EQ(Heartbeats(), 0) << "a detached node sends nothing";
+  EXPECT_FALSE(outcome.has_value());
+  RecordingSchedulerLink next;
+  node->Reattach(next);
+  EXPECT_EQ(link.events.size(), sent);
+  ASSERT_GE(next.events.size(), 2u);
+  ASSERT_TRUE(next.events[0].has_join());
+  const v1::ResumeGeneration& resume = next.events[0].join().resume();
+  EXPECT_EQ(resume.generation(), 3u);
+  EXPECT_EQ(resume.start().assignment().first_rank(), 4);
+  ASSERT_EQ(resume.started_size(), 2);
+  EXPECT_EQ(resume.started(1).pid(), 11);
+  ASSERT_EQ(resume.exited_size(), 1);
+  EXPECT_EQ(resume.exited(0).rank(), 5);
+  EXPECT_FALSE(resume.ended());
+  bool stop = false;
+  for (const auto& event : next.events) stop = stop || event.has_stop_request();
+  EXPECT_TRUE(stop) << "the held stop request goes to the next scheduler";
+}
+
 TEST_F(NodeTest, RejectedTokenBeforeFormationIsAFormationFailure) {
   node->Start();
   node->OnLinkLost("wrong or missing token", true);
