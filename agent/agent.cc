@@ -80,6 +80,11 @@ std::string Agent::MasterHost() const {
 void Agent::Start() {
   GANGRUN_ON_STRAND(strand_);
   masters_ = absl::StrSplit(options_.master, ',');
+  // One stub per daemon for the agent's life: a call uses its stub until gRPC lets go of it.
+  for (const std::string& master : masters_) {
+    stubs_.push_back(v1::Daemon::NewStub(rpc::MakeChannel(
+        master, options_.credentials, options_.token, "", std::chrono::seconds(10))));
+  }
   sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
     if (!ec) Reap();
   });
@@ -88,17 +93,15 @@ void Agent::Start() {
 
 void Agent::Connect() {
   if (stopping_) return;
-  if (stream_) stream_->CancelAndWait();
-  channel_ = rpc::MakeChannel(master(), options_.credentials, options_.token, "",
-                              std::chrono::seconds(10));
-  stub_ = v1::Daemon::NewStub(channel_);
+  stream_.reset();  // cancelled and let go of by gRPC
   stream_ = std::make_unique<Stream>(
       io_, [this](const v1::AgentCommand& command) { OnCommand(command); },
       [this](const grpc::Status& status) { OnStreamDone(status); });
   // wait_for_ready: the daemon may start after us (or restart); we wait for it. With several
   // daemons, one that does not answer is passed over for the next.
-  stream_->Begin(masters_.size() == 1,
-                 [this](auto* context, auto* reactor) { stub_->async()->Agent(context, reactor); });
+  stream_->Begin(masters_.size() == 1, [this](auto* context, auto* reactor) {
+    stubs_[current_]->async()->Agent(context, reactor);
+  });
   v1::AgentEvent event;
   auto* reg = event.mutable_register_();
   reg->set_name(options_.name);

@@ -98,8 +98,7 @@ class Agent {
   common::Clock& clock_;
   Options options_;
   Callbacks callbacks_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Daemon::Stub> stub_;
+  std::vector<std::unique_ptr<v1::Daemon::Stub>> stubs_;  // one per daemon; before stream_
   std::unique_ptr<Stream> stream_;
   std::unique_ptr<common::Timer> reconnect_timer_;
   common::Duration backoff_;

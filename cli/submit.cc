@@ -121,9 +121,11 @@ class SubmitSession {
  public:
   SubmitSession(std::vector<std::string> masters,
                 std::vector<std::shared_ptr<grpc::Channel>> channels)
-      : masters_(std::move(masters)),
-        channels_(std::move(channels)),
-        signals_(io_, SIGINT, SIGTERM, SIGHUP) {}
+      : masters_(std::move(masters)), signals_(io_, SIGINT, SIGTERM, SIGHUP) {
+    // One stub per daemon, for the session's life: a call uses its stub's method until gRPC
+    // lets go of it, after our done handler may already have run.
+    for (auto& channel : channels) stubs_.push_back(v1::Daemon::NewStub(std::move(channel)));
+  }
 
   CommandResult Run(const v1::SubmitJob& job) {
     common::ConsoleScope console(io_);
@@ -142,13 +144,12 @@ class SubmitSession {
 
   // A stream to the current daemon: the job, or (once accepted) a follow of it.
   void Open() {
-    stub_ = v1::Daemon::NewStub(channels_[current_]);
-    if (stream_) stream_->CancelAndWait();
+    stream_.reset();  // it has ended; gRPC lets go of it first
     stream_ = std::make_unique<Stream>(
         io_, [this](const v1::SubmitReply& reply) { OnReply(reply); },
         [this](const grpc::Status& status) { OnDone(status); });
     stream_->Begin(/*wait_for_ready=*/false, [this](auto* context, auto* reactor) {
-      stub_->async()->Submit(context, reactor);
+      stubs_[current_]->async()->Submit(context, reactor);
     });
     v1::SubmitEvent event;
     if (job_id_.empty()) {
@@ -246,13 +247,12 @@ class SubmitSession {
 
   boost::asio::io_context io_;
   std::vector<std::string> masters_;
-  std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  std::vector<std::unique_ptr<v1::Daemon::Stub>> stubs_;  // before stream_: it goes first
   size_t current_ = 0;
   v1::SubmitJob job_;
   std::string job_id_;  // once accepted
   std::optional<std::chrono::steady_clock::time_point> follow_deadline_;
   std::unique_ptr<boost::asio::steady_timer> retry_;
-  std::unique_ptr<v1::Daemon::Stub> stub_;
   boost::asio::signal_set signals_;
   std::unique_ptr<Stream> stream_;
   std::optional<CommandResult> result_;

@@ -148,6 +148,13 @@ void Daemon::ReportWaiting(Job& job, const std::string& why) {
 }
 
 absl::Status Daemon::StartScheduler(Job& job) {
+  if (options_.store != nullptr) {
+    // As a one-shot job's scheduler on a store: no generation starts unless the store
+    // confirmed this daemon's lease within its TTL; `status` says when it does not answer.
+    StoreLink* store = options_.store;
+    job.config.scheduler.may_start = [store] { return store->LeaseValid(); };
+    job.config.scheduler.store_note = [store] { return store->Note(); };
+  }
   job.telemetry = std::make_unique<Telemetry>(job.id, options_.event_log);
   job.scheduler = std::make_unique<Scheduler>(clock_, job.config.scheduler);
   job.scheduler->SetTelemetry(job.telemetry.get());

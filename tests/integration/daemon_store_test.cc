@@ -91,6 +91,15 @@ TEST_F(DaemonStoreTest, AStandbyAdoptsTheRunningJobWithItsWorkersAndTheSubmitGet
   StopDaemon(second);
 }
 
+TEST_F(DaemonStoreTest, AnUnreachableStoreAtStartIsOneLineNamingIt) {
+  const std::string url = "etcd://127.0.0.1:" + FreePort();  // nobody listens there
+  auto daemon = Gangrun({"scheduler", "--listen", "127.0.0.1:" + FreePort(), "--store", url});
+  EXPECT_EQ(RunToEnd(daemon).code, 3) << daemon.Stderr();
+  EXPECT_NE(daemon.Stderr().find(url), std::string::npos) << daemon.Stderr();
+  auto bad = Gangrun({"scheduler", "--listen", "127.0.0.1:" + FreePort(), "--store", "http://x"});
+  EXPECT_EQ(RunToEnd(bad).code, 2) << bad.Stderr();
+}
+
 // A daemon paused past its lease (a VM pause, a swap storm) is replaced; when it resumes it
 // steps down without touching the job, which goes on under the other with the same workers.
 TEST_F(DaemonStoreTest, ADaemonPausedPastItsLeaseStepsDownTouchingNothing) {
@@ -120,7 +129,9 @@ TEST_F(DaemonStoreTest, ADaemonPausedPastItsLeaseStepsDownTouchingNothing) {
   EXPECT_EQ(RunToEnd(status).code, 0) << status.Stderr();
   EXPECT_NE(status.Stdout().find("jobs 1 running"), std::string::npos) << status.Stdout();
   std::ofstream(go) << "go\n";
-  EXPECT_EQ(RunToEnd(submit).code, 0) << submit.Stderr();
+  EXPECT_EQ(RunToEnd(submit).code, 0) << submit.Stderr() << "\nthe daemon:\n"
+                                      << second.Stderr() << "\nthe agent:\n"
+                                      << agent.Stderr();
   StopDaemon(agent);
   StopDaemon(second);
 }
