@@ -42,6 +42,10 @@ class ClientStream : public grpc::ClientBidiReactor<Out, In> {
     start(&context_, this);
     begun_ = true;
     this->StartRead(&incoming_);
+    // gRPC's threads run the reactions, OnDone maybe before anything is queued (a call that
+    // fails at once): this lock, which they take too, is what ThreadSanitizer sees order the
+    // stream's construction before them (it cannot see Debian's gRPC's own synchronization).
+    { common::MutexLock lock(&mu_); }
     this->StartCall();
   }
 

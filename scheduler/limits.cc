@@ -12,7 +12,7 @@
 namespace gangrun::scheduler {
 namespace {
 
-double Seconds(common::Duration d) { return std::chrono::duration<double>(d).count(); }
+double SecondsOf(common::Duration d) { return std::chrono::duration<double>(d).count(); }
 
 }  // namespace
 
@@ -26,10 +26,10 @@ void Scheduler::ArmTimeLimit() {
       clock_.After(options_.time_limit - options_.time_limit_signal_before, [this] {
         time_limit_signal_timer_.reset();
         const std::string why =
-            absl::StrCat(Seconds(options_.time_limit_signal_before),
+            absl::StrCat(SecondsOf(options_.time_limit_signal_before),
                          " s before the job's time limit (--time_limit_signal)");
         Record(Event::kTimeLimit, {{"signal", common::SignalName(options_.time_limit_signal)},
-                                   {"seconds_left", Seconds(options_.time_limit_signal_before)}});
+                                   {"seconds_left", SecondsOf(options_.time_limit_signal_before)}});
         SignalWorkers(options_.time_limit_signal, why);
       });
 }
@@ -40,9 +40,9 @@ void Scheduler::OnTimeLimit() {
   if (state_ == State::kFinished) return;
   time_limit_reached_ = true;
   const std::string why =
-      absl::StrCat("the job reached its time limit of ", Seconds(options_.time_limit), " s");
+      absl::StrCat("the job reached its time limit of ", SecondsOf(options_.time_limit), " s");
   common::Logger("scheduler")->warn("{}: stopping it", why);
-  Record(Event::kTimeLimit, {{"time_limit_seconds", Seconds(options_.time_limit)}});
+  Record(Event::kTimeLimit, {{"time_limit_seconds", SecondsOf(options_.time_limit)}});
   switch (state_) {
     case State::kRunning:
     case State::kCapturing:
