@@ -76,8 +76,11 @@ absl::Status Serve(DaemonSetup& setup) {
   boost::asio::io_context io;
   common::AsioClock clock(io.get_executor());
   const std::string& token = setup.service.access.token;
-  daemon::Daemon::Options options{setup.address.host, token, setup.credentials,
-                                  setup.event_log.get()};
+  daemon::Daemon::Options options;
+  options.listen_host = setup.address.host;
+  options.token = token;
+  options.credentials = setup.credentials;
+  options.event_log = setup.event_log.get();
   // Where others reach this daemon's ports (the store names them): the listen host, unless
   // it is a wildcard.
   options.advertise_host = setup.address.host;

@@ -19,7 +19,11 @@ for variant in ${VARIANTS:-release asan tsan}; do
     *) echo "unknown variant: $variant (release, asan or tsan)" >&2; exit 2 ;;
   esac
   echo "== $variant build =="
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "${extra[@]}" >/dev/null
+  # Unity units of 8 files: three builds take a third less time (a clean release build here:
+  # 600 s one file per unit, 403 s in unity units). The README's build, one file per unit,
+  # still catches a file that misses an include.
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD=ON \
+    -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 "${extra[@]}" >/dev/null
   cmake --build "$dir" -j"$jobs"
   echo "== $variant tests =="
   # Debian's gRPC, Abseil, protobuf and OpenSSL are not built with ThreadSanitizer: the

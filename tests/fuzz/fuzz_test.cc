@@ -316,7 +316,9 @@ TEST(FuzzTest, DaemonSurvivesAnyAgentOrSubmitterMessage) {
   boost::asio::io_context io;
   testing::FakeClock clock;
   // Jobs are never placed here (their configuration is refused), so no server starts.
-  daemon::Daemon daemon(io, clock, {"127.0.0.1", "", nullptr, nullptr},
+  daemon::Daemon::Options options;
+  options.listen_host = "127.0.0.1";
+  daemon::Daemon daemon(io, clock, options,
                         [](const v1::SubmitJob&) -> absl::StatusOr<daemon::Daemon::JobConfig> {
                           return absl::InvalidArgumentError("refused by the test");
                         });

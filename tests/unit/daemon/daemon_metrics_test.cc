@@ -12,10 +12,11 @@ namespace {
 TEST(DaemonMetricsTest, EveryOutcomeIsExportedHungIncluded) {
   boost::asio::io_context io;
   testing::FakeClock clock;
-  Daemon daemon(io, clock, {"127.0.0.1", "", nullptr, nullptr},
-                [](const v1::SubmitJob&) -> absl::StatusOr<Daemon::JobConfig> {
-                  return absl::InvalidArgumentError("no jobs here");
-                });
+  Daemon::Options options;
+  options.listen_host = "127.0.0.1";
+  Daemon daemon(io, clock, options, [](const v1::SubmitJob&) -> absl::StatusOr<Daemon::JobConfig> {
+    return absl::InvalidArgumentError("no jobs here");
+  });
   const std::string text = daemon.Metrics();
   for (const char* outcome : {"succeeded", "worker_failed", "stopped_by_signal", "formation_failed",
                               "node_lost", "hung"}) {
