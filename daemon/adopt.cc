@@ -12,6 +12,7 @@
 #include "daemon/daemon.h"
 #include "proto/conversions.h"
 #include "scheduler/job_record.h"
+#include "scheduler/peer_checks.h"
 
 namespace gangrun::daemon {
 
@@ -177,10 +178,14 @@ void Daemon::OnAgentBack(int agent_id, Agent& agent) {
       agent.handle->Send(stop);
     }
   }
-  for (auto& [job_id, job] : jobs_) {
-    if (!job->agents_away.count(name)) continue;
-    // Placed there, neither running nor reported: it ended while no daemon heard of it.
-    v1::LauncherExited exited;
+  std::vector<std::string> gone;  // placed there, neither running nor reported
+  for (const auto& [job_id, job] : jobs_) {
+    if (job->agents_away.count(name)) gone.push_back(job_id);
+  }
+  for (const std::string& job_id : gone) {
+    Job* job = FindJob(job_id);
+    if (job == nullptr) continue;
+    v1::LauncherExited exited;  // it ended while no daemon heard of it
     exited.set_job_id(job_id);
     exited.set_error("its launcher ended while no daemon was active");
     take(*job);
@@ -193,6 +198,12 @@ void Daemon::OnFollow(int submit_id, const std::string& job_id) {
   if (submitter == submitters_.end()) return;
   hello_timers_.erase(submit_id);
   v1::SubmitReply reply;
+  if (!scheduler::IsCleanName(job_id)) {
+    reply.set_rejected("a follow needs a job id");
+    submitter->second->Send(reply);
+    submitter->second->Close();
+    return;
+  }
   if (Job* job = FindJob(job_id); job != nullptr && !job->closing) {
     job->submit_id = submit_id;
     auto* accepted = reply.mutable_accepted();

@@ -26,6 +26,23 @@ absl::Status CheckAgentRegister(const v1::AgentRegister& reg) {
   if (reg.pid() < 0) {
     return absl::InvalidArgumentError("agent '" + reg.name() + "' gives a negative pid");
   }
+  // Each of its launchers holds at least one slot.
+  if (reg.running_jobs_size() + reg.exited_size() > 2 * kMaxAgentSlots) {
+    return absl::InvalidArgumentError("agent '" + reg.name() +
+                                      "' says it ran more launchers than it has slots");
+  }
+  for (const std::string& job : reg.running_jobs()) {
+    if (!scheduler::IsCleanName(job)) {
+      return absl::InvalidArgumentError("agent '" + reg.name() + "' names a malformed job id");
+    }
+  }
+  for (const v1::LauncherExited& exited : reg.exited()) {
+    if (!scheduler::IsCleanName(exited.job_id()) ||
+        exited.error().size() > scheduler::kMaxReasonBytes) {
+      return absl::InvalidArgumentError("agent '" + reg.name() +
+                                        "' reports a malformed launcher exit");
+    }
+  }
   return absl::OkStatus();
 }
 

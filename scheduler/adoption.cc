@@ -64,7 +64,9 @@ void Scheduler::OnResume(NodeState& node, const v1::JoinRequest& join) {
     it->second.set_state(v1::WORKER_STATE_RUNNING);
   }
   for (const auto& exited : resume.exited()) {
-    if (node.workers.count(exited.rank())) adoption.exited[node.id].push_back(exited);
+    v1::NodeEvent event;  // checked as the same exit sent on its own would be
+    *event.mutable_worker_exited() = exited;
+    if (CheckEvent(node, event)) adoption.exited[node.id].push_back(exited);
   }
   adoption.ended[node.id] = resume.ended();
   adoption.workers_back += local;

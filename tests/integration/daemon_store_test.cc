@@ -34,18 +34,27 @@ class DaemonStoreTest : public DaemonTest {
     EXPECT_TRUE(client.ok());
     return std::make_unique<store::DaemonStore>(std::move(*client));
   }
+  // The store, a daemon at a_ that is active, and one at b_ that stands by.
+  void StartDaemons() {
+    ASSERT_NO_FATAL_FAILURE(StartStore());
+    a_ = "127.0.0.1:" + FreePort();
+    b_ = "127.0.0.1:" + FreePort();
+    masters_ = a_ + "," + b_;
+    first_ = Scheduler({"--listen", a_, "--store", etcd_->Url()});
+    ASSERT_TRUE(WaitForStderr(first_, "is now the active one", seconds(10))) << first_.Stderr();
+    second_ = Scheduler({"--listen", b_, "--store", etcd_->Url()});
+    ASSERT_TRUE(WaitForStderr(second_, "the active daemon is at " + a_, seconds(10)))
+        << second_.Stderr();
+  }
   std::unique_ptr<EtcdCluster> etcd_;
+  std::string a_, b_, masters_;
+  Launched first_, second_;
 };
 
 TEST_F(DaemonStoreTest, AStandbyAdoptsTheRunningJobWithItsWorkersAndTheSubmitGetsItsOutcome) {
-  ASSERT_NO_FATAL_FAILURE(StartStore());
-  const std::string a = "127.0.0.1:" + FreePort(), b = "127.0.0.1:" + FreePort();
-  const std::string masters = a + "," + b;
-  auto first = Scheduler({"--listen", a, "--store", etcd_->Url()});
-  ASSERT_TRUE(WaitForStderr(first, "is now the active one", seconds(10))) << first.Stderr();
-  auto second = Scheduler({"--listen", b, "--store", etcd_->Url()});
-  ASSERT_TRUE(WaitForStderr(second, "the active daemon is at " + a, seconds(10)))
-      << second.Stderr();
+  ASSERT_NO_FATAL_FAILURE(StartDaemons());
+  const std::string &b = b_, &masters = masters_;
+  Launched &first = first_, &second = second_;
   // The standby answers status naming the active one, and places nothing.
   auto standby = Gangrun({"status", "--master", b, "--json"});
   EXPECT_EQ(RunToEnd(standby).code, 0) << standby.Stderr();
@@ -103,13 +112,9 @@ TEST_F(DaemonStoreTest, AnUnreachableStoreAtStartIsOneLineNamingIt) {
 // A daemon paused past its lease (a VM pause, a swap storm) is replaced; when it resumes it
 // steps down without touching the job, which goes on under the other with the same workers.
 TEST_F(DaemonStoreTest, ADaemonPausedPastItsLeaseStepsDownTouchingNothing) {
-  ASSERT_NO_FATAL_FAILURE(StartStore());
-  const std::string a = "127.0.0.1:" + FreePort(), b = "127.0.0.1:" + FreePort();
-  const std::string masters = a + "," + b;
-  auto first = Scheduler({"--listen", a, "--store", etcd_->Url()});
-  ASSERT_TRUE(WaitForStderr(first, "is now the active one", seconds(10))) << first.Stderr();
-  auto second = Scheduler({"--listen", b, "--store", etcd_->Url()});
-  ASSERT_TRUE(WaitForStderr(second, "the active daemon is at " + a, seconds(10)));
+  ASSERT_NO_FATAL_FAILURE(StartDaemons());
+  const std::string& masters = masters_;
+  Launched &first = first_, &second = second_;
   auto agent = Gangrun({"agent", "--master", masters, "--slots", "2", "--name", "agent-a"});
   const std::string go = dir_.File("go");
   auto submit = Gangrun({"submit", "--master", masters, "--worker_num", "2", "--node_timeout", "2",
