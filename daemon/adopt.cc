@@ -133,10 +133,13 @@ void Daemon::AdoptJob(const nlohmann::json& record) {
 void Daemon::AdoptionOver(const std::string& job_id) {
   Job* job = FindJob(job_id);
   if (job == nullptr) return;
-  if (job->submit_id == 0 && !job->outcome) {
+  // A job whose nodes came back but whose submit did not is stopped, as a job whose submit
+  // went away; one with no node back may still run under the lost daemon: left alone.
+  const bool taken_over = job->scheduler && job->scheduler->generation() > 0;
+  if (job->submit_id == 0 && !job->outcome && taken_over) {
     Stop(job_id, SIGTERM, "its gangrun submit did not follow it to this daemon");
   }
-  if (!job->agents_away.empty() && !job->outcome) {
+  if ((!job->agents_away.empty() || (job->submit_id == 0 && !taken_over)) && !job->outcome) {
     // An agent whose stream to the lost daemon has not broken yet (a paused daemon's stays
     // open until gRPC's keep-alive gives up): its launchers run; the job's scheduler, not
     // this count, says whether they are in the job.

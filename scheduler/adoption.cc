@@ -7,6 +7,7 @@
 
 #include "scheduler/adoption.h"
 
+#include "absl/strings/str_format.h"
 #include "common/logging.h"
 
 namespace gangrun::scheduler {
@@ -80,6 +81,32 @@ void Scheduler::OnResume(NodeState& node, const v1::JoinRequest& join) {
       ->info("{} is back with generation {} running: {} of {} workers", Describe(node),
              adoption.generation, adoption.workers_back, adoption.world_size);
   if (adoption.workers_back == adoption.world_size) CompleteAdoption("");
+}
+
+void Scheduler::ArmAdoption() {
+  formation_timer_ = clock_.After(*options_.adopt_timeout, [this] {
+    if (!adoption_) return;
+    const bool patient = options_.cluster_timeout < common::Duration::zero() ||
+                         clock_.Now() - started_at_ < options_.cluster_timeout;
+    if (adoption_->generation == 0 && patient) {
+      // Nobody is back: the nodes may all still follow the lost daemon (cut off from the
+      // store, not from them). Nothing is taken over, and nothing is recorded, until one is
+      // (or --cluster_time_out passes); the daemon stops the job sooner when its agents say
+      // no launcher of it runs any more.
+      if (!std::exchange(adoption_->said_waiting, true)) {
+        common::Logger("scheduler")
+            ->warn("no node of the job is back yet; waiting for one before taking it over");
+      }
+      return ArmAdoption();
+    }
+    if (adoption_->generation == 0) {
+      return CompleteAdoption("nobody came back within the cluster timeout");
+    }
+    const int missing = adoption_->world_size - adoption_->workers_back;
+    CompleteAdoption(
+        absl::StrFormat("%d worker(s) did not come back within %.1f s of the daemon's move",
+                        missing, std::chrono::duration<double>(*options_.adopt_timeout).count()));
+  });
 }
 
 void Scheduler::CompleteAdoption(const std::string& missing) {

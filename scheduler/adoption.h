@@ -23,7 +23,7 @@ struct Scheduler::Adoption {
   // the generation goes on.
   std::map<int, std::vector<v1::WorkerExited>> exited;
   std::map<int, bool> ended;
-  std::unique_ptr<common::Timer> timer;
+  bool said_waiting = false;
 };
 
 }  // namespace gangrun::scheduler

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 
-#include "absl/strings/str_format.h"
 #include "common/logging.h"
 #include "scheduler/adoption.h"
 
@@ -61,15 +60,7 @@ void Scheduler::Start() {
   }
   if (options_.adopt_timeout) {
     adoption_ = std::make_unique<Adoption>();
-    formation_timer_ = clock_.After(*options_.adopt_timeout, [this] {
-      if (!adoption_) return;
-      const int missing =
-          (adoption_->world_size > 0 ? adoption_->world_size : options_.world_size) -
-          adoption_->workers_back;
-      CompleteAdoption(
-          absl::StrFormat("%d worker(s) did not come back within %.1f s of the daemon's move",
-                          missing, std::chrono::duration<double>(*options_.adopt_timeout).count()));
-    });
+    ArmAdoption();
     ArmTimeLimit();
     CheckHeartbeats();
     return;

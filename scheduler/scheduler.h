@@ -289,6 +289,7 @@ class Scheduler {
   struct Adoption;
   void OnResume(NodeState& node, const v1::JoinRequest& join);
   void CompleteAdoption(const std::string& missing);
+  void ArmAdoption();
   std::unique_ptr<Adoption> adoption_;
   // joins.cc
   void OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join);
