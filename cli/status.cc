@@ -13,6 +13,7 @@
 #include "gangrun/v1/daemon.grpc.pb.h"
 #include "gangrun/v1/session.grpc.pb.h"
 #include "proto/conversions.h"
+#include "scheduler/job_record.h"
 #include "store/run_store.h"
 
 namespace gangrun::cli {
@@ -142,16 +143,17 @@ CommandResult StatusThroughStore(const ClientTarget& base, bool json) {
       std::string state = "a failover may be under way";
       if (record->value.contains("outcome")) {
         const nlohmann::json& outcome = record->value["outcome"];
-        state = "the run is over: " + outcome.value("kind", std::string());
-        const std::string message = outcome.value("message", std::string());
+        state = "the run is over: " + scheduler::RecordField(outcome, "kind", std::string());
+        const std::string message = scheduler::RecordField(outcome, "message", std::string());
         if (!message.empty()) state += ", " + message;
       }
-      std::fputs(("run " + flags.run_id + ": no scheduler holds it now (" + state +
-                  "); the store's record: generation " +
-                  std::to_string(record->value.value("generation", 0)) + ", restarts " +
-                  std::to_string(record->value.value("restarts_used", 0)) + "\n")
-                     .c_str(),
-                 stdout);
+      std::fputs(
+          ("run " + flags.run_id + ": no scheduler holds it now (" + state +
+           "); the store's record: generation " +
+           std::to_string(scheduler::RecordField(record->value, "generation", 0)) + ", restarts " +
+           std::to_string(scheduler::RecordField(record->value, "restarts_used", 0)) + "\n")
+              .c_str(),
+          stdout);
     }
     return absl::OkStatus();
   }

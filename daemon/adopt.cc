@@ -54,12 +54,18 @@ void Daemon::BecomeActive(std::vector<nlohmann::json> jobs) {
   GANGRUN_ON_STRAND(strand_);
   active_ = true;
   for (const nlohmann::json& record : jobs) {
-    const std::string id = record.value("id", "");
-    if (record.contains("outcome")) {
-      ended_[id] = scheduler::OutcomeFromRecord(record["outcome"]);
-      continue;
+    try {
+      const std::string id = record.value("id", "");
+      if (record.contains("outcome")) {
+        ended_[id] = scheduler::OutcomeFromRecord(record["outcome"]);
+        continue;
+      }
+      AdoptJob(record);
+    } catch (const nlohmann::json::exception& error) {
+      // A record this daemon did not write as it expects (another version, a hand edit).
+      common::Logger("daemon")->error("a job record in the store is malformed ({}); skipped: {}",
+                                      error.what(), record.dump().substr(0, 200));
     }
-    AdoptJob(record);
   }
   while (ended_.size() > kMaxEndedKept) ended_.erase(ended_.begin());
   TryPlace();

@@ -19,9 +19,9 @@ using std::chrono::steady_clock;
 
 std::string Who(const nlohmann::json& scheduler) {
   if (!scheduler.is_object()) return "the scheduler's host";
-  return "the scheduler's host " + scheduler.value("host", std::string("?")) + " (" +
-         scheduler.value("address", std::string("?")) + ", launcher pid " +
-         std::to_string(scheduler.value("pid", 0)) + ")";
+  return "the scheduler's host " + scheduler::RecordField(scheduler, "host", std::string("?")) +
+         " (" + scheduler::RecordField(scheduler, "address", std::string("?")) + ", launcher pid " +
+         std::to_string(scheduler::RecordField(scheduler, "pid", 0)) + ")";
 }
 
 }  // namespace
@@ -285,8 +285,8 @@ absl::StatusOr<StoreTarget> StoreRole::Settle(const Campaigned& campaigned, bool
     target.ended = outcome;
     return target;
   }
-  const uint64_t generation = has_record ? record.value("generation", uint64_t{0}) : 0;
-  const int restarts_used = has_record ? record.value("restarts_used", 0) : 0;
+  const uint64_t generation = scheduler::RecordField(record, "generation", uint64_t{0});
+  const int restarts_used = scheduler::RecordField(record, "restarts_used", 0);
   const bool elastic = options_.min_workers() < options_.worker_num;
   if (generation > 0 && !elastic && restarts_used >= options_.max_restarts) {
     // As when any node of a fixed-size job is lost with no restart left: the job ends.

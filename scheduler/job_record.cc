@@ -12,10 +12,10 @@ nlohmann::json RecordedOutcome(const v1::JobOutcome& outcome) {
 
 v1::JobOutcome OutcomeFromRecord(const nlohmann::json& recorded) {
   v1::JobOutcome outcome;
-  const int code = recorded.value("code", 0);
+  const int code = RecordField(recorded, "code", -1);
   outcome.set_kind(v1::JobOutcome::Kind_IsValid(code) ? static_cast<v1::JobOutcome::Kind>(code)
                                                       : v1::JobOutcome::KIND_NODE_LOST);
-  outcome.set_message(recorded.value("message", ""));
+  outcome.set_message(RecordField(recorded, "message", std::string()));
   return outcome;
 }
 

@@ -13,4 +13,16 @@ nlohmann::json RecordedOutcome(const v1::JobOutcome& outcome);
 // A code that names no kind reads as a lost node (the record came from elsewhere).
 v1::JobOutcome OutcomeFromRecord(const nlohmann::json& recorded);
 
+// A field of a record read from the store, or `fallback` when it is missing or of another
+// type (a record gangrun did not write as it expects: nothing throws).
+template <typename T>
+T RecordField(const nlohmann::json& record, const char* key, T fallback) {
+  if (!record.is_object()) return fallback;
+  try {
+    return record.value(key, fallback);
+  } catch (const nlohmann::json::exception&) {
+    return fallback;
+  }
+}
+
 }  // namespace gangrun::scheduler

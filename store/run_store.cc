@@ -20,10 +20,13 @@ SchedulerInfo InfoOf(const mvccpb::KeyValue& kv) {
   info.term = kv.create_revision();
   info.lease = kv.lease();
   nlohmann::json value = nlohmann::json::parse(kv.value(), nullptr, /*allow_exceptions=*/false);
-  if (value.is_object()) {
+  if (!value.is_object()) return info;
+  try {
     info.host = value.value("host", "");
     info.address = value.value("address", "");
     info.pid = value.value("pid", 0);
+  } catch (const nlohmann::json::exception&) {
+    // Fields of other types: a key gangrun did not write; it names nobody reachable.
   }
   return info;
 }

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "scheduler/job_record.h"
 #include "scheduler/scheduler.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/scheduler_fakes.h"
@@ -117,6 +118,17 @@ TEST_F(TakeoverTest, StoppingNeverWaitsForTheLease) {
   lease_valid = false;
   scheduler->OnNodeDisconnected(a);
   EXPECT_TRUE(links[1]->aborted()) << "the survivor was not told to stop";
+}
+
+// A record gangrun did not write as it expects (another version, a hand edit) never throws.
+TEST(JobRecordTest, AFieldOfAnotherTypeReadsAsItsFallback) {
+  const nlohmann::json record = {{"generation", "three"}, {"restarts_used", 2}};
+  EXPECT_EQ(RecordField(record, "generation", uint64_t{0}), 0u);
+  EXPECT_EQ(RecordField(record, "restarts_used", 0), 2);
+  EXPECT_EQ(RecordField(nlohmann::json::array(), "generation", 7), 7);
+  const v1::JobOutcome outcome = OutcomeFromRecord({{"code", "x"}, {"message", 5}});
+  EXPECT_EQ(outcome.kind(), v1::JobOutcome::KIND_NODE_LOST);
+  EXPECT_EQ(OutcomeFromRecord("not an object").kind(), v1::JobOutcome::KIND_NODE_LOST);
 }
 
 }  // namespace
