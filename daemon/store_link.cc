@@ -83,9 +83,8 @@ void StoreLink::Campaign() {
             });
             return;
           }
-          (void)store_->client().Delete(store_->active_key());
         }
-        (void)store_->client().Revoke(*lease);
+        (void)store_->client().Revoke(*lease);  // and the key, if it was ours
         if (elected.ok()) holder = std::optional<store::SchedulerInfo>(elected->scheduler);
       }
     }
