@@ -41,6 +41,10 @@ class ClientStream : public grpc::ClientBidiReactor<Out, In> {
     context_.set_wait_for_ready(wait_for_ready);
     start(&context_, this);
     begun_ = true;
+    // A hold until the read side ends (OnReadDone(false)): Queue() starts writes from other
+    // threads, and a write started after gRPC had finished the call (one that fails at once:
+    // a daemon standing by, or gone) would touch a call that is no more.
+    this->AddHold();
     this->StartRead(&incoming_);
     // gRPC's threads run the reactions, OnDone maybe before anything is queued (a call that
     // fails at once): this lock, which they take too, is what ThreadSanitizer sees order the
@@ -62,7 +66,16 @@ class ClientStream : public grpc::ClientBidiReactor<Out, In> {
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) return;  // OnDone follows
+    if (!ok) {
+      // The call is ending: no write starts from here on (a write in flight completes in
+      // OnWriteDone), then the hold goes and OnDone follows.
+      {
+        common::MutexLock lock(&mu_);
+        done_ = true;
+      }
+      this->RemoveHold();
+      return;
+    }
     boost::asio::post(io_, [handler = on_read_, message = incoming_] { handler(message); });
     this->StartRead(&incoming_);
   }
@@ -71,7 +84,7 @@ class ClientStream : public grpc::ClientBidiReactor<Out, In> {
     common::MutexLock lock(&mu_);
     queued_bytes_ -= outgoing_.front().ByteSizeLong();
     outgoing_.pop_front();
-    if (ok && !outgoing_.empty()) this->StartWrite(&outgoing_.front());
+    if (ok && !done_ && !outgoing_.empty()) this->StartWrite(&outgoing_.front());
     if (!ok) {
       outgoing_.clear();
       queued_bytes_ = 0;
