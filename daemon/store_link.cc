@@ -50,13 +50,7 @@ std::string StoreLink::active_address() const {
   return active_address_;
 }
 
-std::string StoreLink::Note() const {
-  if (!keeper_) return "";
-  const std::string unreachable = keeper_->Unreachable();
-  if (unreachable.empty()) return "";
-  return "the store " + url_ + " does not answer (" + unreachable +
-         "): a failover is not possible now";
-}
+std::string StoreLink::Note() const { return store::UnreachableNote(keeper_.get(), url_); }
 
 void StoreLink::Start(store::SchedulerInfo me, Callbacks callbacks) {
   me_ = std::move(me);
@@ -71,22 +65,20 @@ void StoreLink::Campaign() {
   while (!closing_) {
     auto holder = store_->Active();
     if (holder.ok() && !holder->has_value()) {
-      auto lease = store_->client().GrantLease(store::kDaemonLeaseSeconds);
-      if (lease.ok()) {
-        auto elected = store_->Elect(me_, *lease);
-        if (elected.ok() && elected->won) {
-          auto jobs = store_->Jobs();
-          if (jobs.ok()) {
-            const int64_t term = elected->scheduler.term;
-            boost::asio::post(io_, [this, term, lease = *lease, jobs = std::move(*jobs)] {
-              OnWon(term, lease, std::move(jobs));
-            });
-            return;
-          }
+      auto elected = store::CampaignWithLease(store_->client(), store_->active_key(), me_,
+                                              store::kDaemonLeaseSeconds);
+      if (elected.ok() && elected->campaign.won) {
+        auto jobs = store_->Jobs();
+        if (jobs.ok()) {
+          const int64_t term = elected->campaign.scheduler.term;
+          boost::asio::post(io_, [this, term, lease = elected->lease, jobs = std::move(*jobs)] {
+            OnWon(term, lease, std::move(jobs));
+          });
+          return;
         }
-        (void)store_->client().Revoke(*lease);  // and the key, if it was ours
-        if (elected.ok()) holder = std::optional<store::SchedulerInfo>(elected->scheduler);
+        (void)store_->client().Revoke(elected->lease);  // and the key, which was ours
       }
+      if (elected.ok()) holder = std::optional<store::SchedulerInfo>(elected->campaign.scheduler);
     }
     if (holder.ok() && holder->has_value()) {
       std::lock_guard<std::mutex> lock(mu_);

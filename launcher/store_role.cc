@@ -93,19 +93,17 @@ std::string StoreRole::listen_address() const {
 }
 
 absl::StatusOr<StoreRole::Campaigned> StoreRole::CampaignOnce() {
-  ASSIGN_OR_RETURN(int64_t lease, store_->client().GrantLease(ttl_seconds_));
   store::SchedulerInfo me;
   me.host = facts_.hostname;
   me.address = listen_address();
   me.pid = static_cast<int>(getpid());
-  auto campaign = store_->Run(me, lease);
-  if (!campaign.ok() || !campaign->won) {
-    (void)store_->client().Revoke(lease);
-    if (!campaign.ok()) return campaign.status();
-  }
+  ASSIGN_OR_RETURN(
+      store::LeasedCampaign leased,
+      store::CampaignWithLease(store_->client(), store_->scheduler_key(), me, ttl_seconds_));
+  const int64_t lease = leased.lease;
   Campaigned campaigned;
-  campaigned.won = campaign->won;
-  campaigned.scheduler = campaign->scheduler;
+  campaigned.won = leased.campaign.won;
+  campaigned.scheduler = leased.campaign.scheduler;
   campaigned.lease = lease;
   if (campaigned.won) {
     auto record = store_->ReadRecord();
@@ -370,11 +368,7 @@ void StoreRole::OnRecord(nlohmann::json record) {
 
 std::string StoreRole::Note() const {
   if (fenced_) return "this scheduler stepped down: the store gave its lease to no one or another";
-  if (!keeper_) return "";
-  const std::string unreachable = keeper_->Unreachable();
-  if (unreachable.empty()) return "";
-  return "the store " + config_.url + " does not answer (" + unreachable +
-         "): a failover is not possible now";
+  return store::UnreachableNote(keeper_.get(), config_.url);
 }
 
 }  // namespace gangrun::launcher

@@ -39,9 +39,6 @@ class DaemonStore {
     return Prefix() + "/runs/" + job_id + "/scheduler";
   }
 
-  absl::StatusOr<store::Campaign> Elect(const SchedulerInfo& me, int64_t lease) {
-    return CampaignFor(*client_, active_key(), me, lease);
-  }
   absl::StatusOr<std::optional<SchedulerInfo>> Active() { return HolderOf(*client_, active_key()); }
   // Every job record (those that do not parse are skipped, and said in `skipped`).
   absl::StatusOr<std::vector<nlohmann::json>> Jobs(std::vector<std::string>* skipped = nullptr);

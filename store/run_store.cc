@@ -35,6 +35,13 @@ nlohmann::json SchedulerInfo::ToJson() const {
   return {{"host", host}, {"address", address}, {"pid", pid}};
 }
 
+std::string UnreachableNote(const LeaseKeeper* keeper, const std::string& url) {
+  const std::string unreachable = keeper != nullptr ? keeper->Unreachable() : "";
+  if (unreachable.empty()) return "";
+  return "the store " + url + " does not answer (" + unreachable +
+         "): a failover is not possible now";
+}
+
 int64_t LeaseSecondsFor(common::Duration node_timeout) {
   const double seconds = std::chrono::duration<double>(node_timeout).count();
   return std::max<int64_t>(2, static_cast<int64_t>(std::ceil(seconds)));
@@ -82,6 +89,18 @@ absl::StatusOr<std::optional<SchedulerInfo>> HolderOf(EtcdClient& client, const 
   if (!kv.ok()) return kv.status();
   if (!kv->has_value()) return std::optional<SchedulerInfo>();
   return std::optional<SchedulerInfo>(InfoOf(**kv));
+}
+
+absl::StatusOr<LeasedCampaign> CampaignWithLease(EtcdClient& client, const std::string& key,
+                                                 const SchedulerInfo& me, int64_t ttl_seconds) {
+  auto lease = client.GrantLease(ttl_seconds);
+  if (!lease.ok()) return lease.status();
+  auto campaign = CampaignFor(client, key, me, *lease);
+  if (!campaign.ok() || !campaign->won) {
+    (void)client.Revoke(*lease);
+    if (!campaign.ok()) return campaign.status();
+  }
+  return LeasedCampaign{*campaign, *lease};
 }
 
 absl::StatusOr<Campaign> RunStore::Run(const SchedulerInfo& me, int64_t lease) {

@@ -49,6 +49,14 @@ struct Campaign {
 absl::StatusOr<Campaign> CampaignFor(EtcdClient& client, const std::string& key,
                                      const SchedulerInfo& me, int64_t lease);
 absl::StatusOr<std::optional<SchedulerInfo>> HolderOf(EtcdClient& client, const std::string& key);
+// A campaign with a fresh lease of `ttl_seconds`: granted, then CampaignFor. The lease is
+// revoked unless the campaign won; then it is the winner's.
+struct LeasedCampaign {
+  Campaign campaign;
+  int64_t lease = 0;
+};
+absl::StatusOr<LeasedCampaign> CampaignWithLease(EtcdClient& client, const std::string& key,
+                                                 const SchedulerInfo& me, int64_t ttl_seconds);
 
 struct Record {
   nlohmann::json value;      // null when there is none
@@ -116,6 +124,10 @@ class LeaseKeeper {
   std::string unreachable_;  // guarded by mu_
   std::thread thread_;
 };
+
+// What `status` says while `keeper`'s store (at `url`) does not answer ("" while it does, or
+// with no keeper): a failover is not possible now.
+std::string UnreachableNote(const LeaseKeeper* keeper, const std::string& url);
 
 // The lease TTL for a run: the node timeout, rounded up to whole seconds, at least 2 s (etcd's
 // least TTL with its default election timeout is about 1.5 s).

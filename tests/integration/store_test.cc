@@ -65,6 +65,21 @@ class StoreTest : public LauncherTest {
     ADD_FAILURE() << "the store names no (new) scheduler";
     return {};
   }
+  // Two launchers of a fixed job of 4 workers, once they run: the one whose scheduler the
+  // store names, the other one, and that scheduler.
+  struct Pair {
+    Launched coordinating;
+    Launched other;
+    store::SchedulerInfo scheduler;
+  };
+  Pair StartFixedPair(const std::vector<std::string>& more = {}) {
+    Launched a = Start(Job("4", 2, more), Worker());
+    Launched b = Start(Job("4", 2, more), Worker());
+    WaitReady(4);
+    const store::SchedulerInfo scheduler = WaitScheduler();
+    if (scheduler.pid == a.pid) return {a, b, scheduler};
+    return {b, a, scheduler};
+  }
   // Every version the record had, oldest first: (term that wrote it, generation).
   std::vector<std::pair<int64_t, uint64_t>> RecordHistory() {
     auto run = Store();
@@ -194,12 +209,8 @@ TEST_F(StoreTest, KillingTheSchedulersLauncherShrinksAnElasticJobThatFinishesZer
 
 TEST_F(StoreTest, AFixedJobReplacesTheLostSchedulerHostWithinItsBudget) {
   ASSERT_NO_FATAL_FAILURE(StartStore(1));
-  auto a = Start(Job("4", 2, {"--max_restarts", "1", "--restart_backoff", "0.1"}), Worker());
-  auto b = Start(Job("4", 2, {"--max_restarts", "1", "--restart_backoff", "0.1"}), Worker());
-  WaitReady(4);
-  const store::SchedulerInfo first = WaitScheduler();
-  Launched& killed = first.pid == a.pid ? a : b;
-  Launched& survivor = first.pid == a.pid ? b : a;
+  auto [killed, survivor, first] =
+      StartFixedPair({"--max_restarts", "1", "--restart_backoff", "0.1"});
   ASSERT_EQ(kill(first.pid, SIGKILL), 0);
   EXPECT_EQ(RunToEnd(killed).signal, SIGKILL);
   // The lost host's launcher, started again at once (as systemd would), finds the dead
@@ -223,16 +234,12 @@ TEST_F(StoreTest, AFixedJobReplacesTheLostSchedulerHostWithinItsBudget) {
 
 TEST_F(StoreTest, WithNoRestartLeftTheLostSchedulerHostEndsTheJobAsAnyLostNode) {
   ASSERT_NO_FATAL_FAILURE(StartStore(1));
-  auto a = Start(Job("4", 2), Worker());
-  auto b = Start(Job("4", 2), Worker());
-  WaitReady(4);
-  const store::SchedulerInfo first = WaitScheduler();
-  Launched& survivor = first.pid == a.pid ? b : a;
+  auto [killed, survivor, first] = StartFixedPair();
   ASSERT_EQ(kill(first.pid, SIGKILL), 0);
   EXPECT_EQ(RunToEnd(survivor).code, 4) << survivor.Stderr();
   EXPECT_NE(survivor.Stderr().find("no restart is left (0 of 0 used)"), std::string::npos)
       << survivor.Stderr();
-  (void)RunToEnd(first.pid == a.pid ? a : b);
+  (void)RunToEnd(killed);
   auto record = Store()->ReadRecord();
   EXPECT_EQ(record->value["outcome"]["kind"], "node_lost") << record->value.dump();
 }
@@ -241,14 +248,10 @@ TEST_F(StoreTest, WithNoRestartLeftTheLostSchedulerHostEndsTheJobAsAnyLostNode) 
 // started again once the dead launcher's key is gone, while the survivor is paused.
 TEST_F(StoreTest, ALauncherThatStartsAfterTheLossEndsTheJobWithTheLostNodesOutcome) {
   ASSERT_NO_FATAL_FAILURE(StartStore(1));
-  auto a = Start(Job("4", 2), Worker());
-  auto b = Start(Job("4", 2), Worker());
-  WaitReady(4);
-  const store::SchedulerInfo first = WaitScheduler();
-  Launched& survivor = first.pid == a.pid ? b : a;
+  auto [killed, survivor, first] = StartFixedPair();
   ASSERT_EQ(kill(survivor.pid, SIGSTOP), 0);
   ASSERT_EQ(kill(first.pid, SIGKILL), 0);
-  (void)RunToEnd(first.pid == a.pid ? a : b);
+  (void)RunToEnd(killed);
   auto run = Store();
   const auto deadline = steady_clock::now() + seconds(30);
   for (;;) {  // the dead launcher's lease runs out
