@@ -66,8 +66,12 @@ std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface> CallAuthI
   return std::make_unique<InterceptorFactory>(std::move(token));
 }
 
-CallAuthenticator::CallAuthenticator(std::string token)
-    : token_(std::move(token)), key_(TokenKey(token_)) {}
+CallAuthenticator::CallAuthenticator(std::string token) : token_(std::move(token)) {}
+
+const std::string& CallAuthenticator::Key() {
+  std::call_once(key_once_, [this] { key_ = TokenKey(token_); });
+  return key_;
+}
 
 absl::Status CallAuthenticator::Check(const grpc::ServerContextBase& context,
                                       std::string_view method) {
@@ -106,7 +110,7 @@ absl::Status CallAuthenticator::CheckCredential(std::string_view credential,
   const std::string_view time_text(time.data(), time.size());
   const std::string_view nonce_text(nonce.data(), nonce.size());
   if (!MacsEqual(std::string_view(mac.data(), mac.size()),
-                 CallMac(key_, method, time_text, nonce_text))) {
+                 CallMac(Key(), method, time_text, nonce_text))) {
     return absl::UnauthenticatedError("wrong or missing token");
   }
   const int64_t window = std::chrono::milliseconds(kMaxClockSkew).count();

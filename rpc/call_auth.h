@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <string_view>
@@ -63,7 +64,11 @@ class CallAuthenticator {
   bool has_token() const { return !token_.empty(); }
 
  private:
+  // TokenKey(token_), made on the first check: a server nobody calls never loads OpenSSL.
+  const std::string& Key();
+
   std::string token_;
+  std::once_flag key_once_;
   std::string key_;
   common::Mutex mu_;
   std::set<std::string> nonces_ ABSL_GUARDED_BY(mu_);

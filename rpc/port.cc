@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -130,7 +131,7 @@ struct Port::State : std::enable_shared_from_this<Port::State> {
   bool accepting = false;
   Options options;
   SessionHandler on_session;
-  Server* grpc = nullptr;
+  GrpcServer grpc;
   std::shared_ptr<ConnectionActivityReader> activity;
   milliseconds handshake{HandshakeTimeoutMs()};
   std::shared_ptr<PreAuthSlot::Table> slots;
@@ -311,8 +312,13 @@ void Port::State::ToGrpc(const std::shared_ptr<Sniffer>& sniffer) {
   boost::system::error_code release_error;
   const int fd = sniffer->socket.release(release_error);
   if (release_error) return;
+  Server* server = grpc ? grpc() : nullptr;
+  if (server == nullptr) {
+    ::close(fd);
+    return;
+  }
   if (!peer.empty()) grpc_peers.insert(peer);
-  grpc->AddConnection(acceptor.native_handle(), fd);
+  server->AddConnection(acceptor.native_handle(), fd);
 }
 
 void Port::State::Drop(const std::shared_ptr<Sniffer>& sniffer) {
@@ -396,10 +402,10 @@ absl::StatusOr<std::unique_ptr<Port>> Port::Open(boost::asio::io_context& io, Op
   return port;
 }
 
-void Port::Start(SessionHandler on_session, Server* grpc) {
+void Port::Start(SessionHandler on_session, GrpcServer grpc) {
   State& state = *state_;
   state.on_session = std::move(on_session);
-  state.grpc = grpc;
+  state.grpc = std::move(grpc);
   state.accepting = true;
   state.slots->on_release = [weak = std::weak_ptr(state_)] {
     auto state = weak.lock();

@@ -84,9 +84,15 @@ class Port {
   Port& operator=(const Port&) = delete;
 
   int port() const { return port_; }
-  // Starts accepting. `on_session` null: session openings are closed. `grpc` must outlive
-  // Close().
-  void Start(SessionHandler on_session, Server* grpc);
+  // The gRPC server a connection is handed to, started on the first call when its owner
+  // starts it lazily; null when it cannot start (the connection is then closed).
+  using GrpcServer = std::function<Server*()>;
+  // Starts accepting. `on_session` null: session openings are closed. The server must
+  // outlive Close().
+  void Start(SessionHandler on_session, GrpcServer grpc);
+  void Start(SessionHandler on_session, Server* grpc) {
+    Start(std::move(on_session), [grpc] { return grpc; });
+  }
   // Stops accepting new connections (those being sniffed are closed). Idempotent.
   void StopAccepting();
   // The kernel's view of this port's connections (also read by the scheduler's sweep).

@@ -331,15 +331,17 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   server->sessions_ = std::make_unique<NodeSessions>(io, scheduler);
   server->services_ =
       std::make_unique<Services>(io, scheduler, store, *server->sessions_, options.token);
-  const std::vector<grpc::Service*> services = {
-      static_cast<v1::Scheduler::CallbackService*>(server->services_.get()),
-      static_cast<v1::KeyValue::CallbackService*>(server->services_.get())};
-  auto started = rpc::Server::Start("", options.credentials, services);
-  if (!started.ok()) return started.status();
-  server->server_ = std::move(*started);
+  // A plaintext job's gRPC server (status, stop, scale, the key-value store) starts on its
+  // first connection: a job nobody asks anything never pays for gRPC's threads (issue #24).
+  // A TLS job's starts now, so that unusable credentials fail the launch, not a node's join.
+  server->credentials_ = options.credentials;
+  if (tls) {
+    if (server->Grpc() == nullptr) return server->grpc_error_;
+  }
   server->session_port_ = std::make_unique<SessionPort>(
       io, *server->sessions_, SessionPort::Options{options.token, options.run_id, tls});
-  server->port_->Start(server->session_port_->Handler(), server->server_.get());
+  server->port_->Start(server->session_port_->Handler(),
+                       [raw = server.get()] { return raw->Grpc(); });
   // The nodes' pings are their heartbeats (scheduler/liveness.cc). Posted, so that it runs on
   // the scheduler's strand; a scheduler whose server is gone by then is not touched.
   boost::asio::post(io, [&scheduler, weak = std::weak_ptr(server->port_->activity())] {
@@ -353,10 +355,27 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   return server;
 }
 
+rpc::Server* SchedulerServer::Grpc() {
+  if (server_ || !grpc_error_.ok()) return server_.get();
+  const std::vector<grpc::Service*> services = {
+      static_cast<v1::Scheduler::CallbackService*>(services_.get()),
+      static_cast<v1::KeyValue::CallbackService*>(services_.get())};
+  auto started = rpc::Server::Start("", credentials_, services);
+  if (!started.ok()) {
+    grpc_error_ = started.status();
+    common::Logger("scheduler")
+        ->error("cannot start the scheduler's gRPC server: {}", std::string(grpc_error_.message()));
+    return nullptr;
+  }
+  server_ = std::move(*started);
+  return server_.get();
+}
+
 void SchedulerServer::ShutdownAsync(boost::asio::io_context& io, std::function<void()> done) {
   port_->StopAccepting();
   // The sessions first: their nodes get the job's end, as gRPC's Shutdown lets calls finish.
   session_port_->Drain(std::chrono::seconds(1), [this, &io, done = std::move(done)]() mutable {
+    if (!server_) return boost::asio::post(io, std::move(done));
     server_->ShutdownAsync(io, std::move(done));
   });
 }

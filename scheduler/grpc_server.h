@@ -56,8 +56,12 @@ class SchedulerServer {
 
  private:
   SchedulerServer() = default;
+  // The gRPC server, started on the first call; null when it cannot start.
+  rpc::Server* Grpc();
   std::unique_ptr<NodeSessions> sessions_;
   std::unique_ptr<Services> services_;
+  std::shared_ptr<grpc::ServerCredentials> credentials_;
+  absl::Status grpc_error_;              // why the gRPC server could not start
   std::unique_ptr<rpc::Server> server_;  // destroyed before services_: it refers to them
   std::unique_ptr<SessionPort> session_port_;
   std::unique_ptr<rpc::Port> port_;  // the listener, in front of server_ and session_port_

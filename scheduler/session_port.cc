@@ -26,13 +26,15 @@ class Handshake;
 
 struct SessionPort::State : std::enable_shared_from_this<SessionPort::State> {
   State(boost::asio::io_context& context, NodeSessions& node_sessions, Options o)
-      : io(context),
-        sessions(node_sessions),
-        options(std::move(o)),
-        token_key(rpc::TokenKey(options.token)),
-        drain_deadline(context) {}
+      : io(context), sessions(node_sessions), options(std::move(o)), drain_deadline(context) {}
 
   void Warn(const std::string& peer, const std::string& why);
+  // rpc::TokenKey of the job's token, made at the first handshake (a job without a node of
+  // another host never loads OpenSSL for it).
+  const std::string& TokenKey() {
+    if (token_key.empty()) token_key = rpc::TokenKey(options.token);
+    return token_key;
+  }
 
   boost::asio::io_context& io;
   NodeSessions& sessions;
@@ -278,7 +280,7 @@ bool Handshake::OnHello(std::string_view payload) {
   challenge.set_nonce(handshake_.scheduler_nonce);
   challenge.set_run_id(handshake_.run_id);
   challenge.set_token_required(!port_->options.token.empty());
-  challenge.set_proof(rpc::SchedulerProof(port_->token_key, handshake_));
+  challenge.set_proof(rpc::SchedulerProof(port_->TokenKey(), handshake_));
   conn_->Send(rpc::FrameType::kChallenge, challenge.SerializeAsString());
   return true;
 }
@@ -298,7 +300,7 @@ bool Handshake::OnOpen(std::string_view payload) {
       return Refuse(refused);
     }
   }
-  const std::string& key = resumed != nullptr ? resumed->key() : port_->token_key;
+  const std::string& key = resumed != nullptr ? resumed->key() : port_->TokenKey();
   if (!rpc::MacsEqual(open.proof(), rpc::NodeProof(key, handshake_))) {
     refused.set_reason("the scheduler refused this launcher's token (wrong or missing)");
     refused.set_unauthenticated(true);
@@ -321,7 +323,7 @@ bool Handshake::OnOpen(std::string_view payload) {
     resumed->Attach(std::move(wire), open.acked());
   } else {
     NodeSession* session =
-        port_->sessions.Create(rpc::ResumeKey(port_->token_key, handshake_), std::move(wire));
+        port_->sessions.Create(rpc::ResumeKey(port_->TokenKey(), handshake_), std::move(wire));
     raw->Start(session);
     raw->SendAccepted(session->id(), 0);
   }

@@ -4,6 +4,8 @@
 
 #include <csignal>
 
+#include "absl/strings/ascii.h"
+
 namespace gangrun::proto {
 namespace {
 
@@ -37,6 +39,25 @@ TEST(ConversionsTest, AProgramSurvivesTheWireWithEveryField) {
   static_assert(sizeof(common::Program) == 2 * sizeof(std::string) +
                                                2 * sizeof(std::vector<std::string>) +
                                                2 * sizeof(std::vector<int>));
+}
+
+// The names are written out (no descriptor pool at run time): each must be the descriptor's
+// name, lower case, without its prefix.
+template <typename Enum>
+void ExpectNamesMatchTheDescriptor(const google::protobuf::EnumDescriptor* descriptor,
+                                   const std::string& prefix) {
+  for (int i = 0; i < descriptor->value_count(); ++i) {
+    const auto* value = descriptor->value(i);
+    std::string expected = absl::AsciiStrToLower(value->name().substr(prefix.size()));
+    EXPECT_EQ(Name(static_cast<Enum>(value->number())), expected) << value->name();
+  }
+}
+
+TEST(ConversionsTest, EveryStateNameIsTheDescriptorsName) {
+  ExpectNamesMatchTheDescriptor<v1::WorkerState>(v1::WorkerState_descriptor(), "WORKER_STATE_");
+  ExpectNamesMatchTheDescriptor<v1::NodeState>(v1::NodeState_descriptor(), "NODE_STATE_");
+  ExpectNamesMatchTheDescriptor<v1::JobPhase>(v1::JobPhase_descriptor(), "JOB_PHASE_");
+  ExpectNamesMatchTheDescriptor<v1::JobOutcome::Kind>(v1::JobOutcome::Kind_descriptor(), "KIND_");
 }
 
 TEST(ConversionsTest, StateNamesLoseTheirPrefix) {
