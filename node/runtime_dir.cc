@@ -1,9 +1,13 @@
 #include "node/runtime_dir.h"
 
+#include <linux/magic.h>
 #include <stdlib.h>
+#include <sys/statfs.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <string_view>
 
 #include "common/files.h"
 #include "common/status.h"
@@ -14,15 +18,34 @@ namespace {
 // Room left in a socket path for "/p<slot>" after the directory.
 constexpr size_t kSocketNameRoom = 16;
 
+// An absolute directory short enough for "<base>/gangrun-XXXXXX/p<slot>".
+bool Usable(const char* base) {
+  if (base == nullptr || base[0] != '/') return false;
+  const size_t limit = sizeof(sockaddr_un::sun_path) - kSocketNameRoom - sizeof("/gangrun-XXXXXX");
+  return std::string_view(base).size() <= limit;
+}
+
+// A tmpfs directory this user may create entries in.
+bool WritableTmpfs(const std::string& dir) {
+  struct statfs fs;
+  return statfs(dir.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC &&
+         access(dir.c_str(), W_OK | X_OK) == 0;
+}
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<RuntimeDir>> RuntimeDir::Create() {
-  std::string base = "/tmp";
-  if (const char* tmp = getenv("TMPDIR"); tmp != nullptr && tmp[0] == '/') {
-    const size_t limit =
-        sizeof(sockaddr_un::sun_path) - kSocketNameRoom - sizeof("/gangrun-XXXXXX");
-    if (std::string(tmp).size() <= limit) base = tmp;
+std::string RuntimeDir::BaseFor(const char* tmpdir, const char* xdg_runtime_dir,
+                                const std::string& shm) {
+  if (Usable(tmpdir)) return tmpdir;
+  if (Usable(xdg_runtime_dir) && access(xdg_runtime_dir, W_OK | X_OK) == 0) {
+    return xdg_runtime_dir;
   }
+  if (Usable(shm.c_str()) && WritableTmpfs(shm)) return shm;
+  return "/tmp";
+}
+
+absl::StatusOr<std::unique_ptr<RuntimeDir>> RuntimeDir::Create() {
+  const std::string base = BaseFor(getenv("TMPDIR"), getenv("XDG_RUNTIME_DIR"));
   ASSIGN_OR_RETURN(std::string path, common::MakeTempDir("gangrun-", base));
   return std::unique_ptr<RuntimeDir>(new RuntimeDir(std::move(path)));
 }
