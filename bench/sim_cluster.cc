@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "common/clock.h"
+#include "common/event_loop.h"
 #include "common/logging.h"
 #include "common/spawn.h"
 #include "common/status.h"
@@ -41,8 +42,9 @@ absl::Status CheckFileLimit(int connections) {
     return absl::ResourceExhaustedError(
         "gangrun-bench: " + std::to_string(connections) + " connections need about " +
         std::to_string(needed) + " open files in the benchmark and in its scheduler, but the " +
-        "hard file limit is " + std::to_string(limit.rlim_max) +
-        "; raise it (ulimit -Hn as root, LimitNOFILE= in a unit) or use fewer nodes");
+        "hard file limit is " + std::to_string(limit.rlim_max) + ", enough for " +
+        std::to_string(limit.rlim_max > 64 ? limit.rlim_max - 64 : 0) +
+        " nodes; raise it (ulimit -Hn as root, LimitNOFILE= in a unit) or use fewer nodes");
   }
   return absl::OkStatus();
 }
@@ -140,7 +142,7 @@ int Serve(const std::vector<std::string>& args) {
   std::fflush(stdout);
   sched.Start();
   auto guard = boost::asio::make_work_guard(io);
-  io.run();
+  common::RunEventLoop(io, [&server] { return (*server)->Busy(); });  // as a launcher does
   return 0;
 }
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_replace.h"
 #include "common/descendants.h"
 #include "common/env_names.h"
+#include "common/event_loop.h"
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/net.h"
@@ -294,7 +295,8 @@ absl::StatusOr<v1::JobOutcome> JobRunner::Run() {
   if (role_.scheduler) role_.scheduler->Start();
   if (remote_) ConnectRemote();
   node_->Start();
-  io_.run();
+  // A scheduler of many nodes takes their heartbeats in batches (common/event_loop.h).
+  common::RunEventLoop(io_, [this] { return role_.server && role_.server->Busy(); });
   signals_.cancel();
   remote_.reset();  // ends the stream before the node goes away
   if (health_) health_->ShutdownNow();

@@ -155,7 +155,7 @@ void GrpcSessionConnection::SendEvent(const v1::NodeEvent& event) {
   if (opened_ && !ended_) stream_->Queue(event);
 }
 
-void GrpcSessionConnection::SendPing(uint64_t acked) {
+void GrpcSessionConnection::SendPing(uint64_t acked, bool /*sparse_pongs: never over gRPC*/) {
   if (!opened_ || ended_) return;
   v1::NodeEvent ping;
   ping.mutable_ping()->set_acked(acked);

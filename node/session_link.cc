@@ -195,9 +195,14 @@ void SessionLink::OnActiveEnded(End end, const std::string& why) {
 
 void SessionLink::Tick() {
   tick_timer_ = clock_.After(options_.heartbeat_interval, [this] { Tick(); });
-  const common::Duration silent = clock_.Now() - last_heard_;
+  common::Duration silent = clock_.Now() - last_heard_;
   if (silent >= LoseAfter()) return Lose(Silence(), false);
-  if (active_) active_->SendPing(last_command_);
+  if (active_) {
+    // The kernel's ACKs say the path works while the scheduler's pongs are sparse.
+    const std::optional<common::Duration> since_ack = active_->SinceLastAck();
+    active_->SendPing(last_command_, since_ack.has_value());
+    if (since_ack) silent = std::min(silent, *since_ack);
+  }
   if (silent >= ResumeAfter() && !attempt_ && !retry_timer_) {
     common::Logger("node")->warn(
         "nothing from the scheduler at {} for {} ms; opening a new connection to resume the "

@@ -9,12 +9,16 @@
 // keeps every event not yet acknowledged (bounded). Pieces of logs (LogRead) are the
 // exception: unsequenced, sent on the current connection or not at all. Commands carry theirs; the
 // node drops one it already has. A ping goes every heartbeat interval with the last command
-// received.
+// received. Over TCP the scheduler answers it only every node_timeout / 2 (or at once when it
+// has events to acknowledge): its kernel's ACK of the ping, which the node reads through
+// TCP_INFO, is the proof that the path works, the rarer pong the proof that the scheduler's
+// event loop does. At 12,500 nodes a pong per ping was half the scheduler's heartbeat cost.
 //
 // The timing rules, with T = --node_timeout and I = --heartbeat_interval (defaults 5 s, 1 s):
-//   - nothing heard on the session's connection for 2 I (a cut, a reset, a scheduler that
-//     stalls): the node opens a new connection beside the old one and resumes the session on
-//     it, attempt after attempt, each bounded (connecting by ConnectTimeoutFor(I));
+//   - nothing heard on the session's connection, and (over TCP) no ACK of its pings, for 2 I
+//     (a cut, a reset, a host that stalls): the node opens a new connection beside the old one and
+//     resumes the session on it, attempt after attempt, each bounded (connecting by
+//     ConnectTimeoutFor(I));
 //   - the connection closed by the scheduler's host, and a new one refused there: the
 //     scheduler's launcher is gone, the scheduler is lost at once;
 //   - nothing heard for T + 2 I: lost (the scheduler loses a node after T + I of silence, so a
@@ -32,6 +36,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/clock.h"
@@ -67,7 +72,13 @@ class SessionConnection {
   virtual void Open(uint64_t session, const std::string& key, uint64_t acked) = 0;
   // Only once accepted.
   virtual void SendEvent(const v1::NodeEvent& event) = 0;
-  virtual void SendPing(uint64_t acked) = 0;
+  // A ping; `sparse_pongs` tells the scheduler that this node needs a pong only every
+  // node_timeout / 2 (it judges its path by SinceLastAck).
+  virtual void SendPing(uint64_t acked, bool sparse_pongs) = 0;
+  // How long ago the node's kernel last got an acknowledgement from the scheduler's (its
+  // pings are acknowledged within the kernel's delayed-ACK time), or nullopt when the
+  // transport cannot tell (then every ping gets a pong).
+  virtual std::optional<common::Duration> SinceLastAck() const { return std::nullopt; }
 };
 
 using ConnectionFactory =

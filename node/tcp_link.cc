@@ -220,10 +220,16 @@ void TcpSessionConnection::SendEvent(const v1::NodeEvent& event) {
   Seal(rpc::FrameType::kEvent, event);
 }
 
-void TcpSessionConnection::SendPing(uint64_t acked) {
+void TcpSessionConnection::SendPing(uint64_t acked, bool sparse_pongs) {
   v1::SessionAck ack;
   ack.set_acked(acked);
+  ack.set_sparse_pongs(sparse_pongs);
   Seal(rpc::FrameType::kPing, ack);
+}
+
+std::optional<common::Duration> TcpSessionConnection::SinceLastAck() const {
+  if (!accepted_ || ended_ || !conn_) return std::nullopt;
+  return conn_->SinceLastAck();
 }
 
 bool TcpSessionConnection::Finish(End end, const std::string& why) {

@@ -38,7 +38,8 @@ class TcpSessionConnection : public SessionConnection {
 
   void Open(uint64_t session, const std::string& key, uint64_t acked) override;
   void SendEvent(const v1::NodeEvent& event) override;
-  void SendPing(uint64_t acked) override;
+  void SendPing(uint64_t acked, bool sparse_pongs) override;
+  std::optional<common::Duration> SinceLastAck() const override;
 
   // A factory for SessionLink.
   static ConnectionFactory Factory(boost::asio::io_context& io, Options options);

@@ -1,5 +1,9 @@
 #include "rpc/frame_connection.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 
@@ -133,6 +137,18 @@ void FrameConnection::End(const std::string& why, bool malformed) {
   on_end_ = nullptr;
   on_frame_ = nullptr;
   if (on_end) on_end(why, malformed);
+}
+
+std::optional<std::chrono::milliseconds> FrameConnection::SinceLastAck() const {
+  if (closed_) return std::nullopt;
+  tcp_info info{};
+  socklen_t length = sizeof(info);
+  if (getsockopt(const_cast<tcp::socket&>(socket_).native_handle(), IPPROTO_TCP, TCP_INFO, &info,
+                 &length) != 0 ||
+      length < offsetof(tcp_info, tcpi_last_ack_recv) + sizeof(info.tcpi_last_ack_recv)) {
+    return std::nullopt;
+  }
+  return std::chrono::milliseconds(info.tcpi_last_ack_recv);
 }
 
 }  // namespace gangrun::rpc

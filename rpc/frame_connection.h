@@ -13,9 +13,11 @@
 // Owners hold it by shared_ptr (reads and writes in flight keep it alive).
 
 #include <boost/asio/ip/tcp.hpp>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,6 +67,9 @@ class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
   bool closed() const { return closed_; }
   // The remote endpoint as rpc::ConnectionActivityReader names it ("" when unknown).
   const std::string& peer() const { return peer_; }
+  // How long ago the kernel last received an acknowledgement from the peer's kernel (TCP_INFO),
+  // or nullopt when it cannot tell.
+  std::optional<std::chrono::milliseconds> SinceLastAck() const;
 
  private:
   static constexpr size_t kSmallReadBuffer = 2048;

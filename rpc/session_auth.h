@@ -73,7 +73,7 @@ class Hmac {
   ~Hmac();
   Hmac(const Hmac&) = delete;
   Hmac& operator=(const Hmac&) = delete;
-  // The first kTagBytes of the MAC of `header` followed by `body`.
+  // The first kTagBytes of the MAC of `header` followed by `body`. One thread at a time.
   std::string Tag(std::string_view header, std::string_view body);
 
  private:

@@ -88,10 +88,17 @@ bool NodeSession::OnEvent(const Wire* wire, const v1::NodeEvent& event) {
   return true;
 }
 
-void NodeSession::OnPing(const Wire* wire, uint64_t acked) {
+void NodeSession::OnPing(const Wire* wire, uint64_t acked, bool sparse_pongs) {
   if (ended_ || wire != wire_.get()) return;
-  last_heard_ = Now();
+  const common::TimePoint now = Now();
+  last_heard_ = now;
   Acknowledged(acked);
+  if (sparse_pongs && last_event_ == last_pong_acked_ &&
+      now - last_pong_ < sessions_.scheduler().node_timeout() / 2) {
+    return;
+  }
+  last_pong_ = now;
+  last_pong_acked_ = last_event_;
   wire_->SendPong(last_event_);
 }
 

@@ -71,7 +71,9 @@ class NodeSession : public NodeLink {
   // the session's order (the transport then ends the connection).
   void Attach(std::unique_ptr<Wire> wire, uint64_t acked);
   bool OnEvent(const Wire* wire, const v1::NodeEvent& event);
-  void OnPing(const Wire* wire, uint64_t acked);
+  // `sparse_pongs`: the node needs a pong only every node_timeout / 2, or when there are
+  // events to acknowledge (node/session_link.h).
+  void OnPing(const Wire* wire, uint64_t acked, bool sparse_pongs = false);
   // The connection `wire` ended: if it is the session's, the scheduler hears of it (a node
   // lost, unless the scheduler closed the session first) and the session is done.
   void OnWireEnded(const Wire* wire, const std::string& why);
@@ -93,6 +95,8 @@ class NodeSession : public NodeLink {
   bool closing_ = false;
   bool ended_ = false;
   common::TimePoint last_heard_ = common::TimePoint::min();
+  common::TimePoint last_pong_ = common::TimePoint::min();
+  uint64_t last_pong_acked_ = 0;  // the event the last pong acknowledged
 };
 
 // The sessions of one scheduler, by id: made by the transports, found again for resumes.

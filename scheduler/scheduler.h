@@ -167,6 +167,7 @@ class Scheduler {
     on_record_ = std::move(on_record);
   }
   uint64_t generation() const { return generation_; }
+  common::Duration node_timeout() const { return options_.node_timeout; }
   v1::GetStatusResponse Status() const;
   // Events and counters go here (the event log and /metrics); may stay unset.
   void SetTelemetry(Telemetry* telemetry) { telemetry_ = telemetry; }

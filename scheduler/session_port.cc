@@ -161,7 +161,7 @@ bool FrameWire::OnFrame(rpc::FrameType type, std::string_view payload) {
       if (!ack.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
         return Fail("a malformed ping");
       }
-      session_->OnPing(this, ack.acked());
+      session_->OnPing(this, ack.acked(), ack.sparse_pongs());
       return !conn_->closed();
     }
     default:

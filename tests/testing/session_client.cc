@@ -159,10 +159,11 @@ bool SessionClient::SendEvent(v1::NodeEvent event, std::optional<uint64_t> seq, 
   return SendEach(*this, frame, byte_by_byte);
 }
 
-bool SessionClient::SendPing(uint64_t acked) {
+bool SessionClient::SendPing(uint64_t acked, bool sparse_pongs) {
   if (!sealer_) return false;
   v1::SessionAck ack;
   ack.set_acked(acked);
+  ack.set_sparse_pongs(sparse_pongs);
   std::string frame;
   rpc::AppendFrame(frame, rpc::FrameType::kPing,
                    sealer_->Seal(rpc::FrameType::kPing, ack.SerializeAsString()));

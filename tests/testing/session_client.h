@@ -55,7 +55,7 @@ class SessionClient {
   // After Open: a sealed event (its seq set to the next one unless `seq` is given), a ping.
   bool SendEvent(v1::NodeEvent event, std::optional<uint64_t> seq = std::nullopt,
                  bool byte_by_byte = false);
-  bool SendPing(uint64_t acked);
+  bool SendPing(uint64_t acked, bool sparse_pongs = false);
   // The next sealed frame, opened: its type and body; type 0 when the connection ended or the
   // tag did not match.
   std::pair<int, std::string> ReadSealed();

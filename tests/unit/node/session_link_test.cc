@@ -28,7 +28,11 @@ struct FakeConnection : SessionConnection {
     acked = a;
   }
   void SendEvent(const v1::NodeEvent& event) override { events.push_back(event); }
-  void SendPing(uint64_t a) override { pings.push_back(a); }
+  void SendPing(uint64_t a, bool sparse) override {
+    pings.push_back(a);
+    sparse_pings += sparse ? 1 : 0;
+  }
+  std::optional<common::Duration> SinceLastAck() const override { return since_ack; }
   // What the scheduler's side does; each may destroy this connection (the handler is copied
   // first, as the real transports do).
   void Accepted(uint64_t s, uint64_t a) {
@@ -49,6 +53,8 @@ struct FakeConnection : SessionConnection {
   std::string key;
   std::vector<v1::NodeEvent> events;
   std::vector<uint64_t> pings;
+  int sparse_pings = 0;
+  std::optional<common::Duration> since_ack;  // set: the transport reads its kernel's ACKs
   bool* destroyed = nullptr;
   ~FakeConnection() override {
     if (destroyed != nullptr) *destroyed = true;
@@ -140,6 +146,39 @@ TEST_F(SessionLinkPolicyTest, SilenceOpensANewConnectionThatResumesAndSendsWhatW
   ASSERT_EQ(second.events.size(), 1u);
   EXPECT_EQ(second.events[0].seq(), 3u);
   EXPECT_FALSE(lost_);
+}
+
+TEST_F(SessionLinkPolicyTest, WhileTheKernelSeesAcksSparsePongsOpenNoNewConnection) {
+  FakeConnection& first = Accept();
+  first.since_ack = milliseconds(40);  // the scheduler's kernel acknowledges every ping
+  clock_.Advance(seconds(4));          // and its scheduler pongs only every T / 2
+  EXPECT_EQ(connections_.size(), 1u);
+  EXPECT_EQ(first.sparse_pings, 4) << "each ping says a pong per ping is not needed";
+  first.handlers.on_pong(0);
+  clock_.Advance(seconds(4));
+  EXPECT_EQ(connections_.size(), 1u);
+  EXPECT_FALSE(lost_);
+}
+
+TEST_F(SessionLinkPolicyTest, NoAckForTwoIntervalsOpensANewConnectionAsSilenceDoes) {
+  FakeConnection& first = Accept();
+  first.since_ack = milliseconds(40);
+  clock_.Advance(seconds(1));
+  EXPECT_EQ(connections_.size(), 1u);
+  first.since_ack = seconds(2);  // the path broke: nothing acknowledged for 2 intervals
+  clock_.Advance(seconds(1));
+  EXPECT_EQ(connections_.size(), 2u);
+}
+
+TEST_F(SessionLinkPolicyTest, AStuckSchedulerWhoseKernelStillAcksIsLostAfterTheNodeTimeout) {
+  FakeConnection& first = Accept();
+  first.since_ack = milliseconds(40);  // its host answers, its event loop does not
+  clock_.Advance(milliseconds(6999));
+  EXPECT_FALSE(lost_);
+  EXPECT_EQ(connections_.size(), 1u);
+  clock_.Advance(milliseconds(1001));
+  ASSERT_TRUE(lost_);
+  EXPECT_NE(lost_->find("did not answer for 7000 ms"), std::string::npos) << *lost_;
 }
 
 TEST_F(SessionLinkPolicyTest, CommandsSentAgainAreDeliveredOnce) {

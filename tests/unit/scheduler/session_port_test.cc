@@ -147,6 +147,35 @@ TEST_F(SessionPortTest, TheTokenNeverCrossesTheWire) {
   EXPECT_EQ(Status().nodes_size(), 1);
 }
 
+// The acknowledgement in the next pong the scheduler sends (commands before it are skipped).
+std::optional<uint64_t> NextPong(SessionClient& client) {
+  for (;;) {
+    auto [type, body] = client.ReadSealed();
+    if (type == 0) return std::nullopt;
+    if (type != static_cast<int>(rpc::FrameType::kPong)) continue;
+    v1::SessionAck ack;
+    if (!ack.ParseFromString(body)) return std::nullopt;
+    return ack.acked();
+  }
+}
+
+TEST_F(SessionPortTest, ANodeThatReadsItsKernelsAcksGetsAPongOnlyWhenOneIsDue) {
+  SessionClient client(server_->port());
+  ASSERT_TRUE(client.Open(Token()).accepted);
+  ASSERT_TRUE(client.SendEvent(TestJoin(0)));  // event 1
+  ASSERT_TRUE(client.SendPing(0, true));       // an event to acknowledge: answered
+  EXPECT_EQ(NextPong(client), 1u);
+  ASSERT_TRUE(client.SendPing(0, true));  // nothing new, the last pong is fresh: not answered
+  v1::NodeEvent heartbeat;
+  heartbeat.mutable_heartbeat();
+  ASSERT_TRUE(client.SendEvent(heartbeat));  // event 2
+  ASSERT_TRUE(client.SendPing(0, true));
+  // Had the second ping been answered, its pong (acknowledging 1) would come first.
+  EXPECT_EQ(NextPong(client), 2u);
+  ASSERT_TRUE(client.SendPing(0, false));  // a node that needs a pong per ping gets one
+  EXPECT_EQ(NextPong(client), 2u);
+}
+
 TEST_F(SessionPortTest, ARecordingOfASessionIsUselessAgain) {
   SessionClient client(server_->port());
   ASSERT_TRUE(client.Open(Token()).accepted);
