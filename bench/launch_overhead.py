@@ -6,8 +6,9 @@ The floor (bench/launch_floor.cc, built as build/bin/launch-floor) posix_spawns 
 turn (so machine noise hits all alike), REPEAT times per size, and prints median / p90 wall
 time per job, the ratios gangrun/floor and gangrun/mpirun, and the gangrun launcher's own peak
 resident memory (VmHWM, logged by gangrun at debug level). mpirun is left out when Open MPI is
-not installed (deploy/install-deps.sh --bench installs it). The last line is JSON. A
-benchmark, not a test: nothing is asserted.
+not installed (deploy/install-deps.sh --bench installs it). --baseline OTHER_GANGRUN runs a
+second gangrun build (an earlier commit's) in the same rotation, for before/after figures from
+one run. The last line is JSON. A benchmark, not a test: nothing is asserted.
 """
 import argparse
 import json
@@ -49,6 +50,7 @@ def main():
     parser.add_argument("--sizes", default="4,32")
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--floor", help="the floor program (default: beside --gangrun)")
+    parser.add_argument("--baseline", help="another gangrun binary, run in the same rotation")
     args = parser.parse_args()
     args.gangrun = os.path.abspath(args.gangrun)
     floor = os.path.abspath(args.floor or os.path.join(os.path.dirname(args.gangrun),
@@ -67,11 +69,14 @@ def main():
                 f"--log_dir={workdir}/logs", "/bin/true"]
         mpi = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(n), "/bin/true"]
         base = [floor, str(n), "/bin/true"]
+        before = ([os.path.abspath(args.baseline)] + gang[1:]) if args.baseline else None
         run(gang, env, workdir)  # warm the page cache for all
         run(base, env, workdir)
         if mpirun:
             run(mpi, env, workdir)
-        g_times, m_times, f_times, rss = [], [], [], []
+        if before:
+            run(before, env, workdir)
+        g_times, m_times, f_times, b_times, rss = [], [], [], [], []
         hung = {"gangrun": 0, "mpirun": 0}
         for _ in range(args.repeat):
             t, err = run(gang, env, workdir)
@@ -85,6 +90,10 @@ def main():
             t, _ = run(base, env, workdir)
             if t is not None:
                 f_times.append(t)
+            if before:
+                t, _ = run(before, env, workdir)
+                if t is not None:
+                    b_times.append(t)
             if mpirun:
                 t, _ = run(mpi, env, workdir)
                 if t is None:
@@ -99,6 +108,12 @@ def main():
         line = (f"N={n:3d}  gangrun median {g['median_ms']:8.2f} ms (p90 {g['p90_ms']:.2f})  "
                 f"floor median {f['median_ms']:7.2f} ms  ratio to floor "
                 f"{results[n]['ratio_to_floor']:.2f}")
+        if b_times:
+            b = summary(b_times)
+            results[n]["baseline"] = b
+            results[n]["baseline_ratio_to_floor"] = round(b["median_ms"] / f["median_ms"], 3)
+            line += (f"  baseline median {b['median_ms']:8.2f} ms (ratio to floor "
+                     f"{results[n]['baseline_ratio_to_floor']:.2f})")
         if m_times:
             m = summary(m_times)
             results[n]["mpirun"] = m
