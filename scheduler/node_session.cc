@@ -93,7 +93,9 @@ void NodeSession::OnPing(const Wire* wire, uint64_t acked, bool sparse_pongs) {
   const common::TimePoint now = Now();
   last_heard_ = now;
   Acknowledged(acked);
-  if (sparse_pongs && last_event_ == last_pong_acked_ &&
+  // Never answered yet: last_pong_ is min() (and now - min() overflows).
+  const bool answered = last_pong_ != common::TimePoint::min();
+  if (sparse_pongs && answered && last_event_ == last_pong_acked_ &&
       now - last_pong_ < sessions_.scheduler().node_timeout() / 2) {
     return;
   }
