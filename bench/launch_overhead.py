@@ -77,29 +77,27 @@ def main():
         if before:
             run(before, env, workdir)
         g_times, m_times, f_times, b_times, rss = [], [], [], [], []
-        hung = {"gangrun": 0, "mpirun": 0}
-        for _ in range(args.repeat):
-            t, err = run(gang, env, workdir)
+        hung = {"gangrun": 0, "mpirun": 0, "floor": 0, "baseline": 0}
+
+        def sample(name, cmd, times):
+            """Runs `cmd` once into `times`, or counts it as hung; returns its stderr."""
+            t, err = run(cmd, env, workdir)
             if t is None:
-                hung["gangrun"] += 1
+                hung[name] += 1
             else:
-                g_times.append(t)
+                times.append(t)
+            return err
+
+        for _ in range(args.repeat):
+            err = sample("gangrun", gang, g_times)
             m = re.search(r"peak resident memory (\d+) KiB", err)
             if m:
                 rss.append(int(m.group(1)))
-            t, _ = run(base, env, workdir)
-            if t is not None:
-                f_times.append(t)
+            sample("floor", base, f_times)
             if before:
-                t, _ = run(before, env, workdir)
-                if t is not None:
-                    b_times.append(t)
+                sample("baseline", before, b_times)
             if mpirun:
-                t, _ = run(mpi, env, workdir)
-                if t is None:
-                    hung["mpirun"] += 1
-                else:
-                    m_times.append(t)
+                sample("mpirun", mpi, m_times)
         g, f = summary(g_times), summary(f_times)
         results[n] = {"gangrun": g, "floor": f,
                       "ratio_to_floor": round(g["median_ms"] / f["median_ms"], 3),

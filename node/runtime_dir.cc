@@ -25,11 +25,12 @@ bool Usable(const char* base) {
   return std::string_view(base).size() <= limit;
 }
 
-// A tmpfs directory this user may create entries in.
-bool WritableTmpfs(const std::string& dir) {
+// A directory this user may create entries in.
+bool Writable(const char* dir) { return access(dir, W_OK | X_OK) == 0; }
+
+bool Tmpfs(const char* dir) {
   struct statfs fs;
-  return statfs(dir.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC &&
-         access(dir.c_str(), W_OK | X_OK) == 0;
+  return statfs(dir, &fs) == 0 && fs.f_type == TMPFS_MAGIC;
 }
 
 }  // namespace
@@ -37,10 +38,8 @@ bool WritableTmpfs(const std::string& dir) {
 std::string RuntimeDir::BaseFor(const char* tmpdir, const char* xdg_runtime_dir,
                                 const std::string& shm) {
   if (Usable(tmpdir)) return tmpdir;
-  if (Usable(xdg_runtime_dir) && access(xdg_runtime_dir, W_OK | X_OK) == 0) {
-    return xdg_runtime_dir;
-  }
-  if (Usable(shm.c_str()) && WritableTmpfs(shm)) return shm;
+  if (Usable(xdg_runtime_dir) && Writable(xdg_runtime_dir)) return xdg_runtime_dir;
+  if (Usable(shm.c_str()) && Tmpfs(shm.c_str()) && Writable(shm.c_str())) return shm;
   return "/tmp";
 }
 

@@ -335,9 +335,7 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   // first connection: a job nobody asks anything never pays for gRPC's threads (issue #24).
   // A TLS job's starts now, so that unusable credentials fail the launch, not a node's join.
   server->credentials_ = options.credentials;
-  if (tls) {
-    if (server->Grpc() == nullptr) return server->grpc_error_;
-  }
+  if (tls && server->Grpc() == nullptr) return server->grpc_error_;
   server->session_port_ = std::make_unique<SessionPort>(
       io, *server->sessions_, SessionPort::Options{options.token, options.run_id, tls});
   server->port_->Start(server->session_port_->Handler(),

@@ -48,12 +48,10 @@ class SchedulerServer {
                                                                 const ServerOptions& options);
   ~SchedulerServer();
   int port() const { return port_number_; }
-  // The node sessions it holds (of either transport).
-  size_t sessions() const { return sessions_->size(); }
-  // Enough sessions that the event loop batches its wake-ups (common/event_loop.h): below it
-  // every arrival is handled at once.
+  // Node sessions (of either transport) enough for the event loop to batch its wake-ups
+  // (common/event_loop.h): below it every arrival is handled at once.
   static constexpr size_t kCoalescingSessions = 64;
-  bool Busy() const { return sessions() >= kCoalescingSessions; }
+  bool Busy() const { return sessions_->size() >= kCoalescingSessions; }
   // Stops the server (ending every call and session) and then runs `done` on `io`. Call on
   // `io`'s thread after the job has finished and the store's waiters were cancelled.
   void ShutdownAsync(boost::asio::io_context& io, std::function<void()> done);
