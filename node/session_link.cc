@@ -102,6 +102,7 @@ void SessionLink::OnAccepted(uint64_t session, const std::string& key, uint64_t 
   mismatches_ = 0;
   backoff_ = kInitialBackoff;
   last_heard_ = clock_.Now();
+  quiet_pong_timeout_ = active_->QuietPongTimeout();
   if (resumed) {
     common::Logger("node")->info("resumed the session with the scheduler at {} on a new connection",
                                  options_.target);
@@ -195,14 +196,28 @@ void SessionLink::OnActiveEnded(End end, const std::string& why) {
 
 void SessionLink::Tick() {
   tick_timer_ = clock_.After(options_.heartbeat_interval, [this] { Tick(); });
-  common::Duration silent = clock_.Now() - last_heard_;
-  if (silent >= LoseAfter()) return Lose(Silence(), false);
-  if (active_) {
-    // The kernel's ACKs say the path works while the scheduler's pongs are sparse.
-    const std::optional<common::Duration> since_ack = active_->SinceLastAck();
-    active_->SendPing(last_command_, since_ack.has_value());
-    if (since_ack) silent = std::min(silent, *since_ack);
+  const common::TimePoint now = clock_.Now();
+  // The kernel's ACKs say the path works while the scheduler's pongs are sparse.
+  const std::optional<common::Duration> since_ack =
+      active_ ? active_->SinceLastAck() : std::nullopt;
+  if (since_ack) last_acked_ = std::max(last_acked_, now - *since_ack);
+  common::Duration silent = now - last_heard_;
+  if (quiet_pong_timeout_ == common::Duration::zero()) {
+    if (silent >= LoseAfter()) return Lose(Silence(silent), false);
+  } else {
+    // Quiet: pongs are rare, the path is judged by the ACKs alone.
+    const common::Duration path_silent = now - std::max(last_heard_, last_acked_);
+    if (path_silent >= LoseAfter()) return Lose(Silence(path_silent), false);
+    if (silent >= quiet_pong_timeout_) {
+      return Lose("the scheduler at " + options_.target + " sent no pong for " +
+                      std::to_string(duration_cast<milliseconds>(silent).count()) +
+                      " ms while its host still acknowledged this node's ticks (its launcher is "
+                      "stuck)",
+                  false);
+    }
   }
+  if (active_) active_->SendPing(last_command_, since_ack.has_value());
+  if (since_ack) silent = std::min(silent, *since_ack);
   if (silent >= ResumeAfter() && !attempt_ && !retry_timer_) {
     common::Logger("node")->warn(
         "nothing from the scheduler at {} for {} ms; opening a new connection to resume the "
@@ -212,9 +227,9 @@ void SessionLink::Tick() {
   }
 }
 
-std::string SessionLink::Silence() const {
+std::string SessionLink::Silence(common::Duration silent) const {
   return "the scheduler at " + options_.target + " did not answer for " +
-         std::to_string(duration_cast<milliseconds>(clock_.Now() - last_heard_).count()) +
+         std::to_string(duration_cast<milliseconds>(silent).count()) +
          " ms (its host is down, unreachable or stalled)";
 }
 

@@ -23,7 +23,10 @@
 //     scheduler's launcher is gone, the scheduler is lost at once;
 //   - nothing heard for T + 2 I: lost (the scheduler loses a node after T + I of silence, so a
 //     cut or a pause shorter than T costs nothing on either side);
-//   - a resume the scheduler refuses (it no longer holds the session): lost.
+//   - a resume the scheduler refuses (it no longer holds the session): lost;
+//   - a quiet session (docs/WIRE.md: the transport sends ticks, the scheduler pongs only with
+//     the node's rare Heartbeat messages): lost after T + 2 I without an ACK or a pong, or
+//     after QuietPongTimeout() (6 T) without a pong while the ACKs still come.
 // Worked example: a 4 s cut at t = 10 (T 5, I 1), the last pong at t = 9.6. At t = 11.6 the
 // node starts connecting anew; attempts at 11.6, 12.6, 13.6 time out; the cut heals at 14;
 // the attempt of 14.6 resumes the session at ~14.6, the node sends again its events of
@@ -79,6 +82,9 @@ class SessionConnection {
   // pings are acknowledged within the kernel's delayed-ACK time), or nullopt when the
   // transport cannot tell (then every ping gets a pong).
   virtual std::optional<common::Duration> SinceLastAck() const { return std::nullopt; }
+  // Once accepted: non-zero when the session keeps quiet (docs/WIRE.md), the scheduler's
+  // pongs then being rare: a stuck scheduler is one not heard for this long.
+  virtual common::Duration QuietPongTimeout() const { return common::Duration::zero(); }
 };
 
 using ConnectionFactory =
@@ -123,7 +129,7 @@ class SessionLink : public RemoteSchedulerLink {
   void Tick();
   void Acknowledged(uint64_t acked);
   void Lose(const std::string& reason, bool unauthenticated);
-  std::string Silence() const;
+  std::string Silence(common::Duration silent) const;
 
   common::Clock& clock_;
   Options options_;
@@ -144,6 +150,9 @@ class SessionLink : public RemoteSchedulerLink {
   std::deque<v1::NodeEvent> unacked_;
   size_t unacked_bytes_ = 0;
   common::TimePoint last_heard_{};
+  common::TimePoint last_acked_{};  // when the kernel last saw an ACK (SinceLastAck)
+  // The session's connection keeps quiet: the scheduler is lost after this without a pong.
+  common::Duration quiet_pong_timeout_{0};
   bool active_closed_ = false;  // the scheduler's host closed our connection
   int mismatches_ = 0;
   bool lost_ = false;

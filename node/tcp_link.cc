@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/post.hpp>
 
@@ -149,6 +150,8 @@ bool TcpSessionConnection::OnChallenge(std::string_view payload) {
   v1::SessionOpen open;
   open.set_proof(rpc::NodeProof(key_, handshake_));
   open.set_acked(acked_);
+  // Keeping quiet needs the kernel's ACKs to judge the path by.
+  open.set_can_keep_quiet(conn_->SinceLastAck().has_value());
   conn_->Send(rpc::FrameType::kOpen, open.SerializeAsString());
   const rpc::FrameKeys keys = rpc::DeriveFrameKeys(key_, handshake_);
   sealer_.emplace(keys.node_to_scheduler);
@@ -179,6 +182,9 @@ bool TcpSessionConnection::OnSealed(rpc::FrameType type, std::string_view payloa
       return Finish(End::kFailed, "a malformed acceptance");
     }
     accepted_ = true;
+    quiet_watermark_ = accepted.quiet_watermark();
+    quiet_pong_timeout_ = std::chrono::milliseconds(accepted.quiet_pong_timeout_ms());
+    last_acked_ = acked_;
     timer_.cancel();
     conn_->set_max_payload(rpc::kMaxFramePayload);
     const std::string key = handshake_.resume != 0 ? key_ : rpc::ResumeKey(token_key_, handshake_);
@@ -192,6 +198,7 @@ bool TcpSessionConnection::OnSealed(rpc::FrameType type, std::string_view payloa
       if (!command.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
         return Finish(End::kFailed, "a malformed command");
       }
+      last_acked_ = std::max(last_acked_, command.seq());
       auto on_command = handlers_.on_command;
       on_command(command);
       return *alive && !ended_;
@@ -218,14 +225,34 @@ void TcpSessionConnection::Seal(rpc::FrameType type, const google::protobuf::Mes
 
 void TcpSessionConnection::SendEvent(const v1::NodeEvent& event) {
   Seal(rpc::FrameType::kEvent, event);
+  if (quiet_watermark_ == 0 || padding_due_) return;
+  // The events of one turn of the loop share one padded ping, sent after them.
+  padding_due_ = true;
+  boost::asio::post(io_, [this, alive = alive_] {
+    if (!*alive) return;
+    padding_due_ = false;
+    v1::SessionAck ack;
+    ack.set_acked(last_acked_);
+    ack.set_sparse_pongs(true);
+    ack.set_padding(std::string(quiet_watermark_, '\0'));
+    Seal(rpc::FrameType::kPing, ack);
+  });
 }
 
 void TcpSessionConnection::SendPing(uint64_t acked, bool sparse_pongs) {
+  last_acked_ = std::max(last_acked_, acked);
+  if (quiet_watermark_ > 0 && accepted_ && !ended_) {
+    sealer_->Skip();
+    conn_->Send(rpc::FrameType::kTick, {});
+    return;
+  }
   v1::SessionAck ack;
   ack.set_acked(acked);
   ack.set_sparse_pongs(sparse_pongs);
   Seal(rpc::FrameType::kPing, ack);
 }
+
+common::Duration TcpSessionConnection::QuietPongTimeout() const { return quiet_pong_timeout_; }
 
 std::optional<common::Duration> TcpSessionConnection::SinceLastAck() const {
   if (!accepted_ || ended_ || !conn_) return std::nullopt;

@@ -40,6 +40,7 @@ class TcpSessionConnection : public SessionConnection {
   void SendEvent(const v1::NodeEvent& event) override;
   void SendPing(uint64_t acked, bool sparse_pongs) override;
   std::optional<common::Duration> SinceLastAck() const override;
+  common::Duration QuietPongTimeout() const override;
 
   // A factory for SessionLink.
   static ConnectionFactory Factory(boost::asio::io_context& io, Options options);
@@ -71,6 +72,12 @@ class TcpSessionConnection : public SessionConnection {
   bool challenged_ = false;
   bool accepted_ = false;
   bool ended_ = false;
+  // A quiet session (docs/WIRE.md): ticks for pings, each turn's events followed by a ping
+  // padded to the watermark; 0: pings.
+  uint32_t quiet_watermark_ = 0;
+  common::Duration quiet_pong_timeout_{0};
+  uint64_t last_acked_ = 0;  // the last command this connection's pings may acknowledge
+  bool padding_due_ = false;
   std::optional<rpc::FrameSealer> sealer_;
   std::optional<rpc::FrameOpener> opener_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -139,16 +139,39 @@ void FrameConnection::End(const std::string& why, bool malformed) {
   if (on_end) on_end(why, malformed);
 }
 
-std::optional<std::chrono::milliseconds> FrameConnection::SinceLastAck() const {
-  if (closed_) return std::nullopt;
+namespace {
+
+// A field of the socket's tcp_info, if the kernel fills it.
+template <typename Field>
+std::optional<std::chrono::milliseconds> TcpInfoAge(const tcp::socket& socket,
+                                                    Field tcp_info::*field, size_t end) {
   tcp_info info{};
   socklen_t length = sizeof(info);
-  if (getsockopt(const_cast<tcp::socket&>(socket_).native_handle(), IPPROTO_TCP, TCP_INFO, &info,
+  if (getsockopt(const_cast<tcp::socket&>(socket).native_handle(), IPPROTO_TCP, TCP_INFO, &info,
                  &length) != 0 ||
-      length < offsetof(tcp_info, tcpi_last_ack_recv) + sizeof(info.tcpi_last_ack_recv)) {
+      length < end) {
     return std::nullopt;
   }
-  return std::chrono::milliseconds(info.tcpi_last_ack_recv);
+  return std::chrono::milliseconds(info.*field);
+}
+
+}  // namespace
+
+std::optional<std::chrono::milliseconds> FrameConnection::SinceLastAck() const {
+  if (closed_) return std::nullopt;
+  return TcpInfoAge(socket_, &tcp_info::tcpi_last_ack_recv,
+                    offsetof(tcp_info, tcpi_last_ack_recv) + sizeof(uint32_t));
+}
+
+std::optional<std::chrono::milliseconds> FrameConnection::SinceLastData() const {
+  if (closed_) return std::nullopt;
+  return TcpInfoAge(socket_, &tcp_info::tcpi_last_data_recv,
+                    offsetof(tcp_info, tcpi_last_data_recv) + sizeof(uint32_t));
+}
+
+bool FrameConnection::SetReadWatermark(int bytes) {
+  if (closed_) return false;
+  return setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof(bytes)) == 0;
 }
 
 }  // namespace gangrun::rpc

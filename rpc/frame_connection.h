@@ -70,6 +70,12 @@ class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
   // How long ago the kernel last received an acknowledgement from the peer's kernel (TCP_INFO),
   // or nullopt when it cannot tell.
   std::optional<std::chrono::milliseconds> SinceLastAck() const;
+  // How long ago it last received data (read or not yet), or nullopt.
+  std::optional<std::chrono::milliseconds> SinceLastData() const;
+  // Reads only once `bytes` wait in the kernel (SO_RCVLOWAT; a peer's close or reset wakes it
+  // at once): what arrives below it stays unread, its arrival still seen by the kernel
+  // (rpc/connection_activity.h). False when the kernel refuses.
+  bool SetReadWatermark(int bytes);
 
  private:
   static constexpr size_t kSmallReadBuffer = 2048;

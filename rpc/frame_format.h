@@ -35,9 +35,17 @@ enum class FrameType : uint8_t {
   kCommand = 7,    // scheduler: v1::NodeCommand with its seq (sealed)
   kPing = 8,       // node: v1::SessionAck (sealed)
   kPong = 9,       // scheduler: v1::SessionAck (sealed)
+  // node, in a quiet session only: nothing (an empty payload, no tag), where it would ping.
+  // It counts as a frame in both ends' tag index, so a tick added or removed on the way makes
+  // the next sealed frame fail.
+  kTick = 10,
 };
 inline constexpr uint8_t kFirstFrameType = 1;
-inline constexpr uint8_t kLastFrameType = 9;
+inline constexpr uint8_t kLastFrameType = 10;
+
+// A quiet session's watermark (v1::SessionAccepted.quiet_watermark): about 200 ticks, so that
+// the scheduler reads a quiet node's connection once per Heartbeat message or less often.
+inline constexpr uint32_t kQuietWatermark = 1024;
 
 inline bool KnownFrameType(uint8_t type) {
   return type >= kFirstFrameType && type <= kLastFrameType;

@@ -37,6 +37,9 @@ struct ServerOptions {
   std::string token;                                     // "" = no token required
   std::shared_ptr<grpc::ServerCredentials> credentials;  // null = insecure
   std::string run_id;                                    // the job's, told to nodes
+  // Node sessions whose pings are read as they come; the later ones keep quiet
+  // (scheduler/session_port.h).
+  size_t loud_sessions = 64;
 };
 
 class SchedulerServer {

@@ -2,6 +2,7 @@
 // The scheduler's way to one node (scheduler.h): a transport implements it — the launcher's
 // in-process link (launcher/local_link.h), a node's session (scheduler/node_session.h).
 
+#include <optional>
 #include <string>
 
 #include "common/clock.h"
@@ -28,6 +29,10 @@ class NodeLink {
   // The remote end of the node's TCP connection, as rpc::ConnectionActivityReader names it
   // ("" when the transport has none).
   virtual std::string PeerEndpoint() const { return {}; }
+  // How long ago the node's connection last received data, as its kernel says (even data
+  // nobody read yet: a quiet node's ticks); nullopt when the transport cannot tell, the
+  // scheduler then finding the connection by PeerEndpoint (scheduler/liveness.cc).
+  virtual std::optional<common::Duration> SinceLastData() const { return std::nullopt; }
 };
 
 }  // namespace gangrun::scheduler

@@ -18,6 +18,7 @@
 // one of the scheduler's own calls (Send, Close): what those find is dealt with from the loop.
 
 #include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -47,6 +48,7 @@ class NodeSession : public NodeLink {
     // Ends it now, without a word (the session moved on, or the port closes).
     virtual void Drop() = 0;
     virtual std::string PeerEndpoint() const = 0;
+    virtual std::optional<common::Duration> SinceLastData() const { return std::nullopt; }
   };
   // Unacknowledged commands, at most.
   static constexpr size_t kMaxUnackedBytes = 16 << 20;
@@ -65,6 +67,9 @@ class NodeSession : public NodeLink {
   void Drop() override;
   common::TimePoint LastHeartbeat() const override { return last_heard_; }
   std::string PeerEndpoint() const override { return wire_ ? wire_->PeerEndpoint() : ""; }
+  std::optional<common::Duration> SinceLastData() const override {
+    return wire_ ? wire_->SinceLastData() : std::nullopt;
+  }
 
   // The transport's calls. `wire` is the connection an event or ping came on: ones from a
   // connection the session has left are ignored. OnEvent returns false when the event breaks
@@ -74,6 +79,10 @@ class NodeSession : public NodeLink {
   // `sparse_pongs`: the node needs a pong only every node_timeout / 2, or when there are
   // events to acknowledge (node/session_link.h).
   void OnPing(const Wire* wire, uint64_t acked, bool sparse_pongs = false);
+  // The session keeps quiet (scheduler/session_port.cc), its node losing the scheduler after
+  // `pong_timeout` without a pong; zero: it does not (any more).
+  void KeepQuiet(std::chrono::milliseconds pong_timeout) { quiet_pong_timeout_ = pong_timeout; }
+  std::chrono::milliseconds quiet_pong_timeout() const { return quiet_pong_timeout_; }
   // The connection `wire` ended: if it is the session's, the scheduler hears of it (a node
   // lost, unless the scheduler closed the session first) and the session is done.
   void OnWireEnded(const Wire* wire, const std::string& why);
@@ -97,6 +106,7 @@ class NodeSession : public NodeLink {
   common::TimePoint last_heard_ = common::TimePoint::min();
   common::TimePoint last_pong_ = common::TimePoint::min();
   uint64_t last_pong_acked_ = 0;  // the event the last pong acknowledged
+  std::chrono::milliseconds quiet_pong_timeout_{0};
 };
 
 // The sessions of one scheduler, by id: made by the transports, found again for resumes.

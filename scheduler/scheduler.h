@@ -175,8 +175,8 @@ class Scheduler {
   void Stop(int signal, const std::string& reason);
   bool finished() const { return state_ == JobState::kFinished; }
   JobState state() const { return state_; }
-  // How the scheduler reads its connections' activity (rpc::ConnectionActivityReader on its
-  // port); unset, nodes are watched by their Heartbeat messages alone. Call on the strand.
+  // How the scheduler reads the activity of connections their links cannot read (gRPC's:
+  // rpc::ConnectionActivityReader); unset, their Heartbeat messages alone. On the strand.
   using ActivityReader = std::function<absl::StatusOr<rpc::ConnectionActivity>()>;
   void WatchConnections(ActivityReader reader);
   // A watched node's Heartbeat messages come every kMessageIntervals node timeouts; it is
@@ -363,17 +363,18 @@ class Scheduler {
   bool BudgetLeft() const { return restarts_used_ < options_.max_restarts; }
   // liveness.cc
   void CheckHeartbeats();
-  // Data received on each watched node's connection counts as a heartbeat.
-  void ReadConnectionActivity(common::TimePoint now);
+  struct Sweep;  // data received on a node's connection counts as a heartbeat
+  bool ReadConnectionActivity(int id, NodeState& node, common::TimePoint now, Sweep& sweep);
+  void ReadActivityDump(common::TimePoint now, Sweep& sweep);
+  void OnConnectionData(NodeState& node, common::TimePoint at);
   void StopWatching(common::TimePoint now, const absl::Status& why);
   // Tells the node how often to send Heartbeat messages (zero: every heartbeat interval).
   void SendHeartbeatPolicy(NodeState& node, common::Duration message_interval);
-  // A node's silence, if it is lost for it: "no heartbeat ..." or "no message ...".
+  // A joined or spare node's silence, if it is lost for it: "no heartbeat ..." or "no message".
   std::optional<std::string> Silence(const NodeState& node, common::TimePoint now) const;
-  // The sweep ran much later than due: this process did not run (its host stalled, or it was
-  // stopped). The nodes' silence is then ours: they get a fresh node timeout.
+  // The sweep ran late: this process did not run, so the nodes get a fresh node timeout.
   void OnSchedulerStalled(common::Duration stalled);
-  void CloseSilentSessions(common::TimePoint now);
+  void CloseSilentSessions(const std::vector<int>& silent);
   // scheduler.cc
   void OnNodeLost(int node_id, NodeState& node, FailureCause cause, const std::string& why);
   // The error line, the failure count and the node_lost event of a lost node.

@@ -35,6 +35,14 @@ struct SessionPort::State : std::enable_shared_from_this<SessionPort::State> {
     if (token_key.empty()) token_key = rpc::TokenKey(options.token);
     return token_key;
   }
+  // A quiet node's pongs come with its Heartbeat messages, one every kMessageIntervals node
+  // timeouts (scheduler/liveness.cc); kMissedMessages of them missed lose the scheduler, as
+  // the scheduler loses a node. Zero (no quiet sessions) without a node timeout.
+  milliseconds QuietPongTimeout() const {
+    return std::chrono::duration_cast<milliseconds>(sessions.scheduler().node_timeout() *
+                                                    Scheduler::kMessageIntervals *
+                                                    Scheduler::kMissedMessages);
+  }
 
   boost::asio::io_context& io;
   NodeSessions& sessions;
@@ -95,12 +103,22 @@ class FrameWire : public NodeSession::Wire {
     if (session_ != nullptr) session_->OnWireEnded(this, why);  // may destroy this
   }
 
-  void SendAccepted(uint64_t session, uint64_t acked) {
+  // `quiet_pong_timeout` non-zero: the session keeps quiet from now on.
+  void SendAccepted(uint64_t session, uint64_t acked, milliseconds quiet_pong_timeout) {
     v1::SessionAccepted accepted;
     accepted.set_session(session);
     accepted.set_acked(acked);
+    if (quiet_pong_timeout > milliseconds::zero()) {
+      // Before the acceptance leaves: the node sends nothing until it has it.
+      quiet_ = conn_->SetReadWatermark(rpc::kQuietWatermark);
+    }
+    if (quiet_) {
+      accepted.set_quiet_watermark(rpc::kQuietWatermark);
+      accepted.set_quiet_pong_timeout_ms(static_cast<uint32_t>(quiet_pong_timeout.count()));
+    }
     Seal(rpc::FrameType::kAccepted, accepted);
   }
+  bool quiet() const { return quiet_; }
   void SendCommand(const v1::NodeCommand& command) override {
     Seal(rpc::FrameType::kCommand, command);
   }
@@ -122,6 +140,7 @@ class FrameWire : public NodeSession::Wire {
   }
   void Drop() override { conn_->Close(); }
   std::string PeerEndpoint() const override { return conn_->peer(); }
+  std::optional<common::Duration> SinceLastData() const override { return conn_->SinceLastData(); }
 
  private:
   void Seal(rpc::FrameType type, const google::protobuf::MessageLite& message) {
@@ -141,9 +160,16 @@ class FrameWire : public NodeSession::Wire {
   rpc::FrameOpener opener_;
   boost::asio::steady_timer linger_;
   NodeSession* session_ = nullptr;
+  bool quiet_ = false;
 };
 
 bool FrameWire::OnFrame(rpc::FrameType type, std::string_view payload) {
+  if (type == rpc::FrameType::kTick) {
+    // Read only with what woke the connection: the kernel's "last data received" counted it.
+    if (!quiet_ || !payload.empty()) return Fail("an unexpected tick");
+    opener_.Skip();
+    return true;
+  }
   std::string_view body;
   if (!opener_.Open(type, payload, &body)) return Fail("a forged or corrupted frame");
   switch (type) {
@@ -319,13 +345,18 @@ bool Handshake::OnOpen(std::string_view payload) {
   if (resumed != nullptr) {
     // Accepted first: the session then sends again what the node has not acknowledged.
     raw->Start(resumed);
-    raw->SendAccepted(resumed->id(), resumed->last_event());
+    raw->SendAccepted(resumed->id(), resumed->last_event(),
+                      open.can_keep_quiet() ? resumed->quiet_pong_timeout() : milliseconds::zero());
     resumed->Attach(std::move(wire), open.acked());
+    resumed->KeepQuiet(raw->quiet() ? resumed->quiet_pong_timeout() : milliseconds::zero());
   } else {
+    const bool quiet =
+        open.can_keep_quiet() && port_->sessions.size() >= port_->options.loud_sessions;
     NodeSession* session =
         port_->sessions.Create(rpc::ResumeKey(port_->TokenKey(), handshake_), std::move(wire));
     raw->Start(session);
-    raw->SendAccepted(session->id(), 0);
+    raw->SendAccepted(session->id(), 0, quiet ? port_->QuietPongTimeout() : milliseconds::zero());
+    session->KeepQuiet(raw->quiet() ? port_->QuietPongTimeout() : milliseconds::zero());
   }
   return !conn_->closed();
 }

@@ -29,6 +29,9 @@ class SessionPort {
     std::string token;   // "" = none
     std::string run_id;  // the job's, sent in the challenge
     bool tls = false;    // the job uses TLS: framing sessions are refused
+    // Sessions whose pings are read as they come; the ones opened after them, of nodes that
+    // can, keep quiet (docs/WIRE.md: ticks left unread, padded events, rarer pongs).
+    size_t loud_sessions = 64;
   };
 
   SessionPort(boost::asio::io_context& io, NodeSessions& sessions, Options options);

@@ -77,7 +77,11 @@ v1::GetStatusResponse Scheduler::Status() const {
       status.set_spare_nodes(status.spare_nodes() + 1);
     }
     common::TimePoint heard = node.last_seen;
-    if (node.link != nullptr) heard = std::max(heard, node.link->LastHeartbeat());
+    if (node.link != nullptr) {
+      heard = std::max(heard, node.link->LastHeartbeat());
+      // Between sweeps, a quiet node's last_seen may be a node timeout old (liveness.cc).
+      if (auto since = node.link->SinceLastData()) heard = std::max(heard, now - *since);
+    }
     n->set_heartbeat_age_seconds(std::chrono::duration<double>(now - heard).count());
     for (const auto& [rank, worker] : node.workers) {
       auto* w = n->add_workers();

@@ -26,10 +26,13 @@ class SchedulerServerFixture : public ::testing::Test {
   static constexpr char kToken[] = "s3cret";
 
   virtual std::string Token() const { return kToken; }
+  // Sessions whose pings are read as they come (scheduler::ServerOptions); 0: every session
+  // of a node that can keeps quiet.
+  virtual size_t LoudSessions() const { return 64; }
 
   void SetUp() override {
-    auto server = scheduler::SchedulerServer::Start(io_, scheduler_, store_,
-                                                    {"127.0.0.1:0", Token(), nullptr, "job-a"});
+    auto server = scheduler::SchedulerServer::Start(
+        io_, scheduler_, store_, {"127.0.0.1:0", Token(), nullptr, "job-a", LoudSessions()});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     thread_ = std::thread([this] { io_.run(); });

@@ -126,6 +126,7 @@ SessionClient::Opened SessionClient::Open(const std::string& token, uint64_t ses
   v1::SessionOpen open;
   open.set_proof(rpc::NodeProof(proof_key, handshake));
   open.set_acked(acked);
+  open.set_can_keep_quiet(can_keep_quiet_);
   if (!SendEach(*this, Frame(rpc::FrameType::kOpen, open), byte_by_byte)) return opened;
   const rpc::FrameKeys keys = rpc::DeriveFrameKeys(proof_key, handshake);
   sealer_.emplace(keys.node_to_scheduler);
@@ -145,6 +146,8 @@ SessionClient::Opened SessionClient::Open(const std::string& token, uint64_t ses
   opened.accepted = true;
   opened.session = accepted.session();
   opened.acked = accepted.acked();
+  opened.quiet_watermark = accepted.quiet_watermark();
+  opened.quiet_pong_timeout_ms = accepted.quiet_pong_timeout_ms();
   opened.key = session != 0 ? key : rpc::ResumeKey(token_key, handshake);
   return opened;
 }
@@ -159,14 +162,23 @@ bool SessionClient::SendEvent(v1::NodeEvent event, std::optional<uint64_t> seq, 
   return SendEach(*this, frame, byte_by_byte);
 }
 
-bool SessionClient::SendPing(uint64_t acked, bool sparse_pongs) {
+bool SessionClient::SendPing(uint64_t acked, bool sparse_pongs, size_t padding) {
   if (!sealer_) return false;
   v1::SessionAck ack;
   ack.set_acked(acked);
   ack.set_sparse_pongs(sparse_pongs);
+  if (padding > 0) ack.set_padding(std::string(padding, '\0'));
   std::string frame;
   rpc::AppendFrame(frame, rpc::FrameType::kPing,
                    sealer_->Seal(rpc::FrameType::kPing, ack.SerializeAsString()));
+  return Send(frame);
+}
+
+bool SessionClient::SendTick(bool counted) {
+  if (!sealer_) return false;
+  if (counted) sealer_->Skip();
+  std::string frame;
+  rpc::AppendFrame(frame, rpc::FrameType::kTick, {});
   return Send(frame);
 }
 

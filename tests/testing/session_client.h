@@ -47,7 +47,11 @@ class SessionClient {
     uint64_t session = 0;
     std::string key;  // the session's resume key
     uint64_t acked = 0;
+    uint32_t quiet_watermark = 0;  // the scheduler asked this client to keep quiet
+    uint32_t quiet_pong_timeout_ms = 0;
   };
+  // The next Open says the client can keep quiet (docs/WIRE.md).
+  void CanKeepQuiet() { can_keep_quiet_ = true; }
   // The whole handshake with `token` (a new session when `session` is 0, else a resume with
   // `key`). With `byte_by_byte` every byte goes out on its own.
   Opened Open(const std::string& token, uint64_t session = 0, const std::string& key = "",
@@ -55,7 +59,10 @@ class SessionClient {
   // After Open: a sealed event (its seq set to the next one unless `seq` is given), a ping.
   bool SendEvent(v1::NodeEvent event, std::optional<uint64_t> seq = std::nullopt,
                  bool byte_by_byte = false);
-  bool SendPing(uint64_t acked, bool sparse_pongs = false);
+  bool SendPing(uint64_t acked, bool sparse_pongs = false, size_t padding = 0);
+  // A quiet session's tick; `counted` false sends one the sealer does not count (a tick
+  // added on the way, as the scheduler's tag index sees it).
+  bool SendTick(bool counted = true);
   // The next sealed frame, opened: its type and body; type 0 when the connection ended or the
   // tag did not match.
   std::pair<int, std::string> ReadSealed();
@@ -68,6 +75,7 @@ class SessionClient {
   std::optional<rpc::FrameSealer> sealer_;
   std::optional<rpc::FrameOpener> opener_;
   uint64_t next_seq_ = 1;
+  bool can_keep_quiet_ = false;
 };
 
 // A join request for a 2-worker test job: node "n<rank>" with one worker.

@@ -33,6 +33,7 @@ struct FakeConnection : SessionConnection {
     sparse_pings += sparse ? 1 : 0;
   }
   std::optional<common::Duration> SinceLastAck() const override { return since_ack; }
+  common::Duration QuietPongTimeout() const override { return quiet_pong_timeout; }
   // What the scheduler's side does; each may destroy this connection (the handler is copied
   // first, as the real transports do).
   void Accepted(uint64_t s, uint64_t a) {
@@ -55,6 +56,7 @@ struct FakeConnection : SessionConnection {
   std::vector<uint64_t> pings;
   int sparse_pings = 0;
   std::optional<common::Duration> since_ack;  // set: the transport reads its kernel's ACKs
+  common::Duration quiet_pong_timeout{0};     // set before Accepted: a quiet session
   bool* destroyed = nullptr;
   ~FakeConnection() override {
     if (destroyed != nullptr) *destroyed = true;
@@ -177,6 +179,42 @@ TEST_F(SessionLinkPolicyTest, AStuckSchedulerWhoseKernelStillAcksIsLostAfterTheN
   EXPECT_FALSE(lost_);
   EXPECT_EQ(connections_.size(), 1u);
   clock_.Advance(milliseconds(1001));
+  ASSERT_TRUE(lost_);
+  EXPECT_NE(lost_->find("did not answer for 7000 ms"), std::string::npos) << *lost_;
+}
+
+// A quiet session (docs/WIRE.md): pongs come with the node's Heartbeat messages, every 2 T.
+TEST_F(SessionLinkPolicyTest, AQuietSessionIsKeptByItsKernelsAcksBetweenRarePongs) {
+  connections_.back()->quiet_pong_timeout = seconds(30);
+  FakeConnection& first = Accept();
+  first.since_ack = milliseconds(40);
+  for (int t = 0; t < 3; ++t) {  // a pong every 10 s, none for far longer than T + 2 I
+    clock_.Advance(seconds(10));
+    first.handlers.on_pong(0);
+  }
+  clock_.Advance(milliseconds(29999));
+  EXPECT_FALSE(lost_);
+  EXPECT_EQ(connections_.size(), 1u);
+  clock_.Advance(milliseconds(1));
+  ASSERT_TRUE(lost_);
+  EXPECT_NE(lost_->find("sent no pong for 30000 ms while its host still acknowledged"),
+            std::string::npos)
+      << *lost_;
+}
+
+TEST_F(SessionLinkPolicyTest, AQuietSessionWhosePathIsSilentIsLostAfterTheNodeTimeout) {
+  connections_.back()->quiet_pong_timeout = seconds(30);
+  FakeConnection& first = Accept();
+  first.since_ack = milliseconds(0);
+  clock_.Advance(seconds(2));  // acknowledged until t = 2, then nothing
+  for (int t = 3; t <= 8; ++t) {
+    first.since_ack = seconds(t - 2);
+    clock_.Advance(seconds(1));
+    ASSERT_FALSE(lost_) << "at " << t << " s";
+  }
+  EXPECT_GE(connections_.size(), 2u);  // resuming since t = 4
+  first.since_ack = seconds(7);
+  clock_.Advance(seconds(1));  // T + 2 I after the last ACK, though pongs are rare
   ASSERT_TRUE(lost_);
   EXPECT_NE(lost_->find("did not answer for 7000 ms"), std::string::npos) << *lost_;
 }

@@ -4,7 +4,10 @@
 
 #include "scheduler/session_port.h"
 
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -346,6 +349,104 @@ TEST_F(SessionPortTest, APeerThatNeverReadsGetsNoQueueOfPongs) {
   EXPECT_GT(pongs, 0);
   EXPECT_LE(pongs, 200000);
   ExpectTwoNodesForm();
+}
+
+TEST_F(SessionPortTest, ATickOutsideAQuietSessionEndsIt) {
+  SessionClient client(server_->port());
+  client.CanKeepQuiet();  // the port's first 64 sessions are loud all the same
+  const SessionClient::Opened opened = client.Open(Token());
+  ASSERT_TRUE(opened.accepted);
+  EXPECT_EQ(opened.quiet_watermark, 0u);
+  ASSERT_TRUE(client.SendTick());
+  EXPECT_TRUE(testing::ClosedByPeer(client.fd()));
+}
+
+// Every session keeps quiet (docs/WIRE.md): the scheduler's socket wakes it only once
+// rpc::kQuietWatermark bytes wait.
+class QuietSessionPortTest : public SessionPortTest {
+ protected:
+  size_t LoudSessions() const override { return 0; }
+  // Once the scheduler's loop has turned twice (so that it has seen whatever the kernel could
+  // wake it for): the bytes unread on the scheduler's end of each connection to its port,
+  // by the connection's remote port.
+  std::map<int, int> UnreadAtScheduler() {
+    for (int turn = 0; turn < 2; ++turn) {
+      std::promise<void> turned;
+      boost::asio::post(io_, [&turned] { turned.set_value(); });
+      turned.get_future().wait();
+    }
+    std::map<int, int> unread;
+    DIR* fds = opendir("/proc/self/fd");
+    while (dirent* entry = fds != nullptr ? readdir(fds) : nullptr) {
+      const int fd = atoi(entry->d_name);
+      sockaddr_in local{}, remote{};
+      socklen_t length = sizeof(local);
+      if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) != 0 ||
+          local.sin_family != AF_INET || ntohs(local.sin_port) != server_->port()) {
+        continue;
+      }
+      length = sizeof(remote);
+      int bytes = 0;
+      if (getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &length) == 0 &&
+          ioctl(fd, FIONREAD, &bytes) == 0) {
+        unread[ntohs(remote.sin_port)] = bytes;
+      }
+    }
+    if (fds != nullptr) closedir(fds);
+    return unread;
+  }
+  static int LocalPort(int fd) {
+    sockaddr_in local{};
+    socklen_t length = sizeof(local);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length);
+    return ntohs(local.sin_port);
+  }
+};
+
+TEST_F(QuietSessionPortTest, TicksAndEventsStayUnreadUntilThePaddedPingAfterThem) {
+  SessionClient client(server_->port());
+  client.CanKeepQuiet();
+  const SessionClient::Opened opened = client.Open(Token());
+  ASSERT_TRUE(opened.accepted);
+  EXPECT_EQ(opened.quiet_watermark, rpc::kQuietWatermark);
+  EXPECT_EQ(opened.quiet_pong_timeout_ms, 360000u);  // 3 Heartbeat messages, 2 node timeouts apart
+  // Once the scheduler is done with the handshake: the read it starts after a frame takes
+  // whatever is there, below the watermark or not.
+  const int port = LocalPort(client.fd());
+  EXPECT_EQ(UnreadAtScheduler()[port], 0);
+  const size_t before = client.sent().size();
+  ASSERT_TRUE(client.SendEvent(TestJoin(0)));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(client.SendTick());
+  const int waiting = static_cast<int>(client.sent().size() - before);
+  ASSERT_LT(waiting, static_cast<int>(rpc::kQuietWatermark));
+  EXPECT_EQ(UnreadAtScheduler()[port], waiting);
+  ASSERT_TRUE(client.SendPing(0, true, rpc::kQuietWatermark));
+  EXPECT_EQ(NextPong(client), 1u);  // the join was read, and the ticks before it
+  EXPECT_EQ(UnreadAtScheduler()[port], 0);
+  EXPECT_EQ(Status().nodes_size(), 1);
+}
+
+TEST_F(QuietSessionPortTest, ATickAddedOnTheWayFailsTheNextSealedFrame) {
+  SessionClient client(server_->port());
+  client.CanKeepQuiet();
+  ASSERT_TRUE(client.Open(Token()).accepted);
+  ASSERT_TRUE(client.SendTick());
+  ASSERT_TRUE(client.SendTick(false));  // one the node did not send
+  ASSERT_TRUE(client.SendPing(0, true, rpc::kQuietWatermark));
+  EXPECT_TRUE(testing::ClosedByPeer(client.fd()));
+}
+
+TEST_F(QuietSessionPortTest, RealNodesPadTheirEventsAndLeaveTheirTicksUnread) {
+  ExpectTwoNodesForm();  // their joins woke the scheduler: padded
+  // A tick a second (the default heartbeat interval) on each node's connection; three of
+  // them unread at once (a tick read as it came leaves at most one) say it keeps quiet.
+  const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+  int quiet = 0;
+  while (quiet < 2 && std::chrono::steady_clock::now() < deadline) {
+    quiet = 0;
+    for (const auto& [port, bytes] : UnreadAtScheduler()) quiet += bytes >= 15 ? 1 : 0;
+  }
+  EXPECT_EQ(quiet, 2);
 }
 
 class TokenlessSessionPortTest : public SessionPortTest {
