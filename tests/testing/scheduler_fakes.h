@@ -2,6 +2,8 @@
 // Test-only fakes and builders for the scheduler: a node link that records what it is sent,
 // and the NodeEvents nodes send.
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,11 @@ class FakeNodeLink : public scheduler::NodeLink {
   void Drop() override { dropped = true; }
   bool InProcess() const override { return in_process_; }
   std::string PeerEndpoint() const override { return peer; }
+  std::optional<common::Duration> SinceLastData() const override {
+    if (!since_last_data) return std::nullopt;
+    ++data_reads;
+    return since_last_data();
+  }
 
   bool rejected() const { return !commands.empty() && commands.back().has_rejected(); }
   bool started() const { return !commands.empty() && commands.back().has_start(); }
@@ -28,6 +35,9 @@ class FakeNodeLink : public scheduler::NodeLink {
   bool closed = false;
   bool dropped = false;  // lost: the scheduler let go of it
   std::string peer;      // its connection's remote endpoint ("" = no TCP connection)
+  // Set: the link reads its own connection's last data (a node session's), counted.
+  std::function<std::optional<common::Duration>()> since_last_data;
+  mutable int data_reads = 0;
 
  private:
   bool in_process_;

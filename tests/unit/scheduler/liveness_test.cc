@@ -87,6 +87,24 @@ TEST_F(LivenessTest, PingsKeepAWatchedNodeAliveWithoutMessages) {
   EXPECT_LE(reads, 5);
 }
 
+// A session's link reads its own connection (one getsockopt), only when its node could be lost.
+TEST_F(LivenessTest, ALinkThatReadsItsConnectionIsReadOncePerNodeTimeoutAndLostOnTime) {
+  a.since_last_data = [this] { return clock.Now() - received_at[a.peer]; };
+  Pass(1, {&a, &b});
+  EXPECT_EQ(Policy(a), 8000u);
+  Pass(12, {&a, &b});  // no message: lost as stuck only after 24 s
+  EXPECT_EQ(AbortReason(b), "");
+  EXPECT_GE(a.data_reads, 2);  // at 1, 7 and 13 s, not at each of the 13 sweeps
+  EXPECT_LE(a.data_reads, 4);
+  const common::TimePoint silent_since = clock.Now();
+  while (AbortReason(b).empty() && clock.Now() - silent_since < seconds(10)) Pass(1, {&b});
+  const std::string reason = AbortReason(b);
+  EXPECT_NE(reason.find("'a'"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("its connection was silent"), std::string::npos) << reason;
+  EXPECT_GT(clock.Now() - silent_since, seconds(5));
+  EXPECT_LE(clock.Now() - silent_since, seconds(6));
+}
+
 TEST_F(LivenessTest, ASilentConnectionIsLostSoonAfterTheNodeTimeoutAndOneInterval) {
   Pass(2, {&a, &b});
   const common::TimePoint silent_since = clock.Now();
