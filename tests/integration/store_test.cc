@@ -313,8 +313,10 @@ TEST_F(StoreTest, APausedSchedulerStepsDownAndNoSecondSchedulerEverActs) {
 TEST_F(StoreTest, ALauncherThatSteppedDownCoordinatesAgainWhenItWins) {
   ASSERT_NO_FATAL_FAILURE(StartStore(1));
   // Its search after the step-down lasts its lease + 1 s + its node timeout (4 + 1 + 4 s):
-  // room for the other's 2 s lease to run out on a loaded machine.
-  auto first = Start(Job("2:4", 2, {"--node_timeout", "4"}), Worker());
+  // room for the other's 2 s lease to run out on a loaded machine. Its pause lasts about its
+  // lease and a formation (~6 s); its own node, paused with it, would give up on its
+  // scheduler after T + 2 I of silence (6 s with a 1 s interval: half the runs), so 2 s.
+  auto first = Start(Job("2:4", 2, {"--node_timeout", "4", "--heartbeat_interval", "2"}), Worker());
   const store::SchedulerInfo held = WaitScheduler();
   ASSERT_EQ(held.pid, first.pid);
   auto second = Start(Job("2:4", 2), Worker());
@@ -403,11 +405,14 @@ TEST_F(StoreTest, AThreeMemberStoreLosingOneMemberChangesNothing) {
   auto run = Store();
   const auto killed_at = steady_clock::now();
   int64_t left = 1;
-  while (left > 0 && steady_clock::now() - killed_at < seconds(8)) {
+  while (left >= 0 && steady_clock::now() - killed_at < seconds(8)) {
+    // A read that fails (this client's channel may still be on the killed member) says
+    // nothing about the lease: only the store's answer counts, -1 once it has ended (0 is
+    // under a second left: a keep-alive late while the launcher's channel moves on).
     auto ttl = run->client().TimeToLive(first.lease);
-    left = ttl.ok() ? *ttl : 0;
+    if (ttl.ok()) left = *ttl;
   }
-  EXPECT_GT(left, 0) << "the scheduler's lease ended after a member was lost";
+  EXPECT_GE(left, 0) << "the scheduler's lease ended after a member was lost";
   Go();
   EXPECT_EQ(RunToEnd(a).code, 0) << a.Stderr();
   EXPECT_EQ(RunToEnd(b).code, 0) << b.Stderr();
