@@ -103,7 +103,8 @@ class FrameWire : public NodeSession::Wire {
     if (session_ != nullptr) session_->OnWireEnded(this, why);  // may destroy this
   }
 
-  // `quiet_pong_timeout` non-zero: the session keeps quiet from now on.
+  // `quiet_pong_timeout` non-zero: the session keeps quiet from now on, if the kernel takes
+  // the watermark (the session is told either way). After Start.
   void SendAccepted(uint64_t session, uint64_t acked, milliseconds quiet_pong_timeout) {
     v1::SessionAccepted accepted;
     accepted.set_session(session);
@@ -116,9 +117,9 @@ class FrameWire : public NodeSession::Wire {
       accepted.set_quiet_watermark(rpc::kQuietWatermark);
       accepted.set_quiet_pong_timeout_ms(static_cast<uint32_t>(quiet_pong_timeout.count()));
     }
+    session_->KeepQuiet(quiet_ ? quiet_pong_timeout : milliseconds::zero());
     Seal(rpc::FrameType::kAccepted, accepted);
   }
-  bool quiet() const { return quiet_; }
   void SendCommand(const v1::NodeCommand& command) override {
     Seal(rpc::FrameType::kCommand, command);
   }
@@ -348,7 +349,6 @@ bool Handshake::OnOpen(std::string_view payload) {
     raw->SendAccepted(resumed->id(), resumed->last_event(),
                       open.can_keep_quiet() ? resumed->quiet_pong_timeout() : milliseconds::zero());
     resumed->Attach(std::move(wire), open.acked());
-    resumed->KeepQuiet(raw->quiet() ? resumed->quiet_pong_timeout() : milliseconds::zero());
   } else {
     const bool quiet =
         open.can_keep_quiet() && port_->sessions.size() >= port_->options.loud_sessions;
@@ -356,7 +356,6 @@ bool Handshake::OnOpen(std::string_view payload) {
         port_->sessions.Create(rpc::ResumeKey(port_->TokenKey(), handshake_), std::move(wire));
     raw->Start(session);
     raw->SendAccepted(session->id(), 0, quiet ? port_->QuietPongTimeout() : milliseconds::zero());
-    session->KeepQuiet(raw->quiet() ? port_->QuietPongTimeout() : milliseconds::zero());
   }
   return !conn_->closed();
 }
