@@ -337,6 +337,9 @@ void JobRunner::OnGenerationRunning(uint64_t generation) {
 }
 
 void JobRunner::OnFinished(const v1::JobOutcome& outcome) {
+  // The keeper's loss is this job's outcome: what the scheduler made of the ranks that died
+  // with it (a spawn it never answered reads as a rank that could not start) is not.
+  if (keeper_lost_) return;
   if (seeking_) {
     // A job with a store: the node has stopped its workers; look for the next scheduler.
     seeking_ = false;
@@ -354,6 +357,7 @@ void JobRunner::OnKeeperLost() {
   lost.set_kind(v1::JobOutcome::KIND_NODE_LOST);
   lost.set_message("the process keeper of " + facts_.hostname + " died; its workers died with it");
   outcome_ = lost;
+  keeper_lost_ = true;
   // Its orphans were re-parented to us (we are a subreaper): finish them off, off the loop
   // (killing and reaping may take seconds), then end it.
   reaper_ = std::thread([this] {

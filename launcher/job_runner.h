@@ -126,8 +126,9 @@ class JobRunner {
   std::unique_ptr<node::Node> node_;
   boost::asio::signal_set signals_;
   std::optional<v1::JobOutcome> outcome_;
-  bool ran_worker_ = false;  // a spare that was never needed ran none
-  std::thread reaper_;       // kills what a lost keeper left behind, off the loop
+  bool ran_worker_ = false;   // a spare that was never needed ran none
+  bool keeper_lost_ = false;  // its outcome stands; the reaper ends the loop
+  std::thread reaper_;        // kills what a lost keeper left behind, off the loop
 };
 
 }  // namespace gangrun::launcher

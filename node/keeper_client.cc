@@ -227,9 +227,10 @@ void KeeperClient::OnKeeperGone() {
   common::Logger("process")->error("the process keeper (pid {}) {}; its workers died with it",
                                    keeper_pid_,
                                    common::ExitStatus::FromWaitStatus(status).ToString());
+  // The loss first, so that its owner knows why before the spawns it never answered fail.
+  if (on_lost_) on_lost_();
   auto spawns = std::move(pending_spawns_);
   for (auto& [id, callback] : spawns) callback(absl::UnavailableError("process keeper lost"));
-  if (on_lost_) on_lost_();
 }
 
 }  // namespace gangrun::node

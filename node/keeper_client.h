@@ -37,7 +37,8 @@ class KeeperClient : public ProcessBackend {
   void SetExitHandler(std::function<void(pid_t, common::ExitStatus)> handler) override {
     on_exit_ = std::move(handler);
   }
-  // Called if the keeper goes away without being asked to (its workers died with it).
+  // Called if the keeper goes away without being asked to (its workers died with it), before
+  // the spawns it had not answered fail.
   void SetLostHandler(std::function<void()> handler) { on_lost_ = std::move(handler); }
 
   // The keeper removes `path` (and everything in it) when it exits, also after the launcher

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <boost/asio/io_context.hpp>
 
@@ -110,6 +111,29 @@ TEST_F(KeeperTest, LosingTheLauncherKillsEverything) {
   keeper.reset();  // the socket closes, as when the launcher dies
   EXPECT_TRUE(testing::WaitGone(worker, milliseconds(1000)));
   EXPECT_TRUE(testing::WaitGone(grandchild, milliseconds(1000)));
+}
+
+// A spawn the keeper never answered fails after the loss is reported, so that the launcher
+// knows the loss, not a rank that "could not start", is why its job ended (a CI failure: the
+// keeper killed between its child's exec and its answer).
+TEST_F(KeeperTest, ALostKeeperIsReportedBeforeTheSpawnsItNeverAnswered) {
+  std::vector<std::string> order;
+  keeper->SetLostHandler([&] { order.push_back("lost"); });
+  ASSERT_EQ(kill(keeper->keeper_pid(), SIGSTOP), 0);
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, keeper->keeper_pid(), &info, WSTOPPED | WNOWAIT), 0);
+  ProcessSpec spec;
+  spec.exec_path = "/bin/true";
+  spec.argv = {"true"};
+  std::optional<absl::StatusOr<pid_t>> result;
+  keeper->Spawn(spec, [&](absl::StatusOr<pid_t> pid) {
+    order.push_back("spawn");
+    result = std::move(pid);
+  });
+  ASSERT_EQ(kill(keeper->keeper_pid(), SIGKILL), 0);
+  ASSERT_TRUE(RunUntil([&] { return result.has_value(); }));
+  EXPECT_FALSE(result->ok());
+  EXPECT_EQ(order, (std::vector<std::string>{"lost", "spawn"}));
 }
 
 }  // namespace
