@@ -206,26 +206,9 @@ void Agent::Run(const v1::RunLauncher& run) {
   // daemon is and, unless the job says, where the logs go.
   v1::LaunchSpec spec = run.spec();
   launcher::SetLaunchOption(spec, "master_addr", MasterHost());
-  const std::string log_dir = launcher::LaunchOption(spec, "log_dir");
-  if (log_dir.empty() && !options_.log_root.empty()) {
-    const std::string job_logs = options_.log_root + "/" + run.job_id();
-    launcher::SetLaunchOption(spec, "log_dir", job_logs);
-    if (options_.run_as) {
-      // Made here, the run-as user's own: the launcher then finds a directory of its user's
-      // (under a log root that it may enter).
-      absl::Status made = common::MakeDirs(options_.log_root, 0755);
-      if (made.ok()) made = common::MakeDirs(job_logs, 0700);
-      if (!made.ok()) {
-        close_pipes();
-        return fail(std::string(made.message()));
-      }
-      if (chown(job_logs.c_str(), options_.run_as->credentials.uid,
-                options_.run_as->credentials.gid) != 0) {
-        close_pipes();
-        return fail("cannot give " + job_logs + " to " + options_.run_as->name + ": " +
-                    std::strerror(errno));
-      }
-    }
+  if (absl::Status placed = PlaceLogs(spec, run.job_id()); !placed.ok()) {
+    close_pipes();
+    return fail(std::string(placed.message()));
   }
   spawn.argv = {options_.self_exe};
   for (auto& arg : launcher::LaunchArgv(spec)) spawn.argv.push_back(std::move(arg));
@@ -263,6 +246,26 @@ void Agent::Run(const v1::RunLauncher& run) {
                                 run.job_id(), *pid, launcher::LaunchOption(spec, "master_port"));
   ReadPipe(launcher, launcher->out);
   ReadPipe(launcher, launcher->err);
+}
+
+absl::Status Agent::PlaceLogs(v1::LaunchSpec& spec, const std::string& job_id) const {
+  if (!launcher::LaunchOption(spec, "log_dir").empty() || options_.log_root.empty()) {
+    return absl::OkStatus();
+  }
+  const std::string job_logs = options_.log_root + "/" + job_id;
+  launcher::SetLaunchOption(spec, "log_dir", job_logs);
+  if (!options_.run_as) return absl::OkStatus();
+  // Made here, the run-as user's own: the launcher then finds a directory of its user's (under
+  // a log root that it may enter).
+  absl::Status made = common::MakeDirs(options_.log_root, 0755);
+  if (made.ok()) made = common::MakeDirs(job_logs, 0700);
+  if (!made.ok()) return made;
+  if (chown(job_logs.c_str(), options_.run_as->credentials.uid, options_.run_as->credentials.gid) !=
+      0) {
+    return absl::UnavailableError("cannot give " + job_logs + " to " + options_.run_as->name +
+                                  ": " + std::strerror(errno));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int> Agent::WorkerEnvironmentFile(const std::vector<std::string>& env) {

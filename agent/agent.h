@@ -86,6 +86,9 @@ class Agent {
   std::vector<std::string> LauncherOwnEnvironment(const std::vector<std::string>& agent_env) const;
   // HOME, USER and LOGNAME of the --run_as user.
   void SetIdentity(std::vector<std::string>& env) const;
+  // Unless the job names its log directory, its logs go under --log_root (made the run-as
+  // user's own there).
+  absl::Status PlaceLogs(v1::LaunchSpec& spec, const std::string& job_id) const;
   // Relays a launcher's output, or drops and counts it while too much waits for the daemon.
   void SendOutput(Launcher& launcher, std::string lines);
   void Reap();
