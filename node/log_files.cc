@@ -113,7 +113,7 @@ std::vector<std::string> ReadLastLines(const std::string& path, size_t count) {
 }
 
 LogFollower::LogFollower(boost::asio::io_context& io, std::function<void(const std::string&)> write)
-    : io_(io), write_(std::move(write)), event_buffer_(64 * 1024) {
+    : io_(io), write_(std::move(write)), event_buffer_(64 * 1024), watch_timer_(io) {
   inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (inotify_fd_ < 0) {
     common::Logger("node")->warn("inotify unavailable; worker logs are shown at the end only");
@@ -144,8 +144,16 @@ void LogFollower::Follow(const std::string& path, const std::string& prefix, off
     common::Logger("node")->warn("cannot follow {}: {}", path, strerror(errno));
     return;
   }
-  int key = inotify_fd_ >= 0 ? inotify_add_watch(inotify_fd_, path.c_str(), IN_MODIFY) : -1;
+  int key =
+      inotify_fd_ >= 0 && watching_ ? inotify_add_watch(inotify_fd_, path.c_str(), IN_MODIFY) : -1;
   if (key < 0) key = next_fake_key_--;
+  if (inotify_fd_ >= 0 && !watching_ && !timer_armed_) {
+    timer_armed_ = true;
+    watch_timer_.expires_after(kWatchDelay);
+    watch_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) WatchAll();
+    });
+  }
   if (offset < 0) {
     auto it = finished_offsets_.find(path);
     offset = it == finished_offsets_.end() ? 0 : it->second;
@@ -166,6 +174,24 @@ void LogFollower::ReadEvents() {
         }
         ReadEvents();
       });
+}
+
+void LogFollower::WatchAll() {
+  watching_ = true;
+  std::vector<int> unwatched;
+  for (const auto& [key, file] : files_) {
+    if (key < 0 && !file.finishing) unwatched.push_back(key);  // a finishing one reads on
+  }
+  for (int old_key : unwatched) {
+    auto it = files_.find(old_key);
+    const int key = inotify_add_watch(inotify_fd_, it->second.path.c_str(), IN_MODIFY);
+    if (key < 0) continue;  // followed as before, to its end when its writer exits
+    File file = std::move(it->second);
+    files_.erase(it);
+    file.scheduled = false;  // a ReadStep posted for the old key finds nothing
+    files_[key] = std::move(file);
+    Schedule(key);  // what was written before the watch
+  }
 }
 
 void LogFollower::Schedule(int key) {

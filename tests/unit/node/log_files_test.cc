@@ -1,13 +1,41 @@
 #include "node/log_files.h"
 
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
+#include <sstream>
 
 #include "tests/testing/test_util.h"
 
 namespace gangrun::node {
 namespace {
+
+// The inotify marks this process holds, from /proc/self/fdinfo of its inotify descriptors.
+int InotifyMarks() {
+  int marks = 0;
+  DIR* fds = opendir("/proc/self/fd");
+  while (dirent* entry = fds != nullptr ? readdir(fds) : nullptr) {
+    char target[256] = {};
+    const std::string link = std::string("/proc/self/fd/") + entry->d_name;
+    if (readlink(link.c_str(), target, sizeof(target) - 1) <= 0) continue;
+    if (std::string(target) != "anon_inode:inotify") continue;
+    std::ifstream info(std::string("/proc/self/fdinfo/") + entry->d_name);
+    for (std::string line; std::getline(info, line);) marks += line.rfind("inotify wd:", 0) == 0;
+  }
+  if (fds != nullptr) closedir(fds);
+  return marks;
+}
+
+// Runs `io` until `done` or 5 s.
+template <typename Done>
+void RunUntil(boost::asio::io_context& io, Done done) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
+    io.run_one_for(std::chrono::milliseconds(100));
+  }
+}
 
 TEST(ReadLastLinesTest, ReturnsTheTail) {
   testing::TempDir dir;
@@ -72,6 +100,48 @@ TEST(LogFollowerTest, ALongLineIsShownInTheSamePiecesHoweverItIsRead) {
                            std::string(40000 - 2 * piece.size(), 'x') + "\n> end\n")
         << (in_one_write ? "one write" : "two writes");
   }
+}
+
+// A job that ends at once must not wait for the kernel to destroy inotify marks at exit
+// (node/log_files.h): a writer that ends within the delay never gets one, and its log is
+// still shown whole.
+TEST(LogFollowerTest, AWriterThatEndsWithinTheWatchDelayGetsNoWatchAndIsShownWhole) {
+  testing::TempDir dir;
+  std::string path = dir.File("w.log");
+  std::ofstream out(path);
+  out << "a\nb" << std::flush;
+  boost::asio::io_context io;
+  std::string console;
+  LogFollower follower(io, [&](const std::string& text) { console += text; });
+  follower.Follow(path, "[r0] ");
+  EXPECT_EQ(console, "[r0] a\n");
+  EXPECT_EQ(InotifyMarks(), 0);
+  out << "c\nd\n" << std::flush;
+  follower.Finish(path);
+  RunUntil(io, [&] { return console.find("d\n") != std::string::npos; });
+  EXPECT_EQ(console, "[r0] a\n[r0] bc\n[r0] d\n");
+  EXPECT_EQ(InotifyMarks(), 0);
+}
+
+TEST(LogFollowerTest, AWriterThatRunsOnIsWatchedAfterTheDelayAndStreamedLive) {
+  testing::TempDir dir;
+  std::string path = dir.File("w.log");
+  std::ofstream out(path);
+  boost::asio::io_context io;
+  std::string console;
+  LogFollower follower(io, [&](const std::string& text) { console += text; });
+  follower.Follow(path, "> ");
+  EXPECT_EQ(InotifyMarks(), 0);
+  out << "early\n" << std::flush;  // before the watch: shown when the delay is over
+  RunUntil(io, [&] { return InotifyMarks() == 1 && console == "> early\n"; });
+  EXPECT_EQ(InotifyMarks(), 1);
+  EXPECT_EQ(console, "> early\n");
+  out << "late\n" << std::flush;  // through the watch
+  RunUntil(io, [&] { return console.find("late") != std::string::npos; });
+  EXPECT_EQ(console, "> early\n> late\n");
+  follower.Finish(path);
+  RunUntil(io, [&] { return InotifyMarks() == 0; });
+  EXPECT_EQ(InotifyMarks(), 0);  // the watch goes with its writer
 }
 
 }  // namespace
