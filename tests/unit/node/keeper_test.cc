@@ -6,6 +6,7 @@
 
 #include "node/keeper_client.h"
 #include "tests/testing/process_test.h"
+#include "tests/testing/run_until.h"
 
 namespace gangrun::node {
 namespace {
@@ -30,12 +31,7 @@ class KeeperTest : public testing::ProcessTest {
 
   // Runs the io_context until `done()` or a 10 s deadline.
   bool RunUntil(const std::function<bool()>& done) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!done() && std::chrono::steady_clock::now() < deadline) {
-      io.restart();
-      io.run_one_for(milliseconds(100));
-    }
-    return done();
+    return testing::RunUntil(io, done, std::chrono::seconds(10));
   }
 
   pid_t SpawnShell(const std::string& script, const std::string& log = "") {

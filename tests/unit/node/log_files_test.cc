@@ -5,8 +5,9 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <sstream>
+#include <functional>
 
+#include "tests/testing/run_until.h"
 #include "tests/testing/test_util.h"
 
 namespace gangrun::node {
@@ -29,12 +30,8 @@ int InotifyMarks() {
 }
 
 // Runs `io` until `done` or 5 s.
-template <typename Done>
-void RunUntil(boost::asio::io_context& io, Done done) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!done() && std::chrono::steady_clock::now() < deadline) {
-    io.run_one_for(std::chrono::milliseconds(100));
-  }
+bool RunUntil(boost::asio::io_context& io, const std::function<bool()>& done) {
+  return testing::RunUntil(io, done, std::chrono::seconds(5));
 }
 
 TEST(ReadLastLinesTest, ReturnsTheTail) {
@@ -68,10 +65,7 @@ TEST(LogFollowerTest, PrefixesWholeLinesAndFlushesThePartialOneAtTheEnd) {
   EXPECT_EQ(console, "[r0] one\n");
   out << "o\nthree" << std::flush;
   // inotify delivers the change; run the loop until it is seen.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (console.find("two") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-    io.run_one_for(std::chrono::milliseconds(100));
-  }
+  RunUntil(io, [&] { return console.find("two") != std::string::npos; });
   EXPECT_EQ(console, "[r0] one\n[r0] two\n");
   follower.DrainAll();
   EXPECT_EQ(console, "[r0] one\n[r0] two\n[r0] three\n");
