@@ -34,6 +34,7 @@ struct ChildContext {
   const char* cwd;
   std::vector<std::pair<int, int>> fds;  // (child fd, parent fd)
   int max_child_fd;
+  bool reset_signal_actions;
   bool new_process_group;
   bool new_session;
   int parent_death_signal;
@@ -84,7 +85,7 @@ int Fail(ChildContext* c, const char* step) {
 // Runs in the child, on its own stack, sharing the parent's memory until exec.
 int ChildMain(void* arg) {
   auto* c = static_cast<ChildContext*>(arg);
-  RestoreDefaultSignalActions();
+  if (c->reset_signal_actions) RestoreDefaultSignalActions();
   // Raw system calls: glibc's setuid() would signal every thread of the process we share
   // memory with. Before the parent-death signal, which a change of credentials clears.
   if (c->set_credentials) {
@@ -141,12 +142,24 @@ std::vector<char*> ToCharPointers(const std::vector<std::string>& strings) {
   return out;
 }
 
+// The child's stack: one per spawning thread, made at its first spawn and kept (a thread
+// spawns one child at a time, and is suspended until that child has exec'd). A fresh mmap and
+// munmap per spawn cost the keeper about 20 us of its 0.5 ms per worker (bench/README.md).
+void* ChildStack() {
+  thread_local void* stack = nullptr;
+  if (stack == nullptr) {
+    void* made = mmap(nullptr, kChildStackSize, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (made != MAP_FAILED) stack = made;
+  }
+  return stack;
+}
+
 // The child shares our memory and we are suspended until it has exec'd or failed, as in
 // posix_spawn: nothing is copied, whatever the parent's size.
 absl::StatusOr<pid_t> CloneSharingMemory(ChildContext& context) {
-  void* stack = mmap(nullptr, kChildStackSize, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (stack == MAP_FAILED) return ErrnoToStatus(errno, "spawn: mmap");
+  void* stack = ChildStack();
+  if (stack == nullptr) return ErrnoToStatus(errno, "spawn: mmap");
   // No signal handler may run in the child while it shares our memory.
   sigset_t all;
   sigfillset(&all);
@@ -155,7 +168,6 @@ absl::StatusOr<pid_t> CloneSharingMemory(ChildContext& context) {
                     CLONE_VM | CLONE_VFORK | SIGCHLD, &context);
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &context.original_mask, nullptr);
-  munmap(stack, kChildStackSize);
   if (pid < 0) return ErrnoToStatus(clone_errno, "spawn: clone");
   return pid;
 }
@@ -219,6 +231,7 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& options) {
     context.fds.emplace_back(child_fd, parent_fd);
     if (child_fd > context.max_child_fd) context.max_child_fd = child_fd;
   }
+  context.reset_signal_actions = !options.signal_actions_are_default;
   context.new_process_group = options.new_process_group;
   context.new_session = options.new_session;
   context.parent_death_signal = options.parent_death_signal;

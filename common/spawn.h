@@ -42,6 +42,10 @@ struct SpawnOptions : Program {
   int parent_death_signal = 0;             // PR_SET_PDEATHSIG, 0 = none
   uint64_t file_limit = 0;                 // the child's soft RLIMIT_NOFILE; 0 = inherit
   std::optional<SpawnCredentials> run_as;  // unset: this process's user
+  // The caller promises that every signal's action is SIG_DFL (the process keeper, which
+  // resets them when it starts and installs none): the child skips resetting them (64 system
+  // calls per spawn). Otherwise the child resets them all, as ignored ones survive exec.
+  bool signal_actions_are_default = false;
 };
 
 // Starts the program; returns its pid once it has exec'd, or why it could not.

@@ -246,8 +246,7 @@ absl::StatusOr<node::Supervision> JobRunner::Supervision() {
   sinks.on_timer_line = [this](absl::string_view line) {
     if (node_) node_->OnTimerLine(line);
   };
-  auto channels =
-      node::WorkerChannels::Create(io_, *keeper_, options_.local_worker_num, std::move(sinks));
+  auto channels = node::WorkerChannels::Create(io_, *keeper_, std::move(sinks));
   if (channels.ok()) {
     channels_ = std::move(*channels);
     return channels_->supervision();

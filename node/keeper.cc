@@ -52,14 +52,14 @@ class Keeper {
  private:
   // Returns false when the launcher is gone.
   bool OnRequest() {
-    std::vector<char> buffer(64 * 1024);
-    ssize_t size = recv(socket_fd_, buffer.data(), 0, MSG_PEEK | MSG_TRUNC);
+    ssize_t size = recv(socket_fd_, buffer_.data(), 0, MSG_PEEK | MSG_TRUNC);
     if (size <= 0) return false;
-    buffer.resize(static_cast<size_t>(size));
-    size = recv(socket_fd_, buffer.data(), buffer.size(), 0);
+    // Kept between requests and only grown: no allocation and zeroing per spawn.
+    if (buffer_.size() < static_cast<size_t>(size)) buffer_.resize(static_cast<size_t>(size));
+    size = recv(socket_fd_, buffer_.data(), static_cast<size_t>(size), 0);
     if (size <= 0) return false;
     v1::KeeperRequest request;
-    if (!request.ParseFromArray(buffer.data(), static_cast<int>(size))) return true;
+    if (!request.ParseFromArray(buffer_.data(), static_cast<int>(size))) return true;
     switch (request.request_case()) {
       case v1::KeeperRequest::kSpawn:
         OnSpawn(request.spawn());
@@ -107,6 +107,7 @@ class Keeper {
     if (log_fd >= 0) options.fds = {{1, log_fd}, {2, log_fd}};
     options.new_process_group = true;
     options.parent_death_signal = SIGKILL;
+    options.signal_actions_are_default = true;  // RunKeeper made them so
     auto pid = common::Spawn(options);
     if (log_fd >= 0) close(log_fd);
     if (pid.ok()) {
@@ -175,6 +176,7 @@ class Keeper {
   bool done_ = false;
   std::set<pid_t> workers_;
   std::string owned_directory_;
+  std::vector<char> buffer_ = std::vector<char>(64 * 1024);  // one request
 };
 
 }  // namespace
@@ -191,6 +193,9 @@ int RunKeeper(int socket_fd) {
                  socket_fd);
     return 2;
   }
+  // Every action the default one, whatever the keeper inherited (an ignored SIGHUP under
+  // nohup): its workers start with them so, and its spawns need not reset them one by one.
+  common::RestoreDefaultSignalActions();
   // Terminal and service-manager signals are the launcher's business; the keeper ends
   // only when the launcher says so or disappears.
   sigset_t blocked;

@@ -308,10 +308,11 @@ void Node::OnStart(uint64_t generation, const v1::StartGeneration& start) {
   };
   processes_.reset();  // the previous generation's (all ended): it lets go of the backend
   processes_ = std::make_unique<ProcessManager>(backend_, clock_, std::move(callbacks));
-  StartSupervision(start, *plan);
+  StartSupervision(start);
   expected_ = plan->size();
   started_ = 0;
-  for (auto& spec : *plan) processes_->Spawn(std::move(spec));
+  processes_->SpawnAll(std::move(*plan),
+                       [this, &start](ProcessSpec& spec) { return Supervise(start, spec); });
 }
 
 void Node::OnProcessExited(const ProcessSpec& spec, pid_t pid, common::ExitStatus status,

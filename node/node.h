@@ -42,8 +42,9 @@ class SchedulerLink {
 // What a node's workers report to and how their stacks are taken; every part may be missing
 // (tests).
 struct Supervision {
-  // GANGRUN_PROGRESS of the worker with this local rank.
-  std::function<std::string(int local_rank)> progress_path;
+  // GANGRUN_PROGRESS of the worker with this local rank, ready for its reports (made on first
+  // use, just before the worker's spawn); an error is that worker's spawn failure.
+  std::function<absl::StatusOr<std::string>(int local_rank)> progress_path;
   std::string timer_file;  // TORCHELASTIC_TIMER_FILE ("" = none)
   // TORCHELASTIC_ERROR_FILE of the worker with this local rank (unset: none).
   std::function<std::string(int local_rank)> error_file;
@@ -155,7 +156,9 @@ class Node {
   void RunHealthCheck(std::function<void(bool healthy, std::string message)> done);
   void OnHealthCheckEnded(common::ExitStatus status);
   // supervision.cc
-  void StartSupervision(const v1::StartGeneration& start, std::vector<ProcessSpec>& plan);
+  // A generation's supervision starts afresh; then each worker's part, just before its spawn.
+  void StartSupervision(const v1::StartGeneration& start);
+  absl::Status Supervise(const v1::StartGeneration& start, ProcessSpec& spec);
   void OnWorkerRunning(const ProcessSpec& spec);
   void OnWorkerGone(const ProcessSpec& spec, pid_t pid);
   void SendProgress();

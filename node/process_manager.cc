@@ -16,6 +16,25 @@ ProcessManager::~ProcessManager() { backend_.SetExitHandler(nullptr); }
 void ProcessManager::Spawn(ProcessSpec spec) {
   GANGRUN_ON_STRAND(strand_);
   ++pending_;
+  Request(std::move(spec));
+}
+
+void ProcessManager::SpawnAll(std::vector<ProcessSpec> specs,
+                              const std::function<absl::Status(ProcessSpec&)>& prepare) {
+  GANGRUN_ON_STRAND(strand_);
+  // All pending first: a failure answered at once must not look like the end of them all.
+  pending_ += specs.size();
+  for (ProcessSpec& spec : specs) {
+    absl::Status prepared = prepare ? prepare(spec) : absl::OkStatus();
+    if (!prepared.ok()) {
+      OnSpawned(std::move(spec), prepared);
+      continue;
+    }
+    Request(std::move(spec));
+  }
+}
+
+void ProcessManager::Request(ProcessSpec spec) {
   ProcessSpec copy = spec;
   backend_.Spawn(copy, [this, spec = std::move(spec)](absl::StatusOr<pid_t> pid) mutable {
     OnSpawned(std::move(spec), std::move(pid));

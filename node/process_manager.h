@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <vector>
 
 #include "common/check.h"
 #include "common/clock.h"
@@ -39,6 +40,12 @@ class ProcessManager {
   ~ProcessManager();
 
   void Spawn(ProcessSpec spec);
+  // A generation's processes, spawned in order: `prepare` readies each one just before its
+  // spawn request (so the first request waits for one process's preparation, not for all of
+  // them), and its error is that process's spawn failure. Nothing counts as ended before the
+  // last one has been asked for.
+  void SpawnAll(std::vector<ProcessSpec> specs,
+                const std::function<absl::Status(ProcessSpec&)>& prepare);
   void StopAll(common::Duration grace);
   // Sends `sig` to every live process group (SIGUSR1/SIGUSR2 forwarding).
   void SignalAll(int sig);
@@ -49,6 +56,7 @@ class ProcessManager {
   size_t live() const { return pending_ + running_.size(); }
 
  private:
+  void Request(ProcessSpec spec);  // one spawn request, already counted in pending_
   void OnSpawned(ProcessSpec spec, absl::StatusOr<pid_t> pid);
   void OnExited(pid_t pid, common::ExitStatus status);
   void OnGraceExpired();

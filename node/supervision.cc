@@ -48,7 +48,7 @@ void AppendToLog(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-void Node::StartSupervision(const v1::StartGeneration& start, std::vector<ProcessSpec>& plan) {
+void Node::StartSupervision(const v1::StartGeneration& start) {
   progress_ = std::make_unique<ProgressTracker>(start.progress_rules());
   // The last generation's timers were its workers'; none of them carries over.
   timers_.Clear();
@@ -59,27 +59,30 @@ void Node::StartSupervision(const v1::StartGeneration& start, std::vector<Proces
   hang_check_at_.reset();
   rank_of_local_.clear();
   log_of_rank_.clear();
-  for (ProcessSpec& spec : plan) {
-    if (spec.rank < 0) continue;  // the MindSpore scheduler process reports nothing
-    rank_of_local_[spec.local_rank] = spec.rank;
-    log_of_rank_[spec.rank] = spec.log_path;
-    if (supervision_.progress_path) {
-      SetEnv(spec.env, env::kProgress, supervision_.progress_path(spec.local_rank));
-    }
-    if (!supervision_.timer_file.empty()) {
-      SetEnv(spec.env, env::kTorchTimerFile, supervision_.timer_file);
-    }
-    if (supervision_.error_file) {
-      spec.error_file = supervision_.error_file(spec.local_rank);
-      unlink(spec.error_file.c_str());  // a previous generation's is not this one's
-      SetEnv(spec.env, env::kTorchErrorFile, spec.error_file);
-    }
-    if (supervision_.stacks != nullptr && start.progress_rules().python_stacks()) {
-      supervision_.stacks->AddWorkerEnv(spec.env);
-    }
-    if (supervision_.flight_recorder != nullptr)
-      supervision_.flight_recorder->AddWorkerEnv(spec.env);
+}
+
+absl::Status Node::Supervise(const v1::StartGeneration& start, ProcessSpec& spec) {
+  if (spec.rank < 0) return absl::OkStatus();  // the MindSpore scheduler process reports nothing
+  rank_of_local_[spec.local_rank] = spec.rank;
+  log_of_rank_[spec.rank] = spec.log_path;
+  if (supervision_.progress_path) {
+    absl::StatusOr<std::string> path = supervision_.progress_path(spec.local_rank);
+    if (!path.ok()) return path.status();
+    SetEnv(spec.env, env::kProgress, *path);
   }
+  if (!supervision_.timer_file.empty()) {
+    SetEnv(spec.env, env::kTorchTimerFile, supervision_.timer_file);
+  }
+  if (supervision_.error_file) {
+    spec.error_file = supervision_.error_file(spec.local_rank);
+    unlink(spec.error_file.c_str());  // a previous generation's is not this one's
+    SetEnv(spec.env, env::kTorchErrorFile, spec.error_file);
+  }
+  if (supervision_.stacks != nullptr && start.progress_rules().python_stacks()) {
+    supervision_.stacks->AddWorkerEnv(spec.env);
+  }
+  if (supervision_.flight_recorder != nullptr) supervision_.flight_recorder->AddWorkerEnv(spec.env);
+  return absl::OkStatus();
 }
 
 void Node::OnWorkerRunning(const ProcessSpec& spec) {

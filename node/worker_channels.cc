@@ -14,14 +14,16 @@ namespace gangrun::node {
 
 absl::StatusOr<std::unique_ptr<WorkerChannels>> WorkerChannels::Create(boost::asio::io_context& io,
                                                                        KeeperClient& keeper,
-                                                                       int local_worker_num,
                                                                        Sinks sinks) {
   std::unique_ptr<WorkerChannels> channels(new WorkerChannels());
   ASSIGN_OR_RETURN(channels->dir_, RuntimeDir::Create());
   const std::string dir = channels->dir_->path();
   keeper.OwnDirectory(dir);
   channels->progress_ = std::make_unique<ProgressChannel>(io, dir, std::move(sinks.on_progress));
-  RETURN_IF_ERROR(channels->progress_->Open(local_worker_num));
+  // The first worker's socket now, which proves the directory takes them; every other one
+  // just before its worker's spawn (supervision()), so that the first spawn waits for none of
+  // them (bench/README.md, issue #24).
+  RETURN_IF_ERROR(channels->progress_->Open(1));
   ASSIGN_OR_RETURN(channels->timer_pipe_,
                    FifoLineReader::Open(io, dir + "/timer", std::move(sinks.on_timer_line)));
   ASSIGN_OR_RETURN(channels->stacks_, SystemStackSampler::Create(io, dir));
@@ -33,7 +35,9 @@ WorkerChannels::~WorkerChannels() = default;
 
 Supervision WorkerChannels::supervision() const {
   Supervision supervision;
-  supervision.progress_path = [progress = progress_.get()](int local_rank) {
+  supervision.progress_path = [progress =
+                                   progress_.get()](int local_rank) -> absl::StatusOr<std::string> {
+    RETURN_IF_ERROR(progress->Open(local_rank + 1));
     return progress->PathFor(local_rank);
   };
   supervision.read_progress = [progress = progress_.get()](int local_rank) {

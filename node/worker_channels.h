@@ -30,10 +30,10 @@ class WorkerChannels {
   };
 
   // Makes the runtime directory (owned by the keeper, so it goes with it even after a SIGKILL
-  // of the launcher) and everything in it for `local_worker_num` workers.
+  // of the launcher) and everything in it; a worker's progress socket comes with its
+  // GANGRUN_PROGRESS (Supervision::progress_path).
   static absl::StatusOr<std::unique_ptr<WorkerChannels>> Create(boost::asio::io_context& io,
-                                                                KeeperClient& keeper,
-                                                                int local_worker_num, Sinks sinks);
+                                                                KeeperClient& keeper, Sinks sinks);
   ~WorkerChannels();
   WorkerChannels(const WorkerChannels&) = delete;
   WorkerChannels& operator=(const WorkerChannels&) = delete;

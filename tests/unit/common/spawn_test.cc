@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,6 +48,27 @@ TEST_F(SpawnTest, EnvironmentIsExactlyTheGivenOne) {
   options.env = {"PATH=/usr/bin:/bin", "ONLY=this"};
   auto [status, out] = Run("echo $ONLY-${HOME:-unset}", options);
   EXPECT_EQ(out, "this-unset\n");
+}
+
+// An ignored signal survives exec: the child sets every action back to the default unless the
+// caller says they already are (the process keeper's spawns).
+TEST_F(SpawnTest, IgnoredSignalsAreResetUnlessTheCallerSaysTheyAreDefault) {
+  struct sigaction ignore = {}, old = {};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGUSR2, &ignore, &old);
+  const std::string script = "grep SigIgn /proc/self/status";
+  auto [reset_status, reset] = Run(script);
+  SpawnOptions trusted;
+  trusted.signal_actions_are_default = true;
+  auto [kept_status, kept] = Run(script, trusted);
+  sigaction(SIGUSR2, &old, nullptr);
+  auto ignored = [](const std::string& line) {
+    const uint64_t mask = std::stoull(line.substr(line.find(':') + 1), nullptr, 16);
+    return (mask >> (SIGUSR2 - 1)) & 1;
+  };
+  ASSERT_TRUE(reset_status.success() && kept_status.success()) << reset << kept;
+  EXPECT_EQ(ignored(reset), 0u) << reset;
+  EXPECT_EQ(ignored(kept), 1u) << kept;
 }
 
 TEST_F(SpawnTest, OnlyStandardDescriptorsAreInherited) {

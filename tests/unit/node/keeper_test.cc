@@ -1,10 +1,14 @@
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
 
 #include "node/keeper_client.h"
+#include "node/worker_channels.h"
 #include "tests/testing/process_test.h"
 #include "tests/testing/run_until.h"
 
@@ -65,6 +69,54 @@ TEST_F(KeeperTest, LogFileHoldsStdoutAndStderr) {
   SpawnShell("echo out; echo err >&2", log);
   ASSERT_TRUE(RunUntil([&] { return !exits.empty(); }));
   EXPECT_EQ(ReadFile(log), "out\nerr\n");
+}
+
+// The kernel's strings are bytes: an environment, arguments and a log path that are not UTF-8
+// reach the worker whole (a `string` field made the keeper drop such a request, and the
+// launch waited for ever).
+TEST_F(KeeperTest, BytesThatAreNotUtf8ReachTheWorkerWhole) {
+  ProcessSpec spec;
+  spec.exec_path = "/bin/sh";
+  spec.argv = {"sh", "-c", "printf '%s|%s' \"$LATIN\" \"$0\"", "arg\xe9"};
+  spec.env = {"PATH=/usr/bin:/bin", "LATIN=caf\xe9\xff"};
+  spec.log_path = dir.File("w\xe9.log");
+  std::optional<absl::StatusOr<pid_t>> result;
+  keeper->Spawn(spec, [&](absl::StatusOr<pid_t> pid) { result = std::move(pid); });
+  ASSERT_TRUE(RunUntil([&] { return result.has_value(); })) << "the keeper never answered";
+  ASSERT_TRUE(result->ok()) << result->status();
+  ASSERT_TRUE(RunUntil([&] { return !exits.empty(); }));
+  EXPECT_EQ(ReadFile(spec.log_path), "caf\xe9\xff|arg\xe9");
+}
+
+// A worker's progress socket is made with its GANGRUN_PROGRESS, just before its spawn: the
+// first spawn waits for one socket, not for one per local rank.
+TEST_F(KeeperTest, AProgressSocketIsBoundWhenItsWorkerIsPreparedAndHearsItsReports) {
+  std::vector<std::pair<int, std::string>> heard;
+  WorkerChannels::Sinks sinks;
+  sinks.on_progress = [&](int local_rank, absl::string_view datagram) {
+    heard.emplace_back(local_rank, std::string(datagram));
+  };
+  auto channels = WorkerChannels::Create(io, *keeper, std::move(sinks));
+  ASSERT_TRUE(channels.ok()) << channels.status();
+  Supervision supervision = (*channels)->supervision();
+  absl::StatusOr<std::string> first = supervision.progress_path(0);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string dir = first->substr(0, first->rfind('/'));
+  EXPECT_EQ(access((dir + "/p1").c_str(), F_OK), -1) << "bound before its worker was prepared";
+  absl::StatusOr<std::string> third = supervision.progress_path(2);
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(*third, dir + "/p2");
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un address = {};
+  address.sun_family = AF_UNIX;
+  std::snprintf(address.sun_path, sizeof(address.sun_path), "%s", third->c_str());
+  const std::string report = "step 1";
+  EXPECT_EQ(sendto(fd, report.data(), report.size(), 0, reinterpret_cast<sockaddr*>(&address),
+                   sizeof(address)),
+            static_cast<ssize_t>(report.size()));
+  close(fd);
+  ASSERT_TRUE(RunUntil([&] { return !heard.empty(); }));
+  EXPECT_EQ(heard[0], std::make_pair(2, report));
 }
 
 TEST_F(KeeperTest, SignalReachesTheProcessGroup) {

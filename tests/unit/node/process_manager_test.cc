@@ -130,6 +130,29 @@ TEST_F(ProcessManagerTest, SpawnFailureIsReportedAndCountsAsEnded) {
   EXPECT_EQ(all_ended, 1);
 }
 
+TEST_F(ProcessManagerTest, SpawnAllPreparesEachJustBeforeItsRequestAndEndsOnlyAfterTheLast) {
+  std::vector<ProcessSpec> specs(3);
+  for (int rank = 0; rank < 3; ++rank) specs[rank].rank = rank;
+  std::vector<std::pair<int, size_t>> prepared;  // (rank, requests sent before it)
+  manager->SpawnAll(std::move(specs), [&](ProcessSpec& spec) {
+    prepared.emplace_back(spec.rank, backend.spawned.size());
+    spec.env.push_back("PREPARED=1");
+    // The first one cannot be readied: a failure at once, yet not the end of them all.
+    return spec.rank == 0 ? absl::InternalError("no socket") : absl::OkStatus();
+  });
+  EXPECT_EQ(prepared, (std::vector<std::pair<int, size_t>>{{0, 0}, {1, 0}, {2, 1}}));
+  EXPECT_EQ(failed, std::vector<int>{0});
+  ASSERT_EQ(backend.spawned.size(), 2u);
+  EXPECT_EQ(backend.spawned[0].env, std::vector<std::string>{"PREPARED=1"});
+  EXPECT_EQ(all_ended, 0);
+  backend.Start(101);
+  backend.Start(102);
+  backend.Exit(101, ExitStatus::Exited(0));
+  EXPECT_EQ(all_ended, 0);
+  backend.Exit(102, ExitStatus::Exited(0));
+  EXPECT_EQ(all_ended, 1);
+}
+
 TEST_F(ProcessManagerTest, SignalAllForwardsToLiveGroups) {
   SpawnRanks(2);
   backend.Exit(100, ExitStatus::Exited(0));
