@@ -9,13 +9,16 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "common/utf8.h"
 
 namespace gangrun::node {
 namespace {
 
+// Text for the message (common/utf8.h): a cut may split a character, and a file that is not
+// torch's may hold anything.
 std::string Shorten(std::string text, size_t limit) {
   if (text.size() > limit) text = text.substr(0, limit) + "...";
-  return text;
+  return common::ValidUtf8(text);
 }
 
 std::string StringAt(const nlohmann::json& json, const char* key) {

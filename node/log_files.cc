@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "common/logging.h"
+#include "common/utf8.h"
 
 namespace gangrun::node {
 
@@ -100,7 +101,8 @@ std::vector<std::string> ReadLastLines(const std::string& path, size_t count) {
   while (begin < tail.size()) {
     size_t end = tail.find('\n', begin);
     if (end == std::string::npos) end = tail.size();
-    std::string line = tail.substr(begin, std::min(end - begin, kMaxTailLineBytes));
+    std::string line = common::ValidUtf8(
+        absl::string_view(tail).substr(begin, std::min(end - begin, kMaxTailLineBytes)));
     if (end - begin > kMaxTailLineBytes) line += " [... cut]";
     kept.push_back(std::move(line));
     if (kept.size() > count) kept.pop_front();

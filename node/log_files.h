@@ -33,7 +33,8 @@
 namespace gangrun::node {
 
 // The last `count` lines of the file at `path` (fewer if it is shorter; empty if unreadable).
-// Reads at most kMaxTailBytes from the end; longer lines are cut to kMaxTailLineBytes.
+// Reads at most kMaxTailBytes from the end; longer lines are cut to kMaxTailLineBytes. The lines
+// are text for messages: what is not UTF-8 in them becomes U+FFFD (common/utf8.h).
 inline constexpr size_t kMaxTailBytes = 64 * 1024;
 inline constexpr size_t kMaxTailLineBytes = 2048;
 std::vector<std::string> ReadLastLines(const std::string& path, size_t count);

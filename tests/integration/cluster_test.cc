@@ -99,6 +99,30 @@ TEST_F(ClusterTest, FailureOnOneNodeStopsEveryNode) {
   EXPECT_NE(a.Stderr().find("Root cause: rank 3"), std::string::npos) << a.Stderr();
 }
 
+// A remote rank whose last lines are not UTF-8 fails as a rank, not as a lost node: its log
+// tail travels as text (U+FFFD for what is not), where the bytes made the scheduler refuse the
+// whole event and drop the node's session.
+TEST_F(ClusterTest, ARemoteRankWhoseLastLinesAreNotUtf8IsTheRootCauseNotALostNode) {
+  const std::string script =
+      "if [ \"$RANK\" = 3 ]; then printf 'bad \\377\\376 bytes\\n'; exit 5; fi; exec sleep 60";
+  auto launch = [&](const std::string& node_rank) {
+    return Launch(
+        {GangrunBinary(), "--worker_num", "4", "--local_worker_num", "2", "--master_port", port_,
+         "--node_rank", node_rank, "--heartbeat_interval", "0.2", "sh", "-c", script},
+        {}, dir_.path(), dir_.path());
+  };
+  auto master = launch("0");
+  // The first launcher hosts the scheduler, so that rank 3's exit crosses the network.
+  ASSERT_TRUE(WaitForStderr(master, "waiting for", milliseconds(20000))) << master.Stderr();
+  auto node = launch("1");
+  EXPECT_EQ(RunToEnd(master).code, 5) << master.Stderr();
+  EXPECT_EQ(RunToEnd(node).code, 5) << node.Stderr();
+  EXPECT_NE(master.Stderr().find("Root cause: rank 3"), std::string::npos) << master.Stderr();
+  EXPECT_NE(master.Stderr().find("bad \xEF\xBF\xBD\xEF\xBF\xBD bytes"), std::string::npos)
+      << master.Stderr();
+  EXPECT_EQ(master.Stderr().find("lost node"), std::string::npos) << master.Stderr();
+}
+
 TEST_F(ClusterTest, KillingOneLauncherStopsTheJobEverywhere) {
   auto a = Node(4, 2, {"--node_rank", "0"}, {"--hang"});
   auto b = Node(4, 2, {"--node_rank", "1"}, {"--hang"});

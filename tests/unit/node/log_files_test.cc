@@ -53,6 +53,18 @@ TEST(ReadLastLinesTest, KeepsAnUnterminatedLastLineAndWorksAcrossBlocks) {
             (std::vector<std::string>{"line 4998", "line 4999", "partial"}));
 }
 
+// The lines go into messages as text: bytes that are not UTF-8 (and a character cut at the
+// line limit) become U+FFFD.
+TEST(ReadLastLinesTest, LinesAreTextWhateverTheLogHolds) {
+  testing::TempDir dir;
+  std::ofstream(dir.File("a")) << "caf\xE9\n"
+                               << std::string(kMaxTailLineBytes - 1, 'x') << "\xC3\xA9\n";
+  const auto lines = ReadLastLines(dir.File("a"), 2);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], "caf\xEF\xBF\xBD");
+  EXPECT_EQ(lines[1], std::string(kMaxTailLineBytes - 1, 'x') + "\xEF\xBF\xBD [... cut]");
+}
+
 TEST(LogFollowerTest, PrefixesWholeLinesAndFlushesThePartialOneAtTheEnd) {
   testing::TempDir dir;
   std::string path = dir.File("w.log");
