@@ -1,10 +1,14 @@
 #include "proto/conversions.h"
 
+#include <google/protobuf/descriptor.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 
 #include "absl/strings/ascii.h"
+#include "gangrun/v1/session.pb.h"
 
 namespace gangrun::proto {
 namespace {
@@ -73,6 +77,31 @@ TEST(ConversionsTest, ValuesAreTheDescriptorsWithoutUnspecified) {
   EXPECT_EQ(kinds.size(), static_cast<size_t>(v1::JobOutcome::Kind_MAX));
   EXPECT_EQ(kinds.back(), v1::JobOutcome::KIND_TIME_LIMIT);
   for (v1::JobPhase phase : Values<v1::JobPhase>()) EXPECT_NE(phase, v1::JOB_PHASE_UNSPECIFIED);
+}
+
+// proto/lazy_descriptors.cmake: a generated file's descriptor is registered at its first use,
+// not at the program's start; after that, JSON (nested messages of another file included) and
+// lookups by name work as before. Checked in a fresh process of this binary, before anything
+// else touched a descriptor.
+TEST(LazyDescriptorsTest, AFileIsRegisteredAtItsFirstUseThenServesJsonAndLookups) {
+  const auto* pool = google::protobuf::DescriptorPool::generated_pool();
+  if (std::getenv("GANGRUN_TEST_FRESH_PROCESS") == nullptr) {
+    char self[4096] = {};
+    ASSERT_GT(readlink("/proc/self/exe", self, sizeof(self) - 1), 0);
+    ASSERT_EQ(std::system(("GANGRUN_TEST_FRESH_PROCESS=1 " + std::string(self) +
+                           " --gtest_filter=LazyDescriptorsTest.* >/dev/null 2>&1")
+                              .c_str()),
+              0)
+        << "the check failed in a fresh process (run it with GANGRUN_TEST_FRESH_PROCESS=1)";
+    return;
+  }
+  EXPECT_EQ(pool->FindFileByName("gangrun/v1/session.proto"), nullptr) << "registered at the start";
+  v1::StartGeneration start;
+  start.mutable_progress_rules()->set_hang_timeout_seconds(30);
+  EXPECT_NE(ToJson(start).find("\"hang_timeout_seconds\":30"), std::string::npos) << ToJson(start);
+  EXPECT_NE(pool->FindFileByName("gangrun/v1/session.proto"), nullptr);
+  EXPECT_NE(pool->FindMessageTypeByName("gangrun.v1.ProgressRules"), nullptr);
+  EXPECT_NE(pool->FindMessageTypeByName("gangrun.v1.NodeEvent"), nullptr);
 }
 
 }  // namespace
