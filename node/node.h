@@ -43,7 +43,8 @@ class SchedulerLink {
 // (tests).
 struct Supervision {
   // GANGRUN_PROGRESS of the worker with this local rank, ready for its reports (made on first
-  // use, just before the worker's spawn); an error is that worker's spawn failure.
+  // use, just before the worker's spawn). On an error the worker runs without one (a warning),
+  // or, when the generation has hang rules, fails to start.
   std::function<absl::StatusOr<std::string>(int local_rank)> progress_path;
   std::string timer_file;  // TORCHELASTIC_TIMER_FILE ("" = none)
   // TORCHELASTIC_ERROR_FILE of the worker with this local rank (unset: none).

@@ -18,12 +18,22 @@
 namespace gangrun::node {
 namespace {
 
-void SetEnv(std::vector<std::string>& env, const std::string& key, const std::string& value) {
+void UnsetEnv(std::vector<std::string>& env, const std::string& key) {
   const std::string prefix = key + "=";
   env.erase(std::remove_if(env.begin(), env.end(),
                            [&](const std::string& e) { return absl::StartsWith(e, prefix); }),
             env.end());
-  env.push_back(prefix + value);
+}
+
+void SetEnv(std::vector<std::string>& env, const std::string& key, const std::string& value) {
+  UnsetEnv(env, key);
+  env.push_back(key + "=" + value);
+}
+
+// As the launcher's Options::hang_rules(): a rank without a progress channel would look hung.
+bool HangRulesIn(const v1::ProgressRules& rules) {
+  return rules.hang_timeout_seconds() > 0 || rules.learn() || rules.initial_timeout_seconds() > 0 ||
+         !rules.section_timeout_seconds().empty();
 }
 
 pid_t ParentOf(pid_t pid) {
@@ -67,8 +77,15 @@ absl::Status Node::Supervise(const v1::StartGeneration& start, ProcessSpec& spec
   log_of_rank_[spec.rank] = spec.log_path;
   if (supervision_.progress_path) {
     absl::StatusOr<std::string> path = supervision_.progress_path(spec.local_rank);
-    if (!path.ok()) return path.status();
-    SetEnv(spec.env, env::kProgress, *path);
+    if (path.ok()) {
+      SetEnv(spec.env, env::kProgress, *path);
+    } else if (HangRulesIn(start.progress_rules())) {
+      return path.status();  // its hangs could not be seen
+    } else {
+      UnsetEnv(spec.env, env::kProgress);  // an inherited one is somebody else's
+      common::Logger("node")->warn("rank {} gets no GANGRUN_PROGRESS: {}", spec.rank,
+                                   std::string(path.status().message()));
+    }
   }
   if (!supervision_.timer_file.empty()) {
     SetEnv(spec.env, env::kTorchTimerFile, supervision_.timer_file);

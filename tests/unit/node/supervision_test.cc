@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <set>
 
 #include "node/node.h"
 #include "scheduler/scheduler.h"
@@ -53,7 +54,10 @@ class NodeSupervisionTest : public ::testing::Test {
     options.local_worker_num = 2;
     options.heartbeat_interval = seconds(1);
     node::Supervision supervision;
-    supervision.progress_path = [](int local) { return "/run/p" + std::to_string(local); };
+    supervision.progress_path = [this](int local) -> absl::StatusOr<std::string> {
+      if (unbindable.count(local)) return absl::InternalError("cannot bind it");
+      return "/run/p" + std::to_string(local);
+    };
     supervision.timer_file = "/run/timer";
     supervision.stacks = &sampler;
     supervision.wall_now = [this] { return wall; };
@@ -79,13 +83,14 @@ class NodeSupervisionTest : public ::testing::Test {
         node::Node::Callbacks{}, supervision);
     node->Start();
   }
-  void StartGeneration(const v1::ProgressRules& rules) {
+  void StartGeneration(const v1::ProgressRules& rules, bool answer = true) {
     v1::NodeCommand command;
     command.set_generation(1);
     command.mutable_start()->mutable_assignment()->set_local_worker_num(2);
     command.mutable_start()->mutable_assignment()->set_first_rank(4);
     *command.mutable_start()->mutable_progress_rules() = rules;
     node->OnCommand(command);
+    if (!answer) return;
     backend.Start(10);
     backend.Start(11);
   }
@@ -97,8 +102,34 @@ class NodeSupervisionTest : public ::testing::Test {
   double wall = 1000;
   std::vector<std::pair<pid_t, int>> signalled;
   std::map<pid_t, uint64_t> start_times;  // unset: 1
+  std::set<int> unbindable;               // local ranks whose progress socket cannot be made
   std::unique_ptr<node::Node> node;
 };
+
+// A progress socket that cannot be made (just before its worker's spawn): without hang rules
+// the worker runs without one (and without the GANGRUN_PROGRESS it inherited); with them it
+// fails to start, since its hangs could not be seen.
+TEST_F(NodeSupervisionTest, WithoutHangRulesAWorkerWhoseProgressSocketFailsRunsWithoutOne) {
+  unbindable = {1};
+  StartGeneration(v1::ProgressRules(), /*answer=*/false);
+  ASSERT_EQ(backend.spawned.size(), 2u);
+  for (const auto& entry : backend.spawned[1].env) {
+    EXPECT_NE(entry.rfind("GANGRUN_PROGRESS=", 0), 0u) << entry;
+  }
+  EXPECT_TRUE(link.Of(&v1::NodeEvent::has_worker_exited).empty());
+}
+
+TEST_F(NodeSupervisionTest, WithHangRulesAWorkerWhoseProgressSocketFailsDoesNotStart) {
+  unbindable = {1};
+  v1::ProgressRules rules;
+  rules.set_hang_timeout_seconds(5);
+  StartGeneration(rules, /*answer=*/false);
+  ASSERT_EQ(backend.spawned.size(), 1u);  // rank 4 only
+  auto exited = link.Of(&v1::NodeEvent::has_worker_exited);
+  ASSERT_EQ(exited.size(), 1u);
+  EXPECT_EQ(exited[0].worker_exited().rank(), 5);
+  EXPECT_EQ(exited[0].worker_exited().exit().exit_code(), 127);
+}
 
 TEST_F(NodeSupervisionTest, WorkersGetTheirChannelsAndTheHookOnlyWithHangRules) {
   v1::ProgressRules rules;
