@@ -2,8 +2,6 @@
 
 #include <unistd.h>
 
-#include <fstream>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -77,14 +75,11 @@ std::string PythonList(const std::vector<int>& values) {
 }
 
 int CpuCount() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  int count = 0;
-  while (std::getline(in, line)) {
-    if (line.rfind("processor", 0) == 0) ++count;
-  }
-  if (count == 0) count = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-  return count > 0 ? count : 1;
+  // The online CPUs, as /proc/cpuinfo's "processor" entries count them, but from
+  // /sys/devices/system/cpu/online: on a large host the kernel takes milliseconds to write
+  // /proc/cpuinfo (it samples every CPU's frequency), and this runs before every launch.
+  const long count = sysconf(_SC_NPROCESSORS_ONLN);
+  return count > 0 ? static_cast<int>(count) : 1;
 }
 
 }  // namespace gangrun::launcher

@@ -25,7 +25,8 @@ CpuBinding SchedulerCpus(const BindCore& bind);
 // Python's str() of a list of ints: "[0, 1, 2]" (the value of MSRUN_CPU_LIST).
 std::string PythonList(const std::vector<int>& values);
 
-// Number of "processor" lines in /proc/cpuinfo, as msrun counts them.
+// The number of online CPUs: what msrun counts as the "processor" lines of /proc/cpuinfo, read
+// from /sys/devices/system/cpu/online instead (sysconf), which is cheap on any host.
 int CpuCount();
 
 }  // namespace gangrun::launcher
