@@ -193,8 +193,9 @@ int RunKeeper(int socket_fd) {
                  socket_fd);
     return 2;
   }
-  // Every action the default one, whatever the keeper inherited (an ignored SIGHUP under
-  // nohup): its workers start with them so, and its spawns need not reset them one by one.
+  // Every action the default one, whatever the keeper inherited (a forked keeper: the
+  // launcher's handlers and ignored SIGPIPE): its workers start with them so, and its spawns
+  // need not reset them one by one. The only place a keeper's actions are reset.
   common::RestoreDefaultSignalActions();
   // Terminal and service-manager signals are the launcher's business; the keeper ends
   // only when the launcher says so or disappears.
@@ -203,7 +204,7 @@ int RunKeeper(int socket_fd) {
   for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE}) {
     sigaddset(&blocked, sig);
   }
-  sigprocmask(SIG_BLOCK, &blocked, nullptr);
+  sigprocmask(SIG_SETMASK, &blocked, nullptr);  // a forked keeper comes with everything blocked
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);

@@ -28,8 +28,9 @@ namespace {
 // The keeper as a fork of this process, without an exec: no second start of a 20 MB program
 // (its loader, its static constructors) before the first worker can be spawned. Only while
 // this process has one thread (before any gRPC server or channel exists). The child takes the
-// state a fresh keeper would have: default signal handlers, its own process group, the
-// user's file limit, no descriptor but stdio and its socket.
+// state a fresh keeper would have: its own process group, the user's file limit, no
+// descriptor but stdio and its socket; RunKeeper sets every signal action back to the default
+// and its own mask (until then every signal stays blocked, so no handler of ours runs).
 absl::StatusOr<pid_t> ForkKeeper(int socket_fd) {
   sigset_t all, old;
   sigfillset(&all);
@@ -42,7 +43,6 @@ absl::StatusOr<pid_t> ForkKeeper(int socket_fd) {
     setpgid(pid, pid);  // as the child does: whichever runs first, the group exists
     return pid;
   }
-  common::RestoreDefaultSignalActions();
   setpgid(0, 0);  // out of the terminal's foreground group
   rlimit limit;
   if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
@@ -51,9 +51,6 @@ absl::StatusOr<pid_t> ForkKeeper(int socket_fd) {
   }
   common::CloseDescriptorsFrom(3, socket_fd);
   prctl(PR_SET_NAME, "gangrun-keeper");
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
   _exit(RunKeeper(socket_fd));
 }
 
