@@ -234,7 +234,7 @@ node::ProcessSpec JobRunner::HealthCheckSpec() const {
   add(env::kLocalWorkerNum, std::to_string(options_.local_worker_num));
   add(env::kLogDir, facts_.log_dir);
   add(env::kRunId, options_.run_id);
-  spec.log_path = facts_.log_dir + "/health_check.log";
+  spec.log_path = facts_.InLogDir("health_check.log");
   return spec;
 }
 

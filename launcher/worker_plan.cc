@@ -127,7 +127,7 @@ std::string WorkerLogPath(const Options& options, const HostFacts& facts, int ra
                                {{"{ip}", facts.local_ip}, {"{hostname}", facts.hostname}});
   }
   std::string file = name + "_" + std::to_string(rank) + ".log";
-  return facts.log_dir.empty() ? file : facts.log_dir + "/" + file;
+  return facts.InLogDir(file);
 }
 
 absl::StatusOr<std::vector<node::ProcessSpec>> PlanProcesses(const Options& options,
@@ -150,7 +150,7 @@ absl::StatusOr<std::vector<node::ProcessSpec>> PlanProcesses(const Options& opti
     env.emplace_back(env::kMsRole, "MS_SCHED");
     env.emplace_back(env::kRankId, "0");
     sched.env = MergeEnv(facts.base_env, env);
-    sched.log_path = facts.log_dir.empty() ? "scheduler.log" : facts.log_dir + "/scheduler.log";
+    sched.log_path = facts.InLogDir("scheduler.log");
     sched.cpus = SchedulerCpus(options.bind_core).cpus;
     specs.push_back(std::move(sched));
   }

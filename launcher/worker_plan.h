@@ -33,6 +33,11 @@ struct HostFacts {
   int cpu_count = 1;
   NumaTopology numa;                           // read when --numa_binding asks (launcher/numa.h)
   std::optional<std::string> visible_devices;  // ASCEND_RT_VISIBLE_DEVICES
+
+  // `file` in the log directory: the current directory when log_dir is "" (never "/file").
+  std::string InLogDir(const std::string& file) const {
+    return log_dir.empty() ? file : log_dir + "/" + file;
+  }
 };
 
 // The processes this node runs in a generation: the MindSpore scheduler process first (msrun

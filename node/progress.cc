@@ -106,6 +106,15 @@ bool ProgressTracker::OnDatagram(int rank, absl::string_view datagram, common::T
     r.hooked = true;  // not a report: the script has done nothing yet
     return true;
   }
+  if (parsed->kind == ProgressDatagram::Kind::kHook && parsed->collectives == 0 &&
+      parsed->step == 0) {
+    // The hook's first counts, sent once torch.distributed is imported: not a report either
+    // (the rank may wait in its rendezvous for as long as the slowest host takes to start).
+    r.hooked = true;
+    r.hook.collectives = 0;
+    r.hook.last_op = parsed->name;
+    return true;
+  }
   if (r.reports > 0 && r.sections.empty()) {
     r.longest_interval = std::max(r.longest_interval, now - r.last_report);
     ++r.intervals;

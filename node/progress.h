@@ -24,7 +24,8 @@
 //      initial bound, counted from the last report, unless the hook reports for the rank);
 //   4. none of these set: never hung.
 // The progress hook's datagrams are reports like the others: a rank whose script never
-// reports is judged by the same rules once the hook has counted a collective or a step.
+// reports is judged by the same rules once the hook has counted a collective or a step
+// (its "hook 0 0 - 0", before the first collective, is not a report).
 // A rank is judged hung once per generation.
 //
 // Worked example: --hang_timeout 60 --section_timeout checkpoint=600. Rank 3 reports

@@ -1,6 +1,7 @@
 // The progress hook with real torch workers and no progress code: a gloo DDP job across two
 // launchers whose rank 3 stalls is stopped and the report names rank 3 by its collective
-// count and its frame; the same job healthy with a short bound runs to its end; `gangrun
+// count and its frame; the same job healthy with a short bound runs to its end, and so does one
+// whose ranks wait in their rendezvous for longer than that bound; `gangrun
 // stacks` shows every rank of a live job, which goes on; the hook is absent with
 // --progress_hook False and with python -I (and the launcher says the rule cannot fire); the
 // flight recorder's dump is triggered and kept (a stand-in for torch's reader of the pipe).
@@ -22,7 +23,8 @@ using std::chrono::seconds;
 // Debian's python3-torch is for Debian's own interpreter.
 constexpr char kPython[] = "/usr/bin/python3";
 
-// A plain DDP loop: nothing in it knows gangrun. STALL_RANK stalls in slow_loader before its
+// A plain DDP loop: nothing in it knows gangrun. LATE_RANK reaches init_process_group
+// LATE_BY seconds late, the others waiting in it. STALL_RANK stalls in slow_loader before its
 // step STALL_AT (writing the moment, CLOCK_MONOTONIC, to STALL_FILE); READY_AT: every rank
 // says "ready" on GANGRUN_TEST_READY after that many steps and waits for GO.
 constexpr char kTrain[] = R"PY(
@@ -31,6 +33,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+if os.environ.get("RANK") == os.environ.get("LATE_RANK"):
+    time.sleep(float(os.environ["LATE_BY"]))  # torch.distributed imported, rendezvous late
 dist.init_process_group("gloo")
 rank = dist.get_rank()
 model = DDP(torch.nn.Linear(4, 1))
@@ -130,6 +134,16 @@ TEST_F(HookTest, TheSameJobHealthyWithAShortBoundRunsToItsEnd) {
     EXPECT_EQ(job.Stderr().find("hang"), std::string::npos) << job.Stderr();
     EXPECT_EQ(job.Stderr().find("no progress report yet"), std::string::npos) << job.Stderr();
   }
+}
+
+TEST_F(HookTest, RanksWaitingInTheirRendezvousLongerThanTheBoundAreNotHung) {
+  // The hook's counts before the first collective are no report: the steady bound starts at
+  // the first collective, whenever the slowest rank comes.
+  auto job = Run(
+      {"--worker_num", "4", "--local_worker_num", "4", "--hang_timeout", "3", kPython, "train.py"},
+      {"STEPS=10", "LATE_RANK=3", "LATE_BY=5"});
+  EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr();
+  EXPECT_EQ(job.Stderr().find("no progress"), std::string::npos) << job.Stderr();
 }
 
 TEST_F(HookTest, StacksOfALiveJobNameEveryRankAndTheJobGoesOn) {

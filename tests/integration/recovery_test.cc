@@ -99,6 +99,9 @@ TEST_F(RecoveryTest, AHealthCheckThatHangsIsKilledAtItsTimeoutAndExcludesTheNode
       std::string::npos)
       << launcher.Stderr();
   EXPECT_EQ(launcher.Stderr().find("started (pid"), std::string::npos) << launcher.Stderr();
+  // Without --log_dir its log is in the current directory (it was once "/health_check.log",
+  // shared by every job of the host).
+  EXPECT_EQ(ReadFile(dir_.File("health_check.log")), "checking the GPUs\n");
 }
 
 TEST_F(RecoveryTest, ANodeThatFailsEveryGenerationIsExcludedAfterTwo) {

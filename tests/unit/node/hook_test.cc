@@ -91,6 +91,24 @@ TEST(HookProgressTest, TheInitialBoundNeverFiresOnceTheHookReported) {
   EXPECT_EQ(hung[0].rule(), "initial");
 }
 
+TEST(HookProgressTest, TheHooksCountsBeforeTheFirstCollectiveAreNotAReport) {
+  // torch.distributed imported, init_process_group waiting for a slow host: not hung by the
+  // steady bound, which starts at the first counted collective.
+  ProgressTracker tracker(Steady(3));
+  tracker.AddRank(0, kT0);
+  ASSERT_TRUE(tracker.OnDatagram(0, "hook 0 0 - 0", kT0 + seconds(1)));
+  EXPECT_TRUE(tracker.TakeChanges(kT0 + seconds(1)).empty());
+  EXPECT_FALSE(tracker.NextDeadline().has_value());
+  EXPECT_TRUE(tracker.CheckHangs(kT0 + seconds(100)).empty());
+  EXPECT_EQ(tracker.HookOf(0).collectives, 0);
+  EXPECT_EQ(*tracker.NextSilentRank(), kT0 + kHookedSilence);  // the hook is there
+  ASSERT_TRUE(tracker.OnDatagram(0, "hook 1 0 broadcast 1", kT0 + seconds(100)));
+  EXPECT_EQ(*tracker.NextDeadline(), kT0 + seconds(103));
+  auto hung = tracker.CheckHangs(kT0 + seconds(103));
+  ASSERT_EQ(hung.size(), 1u);
+  EXPECT_EQ(hung[0].rule(), "steady");
+}
+
 TEST(HookProgressTest, RanksThatNeverReportAreNamedOnceWhenAStepRuleIsSet) {
   ProgressTracker tracker(Steady(5));
   tracker.AddRank(0, kT0);
