@@ -318,8 +318,9 @@ void Node::OnStart(uint64_t generation, const v1::StartGeneration& start) {
 void Node::OnProcessExited(const ProcessSpec& spec, pid_t pid, common::ExitStatus status,
                            bool stopped_by_us) {
   auto log = common::Logger("node");
-  if (supervision_.read_progress && spec.local_rank >= 0) {
-    supervision_.read_progress(spec.local_rank);  // its last reports, sent before it exited
+  if (spec.local_rank >= 0) {
+    // Its last reports, sent before it exited, go before its exit.
+    if (supervision_.read_progress) supervision_.read_progress(spec.local_rank);
     SendProgress();
   }
   OnWorkerGone(spec, pid);
@@ -352,6 +353,7 @@ void Node::OnProcessExited(const ProcessSpec& spec, pid_t pid, common::ExitStatu
 void Node::OnSpawnFailed(const ProcessSpec& spec, const absl::Status& status) {
   common::Logger("node")->error("rank {} could not start: {}", spec.rank,
                                 std::string(status.message()));
+  if (progress_ && spec.rank >= 0) progress_->RemoveRank(spec.rank);
   v1::NodeEvent event;
   auto* exited = event.mutable_worker_exited();
   exited->set_rank(spec.rank);

@@ -86,7 +86,7 @@ class ProgressTracker {
  public:
   explicit ProgressTracker(v1::ProgressRules rules) : rules_(std::move(rules)) {}
 
-  // A rank of this generation started at `at`.
+  // A rank of this generation started (was asked for) at `at`.
   void AddRank(int rank, common::TimePoint at);
   // A datagram from `rank`; false (counted as rejected) when malformed or unknown rank.
   bool OnDatagram(int rank, absl::string_view datagram, common::TimePoint now);

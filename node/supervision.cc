@@ -75,6 +75,9 @@ absl::Status Node::Supervise(const v1::StartGeneration& start, ProcessSpec& spec
   if (spec.rank < 0) return absl::OkStatus();  // the MindSpore scheduler process reports nothing
   rank_of_local_[spec.local_rank] = spec.rank;
   log_of_rank_[spec.rank] = spec.log_path;
+  // Tracked from its spawn request: a report it sends before the keeper's word that it runs
+  // reaches the launcher first, and counts.
+  if (progress_) progress_->AddRank(spec.rank, clock_.Now());
   if (supervision_.progress_path) {
     absl::StatusOr<std::string> path = supervision_.progress_path(spec.local_rank);
     if (path.ok()) {
@@ -104,7 +107,6 @@ absl::Status Node::Supervise(const v1::StartGeneration& start, ProcessSpec& spec
 
 void Node::OnWorkerRunning(const ProcessSpec& spec) {
   if (!progress_ || spec.rank < 0) return;
-  progress_->AddRank(spec.rank, clock_.Now());
   ArmHangCheck();
 }
 

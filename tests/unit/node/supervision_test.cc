@@ -173,6 +173,28 @@ TEST_F(NodeSupervisionTest, ProgressTravelsAtTheHeartbeatRateAndAHangIsReportedO
   EXPECT_EQ(link.Of(&v1::NodeEvent::has_rank_hung).size(), 1u);
 }
 
+// A worker may report (and exit) before the keeper's word that it runs reaches the launcher:
+// its report counts, and reaches the scheduler before its exit.
+TEST_F(NodeSupervisionTest, AReportSentBeforeTheStartIsHeardCountsAndPrecedesTheExit) {
+  v1::ProgressRules rules;
+  rules.set_hang_timeout_seconds(5);
+  StartGeneration(rules, /*answer=*/false);
+  node->OnProgressDatagram(0, "step 1");
+  backend.Start(10);
+  backend.Exit(10, common::ExitStatus::Exited(1));
+  int progress_at = -1, exited_at = -1;
+  for (int i = 0; i < static_cast<int>(link.events.size()); ++i) {
+    const auto& e = link.events[i];
+    if (e.has_progress() && progress_at < 0) progress_at = i;
+    if (e.has_worker_exited() && exited_at < 0) exited_at = i;
+  }
+  ASSERT_GE(progress_at, 0) << "the report was lost";
+  ASSERT_GE(exited_at, 0);
+  EXPECT_LT(progress_at, exited_at);
+  EXPECT_EQ(link.events[progress_at].progress().ranks(0).rank(), 4);
+  EXPECT_EQ(link.events[progress_at].progress().ranks(0).step(), 1);
+}
+
 TEST_F(NodeSupervisionTest, AnExitedRankCannotHang) {
   v1::ProgressRules rules;
   rules.set_initial_timeout_seconds(5);
