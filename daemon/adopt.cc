@@ -115,12 +115,13 @@ void Daemon::AdoptJob(const nlohmann::json& record) {
     adopted.launchers_running = static_cast<int>(adopted.placed_on.size());
     adopted.config.scheduler.spare_nodes = static_cast<int>(adopted.spares);
     // Its launchers find this scheduler once the old one's lease is gone and rejoin with
-    // the generation they run; the places not back by then are lost nodes. A job that had
-    // not started its first generation forms afresh: its launchers join as they first did.
-    if (adopted.progress.value("generation", 0) > 0) {
-      adopted.config.scheduler.adopt_timeout = adopted.config.scheduler.node_timeout * 2 +
-                                               std::chrono::seconds(store::kDaemonLeaseSeconds);
-    }
+    // the generation they run; the places not back by then are lost nodes. A job recorded
+    // before its first generation may have started it all the same (the record is written
+    // while its nodes start it): its launchers rejoin with it, or join as they first did and
+    // it forms afresh.
+    adopted.config.scheduler.adopt_timeout = adopted.config.scheduler.node_timeout * 2 +
+                                             std::chrono::seconds(store::kDaemonLeaseSeconds);
+    adopted.config.scheduler.adopt_or_form = adopted.progress.value("generation", 0) == 0;
     if (absl::Status started = StartScheduler(adopted); !started.ok()) {
       log->error("job {}: cannot adopt it: {}", id, std::string(started.message()));
       adopted.launchers_running = 0;

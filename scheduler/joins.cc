@@ -50,6 +50,13 @@ void Scheduler::Reject(NodeState& node, const v1::JoinRequest& join, const absl:
 }
 
 void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join) {
+  if (!join.has_resume() && adoption_ && options_.adopt_or_form && adoption_->generation == 0) {
+    common::Logger("scheduler")
+        ->info("{} joins afresh: the job had not started a generation; it forms as at first",
+               DescribeJoin(join));
+    adoption_.reset();
+    ArmFormationTimeout();
+  }
   if (join.has_resume() || adoption_) {
     if (join.has_resume()) return OnResume(node, join);
     return Reject(node, join,

@@ -65,11 +65,18 @@ void Scheduler::Start() {
     CheckHeartbeats();
     return;
   }
-  if (options_.cluster_timeout >= common::Duration::zero()) {
-    formation_timer_ = clock_.After(options_.cluster_timeout, [this] { OnFormationTimeout(); });
-  }
+  ArmFormationTimeout();
   ArmTimeLimit();
   CheckHeartbeats();
+}
+
+void Scheduler::ArmFormationTimeout() {
+  formation_timer_.reset();
+  if (options_.cluster_timeout >= common::Duration::zero()) {
+    const common::Duration left = options_.cluster_timeout - (clock_.Now() - started_at_);
+    formation_timer_ =
+        clock_.After(std::max(left, common::Duration::zero()), [this] { OnFormationTimeout(); });
+  }
 }
 
 int Scheduler::AddNode(NodeLink* link) {

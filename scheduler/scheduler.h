@@ -107,13 +107,11 @@ class Scheduler {
     // The job's run id, given to every node; a node started with another one is refused.
     std::string run_id;
     std::string personality;  // "gangrun" or "msrun"; a node of the other kind is refused
-    // A session that has not joined within this long is closed (a silent or stray peer holds
-    // no connection for ever).
+    // A session not joined within this long is closed (a stray peer holds no connection).
     common::Duration join_timeout = std::chrono::seconds(30);
     // Hang rules, given to every node with each generation (node/progress.h).
     v1::ProgressRules progress_rules;
-    // A rank whose recent seconds per step exceed this multiple of the job's median is a
-    // straggler (README "Progress, hangs and stragglers").
+    // A rank slower per step than this multiple of the job's median is a straggler.
     double straggler_factor = 1.5;
     // Recovery (README "Failures and recovery"): nodes beyond the job's size that wait to take
     // a lost or excluded node's place, and what a failed generation means.
@@ -124,8 +122,7 @@ class Scheduler {
     RecoveryPolicy::Options recovery;
     // The signals a node may ask to pass on to every worker (--signals_to_forward).
     std::vector<int> signals_to_forward;
-    // --time_limit (zero: none), and the signal every worker gets `time_limit_signal_before`
-    // ahead of it (0: none).
+    // --time_limit (zero: none); the signal every worker gets that much before it (0: none).
     common::Duration time_limit = common::Duration::zero();
     int time_limit_signal = 0;
     common::Duration time_limit_signal_before = common::Duration::zero();
@@ -133,8 +130,7 @@ class Scheduler {
     // now (it holds the store's lease; unset: always). Stopping and ending never wait for it:
     // only starting workers could split a job between two schedulers.
     std::function<bool()> may_start;
-    // What `gangrun status` says about the store ("" = nothing), e.g. that it is unreachable
-    // and a failover is not possible now.
+    // What `gangrun status` says about the store ("" = nothing), e.g. "unreachable".
     std::function<std::string()> store_note;
     // This scheduler takes over a job whose scheduler was lost (the store's record): the
     // generation and restart count go on from there, and a formed job treats the lost host
@@ -147,8 +143,11 @@ class Scheduler {
     std::optional<Takeover> takeover;
     // A daemon's job taken over with its workers running (scheduler/adoption.cc): nodes join
     // with the generation they run (JoinRequest.resume), which goes on; places not back
-    // within `adopt_timeout` count as lost nodes.
+    // within `adopt_timeout` count as lost nodes. adopt_or_form, for a record saying no
+    // generation started (it may lag the nodes): a plain join before any node is back with a
+    // generation forms the job afresh.
     std::optional<common::Duration> adopt_timeout;
+    bool adopt_or_form = false;
   };
 
   Scheduler(common::Clock& clock, Options options);
@@ -291,6 +290,7 @@ class Scheduler {
   void OnResume(NodeState& node, const v1::JoinRequest& join);
   void CompleteAdoption(const std::string& missing);
   void ArmAdoption();
+  void ArmFormationTimeout();  // --cluster_time_out, from the scheduler's start
   std::unique_ptr<Adoption> adoption_;
   // joins.cc
   void OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join);

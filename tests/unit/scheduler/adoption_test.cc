@@ -128,6 +128,38 @@ TEST_F(AdoptionTest, APlaceNotBackInTimeIsALostNodeUnderTheJobsRules) {
       << outcome->message();
 }
 
+// The record said no generation had started; it may lag the nodes: those back with generation
+// 1 are adopted, plain joins (nobody back yet) form the job afresh.
+TEST_F(AdoptionTest, ARecordBeforeTheFirstGenerationAdoptsItsNodesOrFormsAfresh) {
+  options.adopt_or_form = true;
+  Make();
+  Resume(0, 1, 0);
+  Resume(1, 1, 0);
+  EXPECT_EQ(scheduler->state(), JobState::kRunning);
+  EXPECT_EQ(scheduler->generation(), 1u);
+  for (const auto& link : links) {
+    for (const auto& command : link->commands) EXPECT_FALSE(command.has_start());
+  }
+
+  Make();
+  links.clear();  // the first scheduler's, gone with it
+  for (int i = 0; i < 2; ++i) {
+    links.push_back(std::make_unique<Link>());
+    const int id = scheduler->AddNode(links.back().get());
+    scheduler->OnNodeEvent(
+        id, testing::JoinEvent("h" + std::to_string(i), "10.0.0." + std::to_string(i + 1), -1, 2));
+  }
+  EXPECT_EQ(scheduler->generation(), 1u) << "formed afresh";
+  for (const auto& link : links) {
+    EXPECT_FALSE(link->rejected());
+    bool started = false;
+    for (const auto& command : link->commands) started |= command.has_start();
+    EXPECT_TRUE(started);
+  }
+  Resume(0, 1, 0);
+  EXPECT_TRUE(links.back()->rejected()) << "the job formed afresh: nothing to resume";
+}
+
 TEST_F(AdoptionTest, MismatchedGenerationsAreRefusedAndNobodyBackDecidesNothing) {
   Make();
   Resume(0, 5, 0);
