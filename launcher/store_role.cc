@@ -177,9 +177,16 @@ void StoreRole::Recover(store::SchedulerInfo me, const std::string& why) {
     (void)store_->client().Revoke(*lease);
     return step_down(why);
   }
+  // Untouched: the revision this scheduler knows, or one of its own writes whose answer it
+  // never heard (a write sent before a pause lands; its deadline passes in the pause). Only
+  // this scheduler's writes pass the fence of its term; any other writes its own term first.
   auto record = store_->ReadRecord();
-  const bool untouched = record.ok() && record->mod_revision == record_.mod_revision;
+  const bool untouched =
+      record.ok() && (record->mod_revision == record_.mod_revision ||
+                      (record->value.is_object() && record->value.contains("term") &&
+                       record->value["term"] == term_.load()));
   store::Record claimed = record_;
+  if (untouched) claimed.mod_revision = record->mod_revision;
   if (!untouched || !Claim(campaign->scheduler, claimed).ok()) {
     store_->GiveUp(campaign->scheduler.term, *lease);
     return step_down(why + "; another scheduler wrote the job's record meanwhile");
@@ -352,6 +359,13 @@ void StoreRole::OnRecord(nlohmann::json record) {
     record_.value = record;
     auto written = store_->WriteRecord(term, record_);
     if (!written.ok()) {
+      // No answer is not no write: one that landed is in the store, and the next write's
+      // fence needs its revision.
+      auto stored = store_->ReadRecord();
+      if (stored.ok() && stored->value == record_.value) {
+        record_.mod_revision = stored->mod_revision;
+        return;
+      }
       common::Logger("launcher")
           ->warn("the job's record was not written: {}", std::string(written.status().message()));
       return;
