@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-if os.environ.get("RANK") == os.environ.get("LATE_RANK"):
+if "LATE_RANK" in os.environ and os.environ.get("RANK") == os.environ["LATE_RANK"]:
     time.sleep(float(os.environ["LATE_BY"]))  # torch.distributed imported, rendezvous late
 dist.init_process_group("gloo")
 rank = dist.get_rank()
