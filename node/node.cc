@@ -280,7 +280,6 @@ void Node::OnStart(uint64_t generation, const v1::StartGeneration& start) {
   }
   ProcessManager::Callbacks callbacks;
   callbacks.on_started = [this](const ProcessSpec& spec, pid_t pid) {
-    OnWorkerRunning(spec);
     v1::NodeEvent event;
     event.mutable_worker_started()->set_rank(spec.rank);
     event.mutable_worker_started()->set_pid(pid);

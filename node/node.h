@@ -160,7 +160,6 @@ class Node {
   // A generation's supervision starts afresh; then each worker's part, just before its spawn.
   void StartSupervision(const v1::StartGeneration& start);
   absl::Status Supervise(const v1::StartGeneration& start, ProcessSpec& spec);
-  void OnWorkerRunning(const ProcessSpec& spec);
   void OnWorkerGone(const ProcessSpec& spec, pid_t pid);
   void SendProgress();
   void ArmHangCheck();

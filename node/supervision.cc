@@ -77,7 +77,10 @@ absl::Status Node::Supervise(const v1::StartGeneration& start, ProcessSpec& spec
   log_of_rank_[spec.rank] = spec.log_path;
   // Tracked from its spawn request: a report it sends before the keeper's word that it runs
   // reaches the launcher first, and counts.
-  if (progress_) progress_->AddRank(spec.rank, clock_.Now());
+  if (progress_) {
+    progress_->AddRank(spec.rank, clock_.Now());
+    ArmHangCheck();
+  }
   if (supervision_.progress_path) {
     absl::StatusOr<std::string> path = supervision_.progress_path(spec.local_rank);
     if (path.ok()) {
@@ -103,11 +106,6 @@ absl::Status Node::Supervise(const v1::StartGeneration& start, ProcessSpec& spec
   }
   if (supervision_.flight_recorder != nullptr) supervision_.flight_recorder->AddWorkerEnv(spec.env);
   return absl::OkStatus();
-}
-
-void Node::OnWorkerRunning(const ProcessSpec& spec) {
-  if (!progress_ || spec.rank < 0) return;
-  ArmHangCheck();
 }
 
 void Node::OnWorkerGone(const ProcessSpec& spec, pid_t pid) {
