@@ -4,6 +4,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "cli/command.h"
 #include "common/env_names.h"
@@ -13,6 +16,7 @@
 #include "common/status.h"
 #include "launcher/launcher.h"
 #include "launcher/slurm.h"
+#include "node/keeper_client.h"
 
 namespace gangrun::cli {
 namespace {
@@ -41,9 +45,19 @@ absl::StatusOr<std::optional<launcher::Options>> Configure(const CommandArgs& co
   return std::optional<launcher::Options>(std::move(options));
 }
 
+bool IsHelpOrVersion(const std::vector<std::string>& args) {
+  return args.empty() ||
+         (args.size() == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "--version"));
+}
+
 }  // namespace
 
 CommandResult RunLaunch(const CommandArgs& command) {
+  // The keeper's start overlaps with everything up to the job's first spawn; a launch that
+  // ends before it (bad options, a dry run, --join False's first process) reaps it unused.
+  // Not for a bare --help or --version, which never launch.
+  std::optional<node::KeeperPrestart> keeper;
+  if (!IsHelpOrVersion(command.args)) keeper.emplace();
   auto configured = Configure(command);
   if (!configured.ok()) return configured.status();
   if (!*configured) return absl::OkStatus();  // --help

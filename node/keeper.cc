@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -55,7 +56,9 @@ class Keeper {
     ssize_t size = recv(socket_fd_, buffer_.data(), 0, MSG_PEEK | MSG_TRUNC);
     if (size <= 0) return false;
     // Kept between requests and only grown: no allocation and zeroing per spawn.
-    if (buffer_.size() < static_cast<size_t>(size)) buffer_.resize(static_cast<size_t>(size));
+    if (buffer_.size() < static_cast<size_t>(size)) {
+      buffer_.resize(std::max(static_cast<size_t>(size), 2 * buffer_.size()));
+    }
     size = recv(socket_fd_, buffer_.data(), static_cast<size_t>(size), 0);
     if (size <= 0) return false;
     v1::KeeperRequest request;
@@ -176,7 +179,9 @@ class Keeper {
   bool done_ = false;
   std::set<pid_t> workers_;
   std::string owned_directory_;
-  std::vector<char> buffer_ = std::vector<char>(64 * 1024);  // one request
+  // One request; sized by the first (an environment's few KiB), not zeroed ahead of it: the
+  // pages of a 64 KiB buffer written at the keeper's start were a page fault each.
+  std::vector<char> buffer_;
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <utility>
 
 #include "common/logging.h"
 #include "common/service.h"
@@ -54,11 +55,19 @@ absl::StatusOr<pid_t> ForkKeeper(int socket_fd) {
   _exit(RunKeeper(socket_fd));
 }
 
-}  // namespace
+// A keeper forked by KeeperPrestart and not yet taken by Start: its socket and pid.
+struct Prestarted {
+  int fd = -1;
+  pid_t pid = -1;
+};
 
-absl::StatusOr<std::unique_ptr<KeeperClient>> KeeperClient::Start(
-    boost::asio::io_context& io, const std::vector<std::string>& keeper_argv) {
-  int fds[2];
+Prestarted& PrestartedKeeper() {
+  static Prestarted slot;
+  return slot;
+}
+
+// The launcher's and the keeper's ends of a new socket.
+absl::Status MakeSocketPair(int (&fds)[2]) {
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) {
     return common::ErrnoToStatus(errno, "socketpair");
   }
@@ -69,6 +78,43 @@ absl::StatusOr<std::unique_ptr<KeeperClient>> KeeperClient::Start(
       setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+KeeperPrestart::KeeperPrestart() {
+  Prestarted& slot = PrestartedKeeper();
+  int fds[2];
+  if (slot.fd >= 0 || !MakeSocketPair(fds).ok()) return;
+  absl::StatusOr<pid_t> pid = ForkKeeper(fds[1]);
+  close(fds[1]);
+  if (!pid.ok()) {
+    close(fds[0]);  // Start forks again and reports what fails
+    return;
+  }
+  slot = {fds[0], *pid};
+}
+
+KeeperPrestart::~KeeperPrestart() {
+  Prestarted& slot = PrestartedKeeper();
+  if (slot.fd < 0) return;
+  close(slot.fd);  // the keeper, with nothing below it, exits at once
+  int status;
+  while (waitpid(slot.pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  slot = {};
+}
+
+absl::StatusOr<std::unique_ptr<KeeperClient>> KeeperClient::Start(
+    boost::asio::io_context& io, const std::vector<std::string>& keeper_argv) {
+  Prestarted& slot = PrestartedKeeper();
+  if (keeper_argv.empty() && slot.fd >= 0) {
+    const Prestarted taken = std::exchange(slot, Prestarted{});
+    return std::unique_ptr<KeeperClient>(new KeeperClient(io, taken.fd, taken.pid));
+  }
+  int fds[2];
+  RETURN_IF_ERROR(MakeSocketPair(fds));
   absl::StatusOr<pid_t> pid;
   if (keeper_argv.empty()) {
     pid = ForkKeeper(fds[1]);
@@ -95,7 +141,7 @@ absl::StatusOr<std::unique_ptr<KeeperClient>> KeeperClient::Start(
 KeeperClient::KeeperClient(boost::asio::io_context& io, int fd, pid_t keeper_pid)
     : socket_(io, seq_packet_protocol(AF_UNIX, 0), fd),
       keeper_pid_(keeper_pid),
-      buffer_(64 * 1024) {
+      buffer_(new char[kBufferSize]) {
   ReadNext();
 }
 
@@ -179,7 +225,7 @@ void KeeperClient::Send(const v1::KeeperRequest& request) {
 
 void KeeperClient::ReadNext() {
   socket_.async_receive(
-      boost::asio::buffer(buffer_), receive_flags_,
+      boost::asio::buffer(buffer_.get(), kBufferSize), receive_flags_,
       [this](const boost::system::error_code& ec, size_t size) {
         if (ec == boost::asio::error::operation_aborted) return;
         if (ec || size == 0) {
@@ -187,7 +233,7 @@ void KeeperClient::ReadNext() {
           return;
         }
         v1::KeeperEvent event;
-        if (event.ParseFromArray(buffer_.data(), static_cast<int>(size))) {
+        if (event.ParseFromArray(buffer_.get(), static_cast<int>(size))) {
           if (event.has_spawned() || event.has_spawn_failed()) {
             uint64_t id = event.has_spawned() ? event.spawned().id() : event.spawn_failed().id();
             auto it = pending_spawns_.find(id);
@@ -202,6 +248,12 @@ void KeeperClient::ReadNext() {
             }
           } else if (event.has_exited() && on_exit_) {
             on_exit_(event.exited().pid(), proto::FromProto(event.exited().exit()));
+          } else if (event.has_shutdown_complete() && on_shutdown_) {
+            // Everything below the keeper is killed and reaped; its own exit (the teardown of
+            // a forked copy of this process, ~0.5 ms) overlaps with what the caller does next
+            // and is reaped by the destructor or the socket's end, whichever comes first.
+            auto callback = std::move(on_shutdown_);
+            callback();
           }
         }
         ReadNext();

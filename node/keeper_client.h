@@ -23,6 +23,19 @@ class KeeperRequest;
 
 namespace gangrun::node {
 
+// Forks the keeper now, for the next KeeperClient::Start(io, {}) of this process to take:
+// a launch creates it first thing, so that the keeper's start (the fork, its copy-on-write
+// faults, its first steps) overlaps with option parsing instead of preceding the first spawn.
+// A keeper nobody took is closed and reaped when this object goes. One at a time, on the
+// main thread, while the process has a single thread.
+class KeeperPrestart {
+ public:
+  KeeperPrestart();
+  ~KeeperPrestart();
+  KeeperPrestart(const KeeperPrestart&) = delete;
+  KeeperPrestart& operator=(const KeeperPrestart&) = delete;
+};
+
 class KeeperClient : public ProcessBackend {
  public:
   // Starts `keeper_argv` (e.g. {"/proc/self/exe", "__keeper"}; the socket's fd number is
@@ -44,8 +57,9 @@ class KeeperClient : public ProcessBackend {
   // The keeper removes `path` (and everything in it) when it exits, also after the launcher
   // died with SIGKILL.
   void OwnDirectory(const std::string& path);
-  // Asks the keeper to kill everything left below it (SIGTERM, SIGKILL after `grace`),
-  // waits for it to exit, then calls `done`.
+  // Asks the keeper to kill everything left below it (SIGTERM, SIGKILL after `grace`) and
+  // calls `done` once it says all of it is reaped (or once it is gone). The keeper itself
+  // exits right after; the destructor reaps it, so nothing outlives this object.
   void Shutdown(common::Duration grace, std::function<void()> done);
   pid_t keeper_pid() const { return keeper_pid_; }
 
@@ -60,7 +74,10 @@ class KeeperClient : public ProcessBackend {
   uint64_t next_id_ = 1;
   bool shutting_down_ = false;
   bool gone_ = false;
-  std::vector<char> buffer_;
+  // One event; left uninitialised (new char[]), so that only the pages an event is written to
+  // are ever touched.
+  static constexpr size_t kBufferSize = 64 * 1024;
+  std::unique_ptr<char[]> buffer_;
   boost::asio::socket_base::message_flags receive_flags_ = 0;
   std::map<uint64_t, std::function<void(absl::StatusOr<pid_t>)>> pending_spawns_;
   std::function<void(pid_t, common::ExitStatus)> on_exit_;

@@ -115,7 +115,10 @@ std::vector<std::string> ReadLastLines(const std::string& path, size_t count) {
 }
 
 LogFollower::LogFollower(boost::asio::io_context& io, std::function<void(const std::string&)> write)
-    : io_(io), write_(std::move(write)), event_buffer_(64 * 1024), watch_timer_(io) {
+    : io_(io),
+      write_(std::move(write)),
+      event_buffer_(new char[kEventBufferBytes]),
+      watch_timer_(io) {
   inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (inotify_fd_ < 0) {
     common::Logger("node")->warn("inotify unavailable; worker logs are shown at the end only");
@@ -166,16 +169,17 @@ void LogFollower::Follow(const std::string& path, const std::string& prefix, off
 }
 
 void LogFollower::ReadEvents() {
-  events_->async_read_some(
-      boost::asio::buffer(event_buffer_), [this](const boost::system::error_code& ec, size_t n) {
-        if (ec) return;
-        for (size_t i = 0; i + sizeof(inotify_event) <= n;) {
-          auto* event = reinterpret_cast<inotify_event*>(event_buffer_.data() + i);
-          if (files_.count(event->wd) > 0) Schedule(event->wd);
-          i += sizeof(inotify_event) + event->len;
-        }
-        ReadEvents();
-      });
+  events_->async_read_some(boost::asio::buffer(event_buffer_.get(), kEventBufferBytes),
+                           [this](const boost::system::error_code& ec, size_t n) {
+                             if (ec) return;
+                             for (size_t i = 0; i + sizeof(inotify_event) <= n;) {
+                               auto* event =
+                                   reinterpret_cast<inotify_event*>(event_buffer_.get() + i);
+                               if (files_.count(event->wd) > 0) Schedule(event->wd);
+                               i += sizeof(inotify_event) + event->len;
+                             }
+                             ReadEvents();
+                           });
 }
 
 void LogFollower::WatchAll() {

@@ -94,7 +94,9 @@ class LogFollower {
   std::function<void(const std::string&)> write_;
   int inotify_fd_ = -1;
   std::unique_ptr<boost::asio::posix::stream_descriptor> events_;
-  std::vector<char> event_buffer_;
+  // Uninitialised (new char[]): only the pages the kernel writes events to are touched.
+  static constexpr size_t kEventBufferBytes = 64 * 1024;
+  std::unique_ptr<char[]> event_buffer_;
   boost::asio::steady_timer watch_timer_;
   bool timer_armed_ = false;
   bool watching_ = false;      // the delay is over: Follow adds its watch at once

@@ -2,7 +2,9 @@
 // outlives the launcher, however the launcher ends.
 
 #include <fstream>
+#include <utility>
 
+#include "common/descendants.h"
 #include "tests/integration/launcher_fixture.h"
 
 namespace gangrun::testing {
@@ -63,6 +65,27 @@ TEST_F(LauncherTest, LosingTheProcessKeeperStopsTheJobAndItsGrandchildren) {
   EXPECT_NE(run.Stderr().find("process keeper"), std::string::npos) << run.Stderr();
   EXPECT_FALSE(IsAlive(ready[0].pid));
   EXPECT_FALSE(IsAlive(ready[0].grandchild));
+}
+
+// The launcher reaps its keeper before it exits, on every path: a launch that ends before its
+// job does (bad options, --dry_run), whose keeper was forked at its start and never used, and
+// a job's end, where the launcher goes on as soon as the keeper says everything below it is
+// reaped. This process is a subreaper: a keeper still alive at the launcher's exit would be
+// its child at once.
+TEST_F(LauncherTest, NoKeeperOutlivesTheLauncherOnAnyPath) {
+  const std::vector<std::pair<std::vector<std::string>, int>> runs = {
+      {{"--worker_num", "0"}, 2},
+      {{"--worker_num", "1", "--local_worker_num", "1", "--dry_run", "True"}, 0},
+  };
+  for (const auto& [args, code] : runs) {
+    auto run = Start(args, {});
+    EXPECT_EQ(RunToEnd(run).code, code) << run.Stderr();
+    EXPECT_EQ(common::ListChildren(), std::vector<pid_t>{}) << args[1];
+  }
+  auto run = Start({"--worker_num", "2", "--local_worker_num", "2"}, {});
+  EXPECT_EQ(WaitReady(2).size(), 2u);
+  EXPECT_EQ(RunToEnd(run).code, 0) << run.Stderr();
+  EXPECT_EQ(common::ListChildren(), std::vector<pid_t>{}) << "after a job";
 }
 
 }  // namespace
