@@ -132,7 +132,8 @@ int Serve(const std::vector<std::string>& args) {
     });
   }
   scheduler::KvStore store(clock);
-  auto server = scheduler::SchedulerServer::Start(io, sched, store, {"127.0.0.1:0", "", nullptr});
+  auto server =
+      scheduler::SchedulerServer::Start(io, sched, store, {"127.0.0.1:0", "", nullptr, ""});
   if (!server.ok()) {
     std::fprintf(stderr, "cannot start the scheduler: %s\n",
                  std::string(server.status().message()).c_str());

@@ -19,7 +19,7 @@
 namespace gangrun::cli {
 namespace {
 
-constexpr char kUsage[] = "usage: gangrun generate man gangrun|msrun|torchrun | completion";
+constexpr char kGenerateUsage[] = "usage: gangrun generate man gangrun|msrun|torchrun | completion";
 
 const char* const kCommands[] = {"status",    "stop",  "scale",  "health", "kv",  "progress",
                                  "scheduler", "agent", "submit", "stacks", "logs"};
@@ -123,7 +123,7 @@ CommandResult RunGenerate(const CommandArgs& command) {
     std::fputs(Completion().c_str(), stdout);
     return absl::OkStatus();
   }
-  return UsageError(kUsage, args.empty() ? "what to generate?" : "cannot generate that");
+  return UsageError(kGenerateUsage, args.empty() ? "what to generate?" : "cannot generate that");
 }
 
 }  // namespace gangrun::cli

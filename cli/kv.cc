@@ -17,11 +17,11 @@
 namespace gangrun::cli {
 namespace {
 
-constexpr char kUsage[] =
+constexpr char kKvUsage[] =
     "usage: gangrun kv put KEY VALUE | get KEY | wait KEY [--timeout SECONDS] | add KEY N | "
     "del KEY";
 
-absl::Status Usage(const std::string& problem) { return UsageError(kUsage, problem); }
+absl::Status KvUsage(const std::string& problem) { return UsageError(kKvUsage, problem); }
 
 // A call's status as the command's result (see the exit codes above).
 absl::Status Result(const grpc::Status& status) {
@@ -90,7 +90,7 @@ absl::Status Delete(Client& c, const std::string& key) {
 
 CommandResult RunKv(const CommandArgs& command) {
   const auto& args = command.args;
-  if (args.empty()) return Usage("missing command");
+  if (args.empty()) return KvUsage("missing command");
   const std::string& verb = args[0];
   if (args.size() == 1 && verb == "--version") {
     std::printf("%s\n", common::VersionLine("gangrun kv").c_str());
@@ -98,15 +98,15 @@ CommandResult RunKv(const CommandArgs& command) {
   }
   auto target = command.env(env::kScheduler);
   if (!target || target->empty())
-    return Usage(std::string(env::kScheduler) + " is not set (run me from a worker)");
+    return KvUsage(std::string(env::kScheduler) + " is not set (run me from a worker)");
   if (auto address = common::ParseHostPort(*target, env::kScheduler); !address.ok()) {
-    return Usage(std::string(address.status().message()));
+    return KvUsage(std::string(address.status().message()));
   }
   const rpc::Access access = ClientAccessFromEnv(command.env);
   auto credentials = rpc::MakeChannelCredentials(access);
-  if (!credentials.ok()) return Usage(std::string(credentials.status().message()));
+  if (!credentials.ok()) return KvUsage(std::string(credentials.status().message()));
   auto token = rpc::ResolveToken(access);
-  if (!token.ok()) return Usage(std::string(token.status().message()));
+  if (!token.ok()) return KvUsage(std::string(token.status().message()));
   Client client{v1::KeyValue::NewStub(
       rpc::MakeChannel(*target, *credentials, *token, "", std::chrono::seconds(30)))};
   if (verb == "put" && args.size() == 3) return Put(client, args[1], args[2]);
@@ -115,17 +115,17 @@ CommandResult RunKv(const CommandArgs& command) {
     double seconds = 3600 * 24 * 365;
     if (args.size() == 4 && (args[2] != "--timeout" || !absl::SimpleAtod(args[3], &seconds) ||
                              seconds < 0 || seconds > 3600 * 24 * 365)) {
-      return Usage("bad --timeout (seconds, up to a year)");
+      return KvUsage("bad --timeout (seconds, up to a year)");
     }
     return Get(client, args[1], seconds);
   }
   if (verb == "add" && args.size() == 3) {
     int64_t delta;
-    if (!absl::SimpleAtoi(args[2], &delta)) return Usage("N must be an integer");
+    if (!absl::SimpleAtoi(args[2], &delta)) return KvUsage("N must be an integer");
     return Add(client, args[1], delta);
   }
   if (verb == "del" && args.size() == 2) return Delete(client, args[1]);
-  return Usage("unknown command or wrong number of arguments");
+  return KvUsage("unknown command or wrong number of arguments");
 }
 
 }  // namespace gangrun::cli

@@ -20,7 +20,7 @@
 namespace gangrun::cli {
 namespace {
 
-constexpr char kUsage[] = "usage: gangrun progress step [N] | begin NAME | end NAME";
+constexpr char kProgressUsage[] = "usage: gangrun progress step [N] | begin NAME | end NAME";
 
 }  // namespace
 
@@ -33,14 +33,15 @@ CommandResult RunProgress(const CommandArgs& command) {
     std::printf(
         "%s\nReports this worker's progress to its gangrun node ($GANGRUN_PROGRESS): a step "
         "(optionally numbered), or the start or end of a named section.\n",
-        kUsage);
+        kProgressUsage);
     return absl::OkStatus();
   }
   const std::string datagram = absl::StrJoin(command.args, " ");
   auto parsed = node::ParseProgress(datagram);
   if (command.args.empty() || !parsed.ok()) {
-    return UsageError(kUsage, (command.args.empty() ? std::string("nothing to report")
-                                                    : std::string(parsed.status().message())));
+    return UsageError(kProgressUsage,
+                      (command.args.empty() ? std::string("nothing to report")
+                                            : std::string(parsed.status().message())));
   }
   const std::optional<std::string> path = command.env(env::kProgress);
   if (!path || path->empty()) {

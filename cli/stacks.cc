@@ -14,7 +14,7 @@
 namespace gangrun::cli {
 namespace {
 
-constexpr char kUsage[] =
+constexpr char kStacksUsage[] =
     "usage: gangrun stacks --master HOST:PORT [--rank R[,R...]] [--job ID] [--json] "
     "[--timeout S]";
 
@@ -65,7 +65,7 @@ CommandResult RunStacks(const CommandArgs& command) {
                  "seconds each node may take to capture (default: the job's --stack_timeout)")
       ->check(CLI::Range(0.1, 600.0));
   if (auto done = ParseArgs(app, "stacks", command.args)) return *done;
-  auto ranks = ParseRankList(ranks_text, kUsage);
+  auto ranks = ParseRankList(ranks_text, kStacksUsage);
   if (!ranks.ok()) return ranks.status();
   auto channel = OpenClientChannel(target);
   if (!channel.ok()) return channel.status();

@@ -30,11 +30,11 @@
 namespace gangrun::cli {
 namespace {
 
-constexpr char kUsage[] =
+constexpr char kSubmitUsage[] =
     "usage: gangrun submit --master HOST:PORT [--export ALL|NONE|VAR[,VAR...]] --worker_num N "
     "[--local_worker_num K] [launcher options] <task_script> [args...]";
 
-absl::Status Usage(const std::string& problem) { return UsageError(kUsage, problem); }
+absl::Status SubmitUsage(const std::string& problem) { return UsageError(kSubmitUsage, problem); }
 
 // The command line split: --master (ours) out, the rest a launcher's command line.
 struct SubmitArgs {
@@ -86,23 +86,24 @@ absl::StatusOr<v1::SubmitJob> MakeJob(const std::vector<std::string>& launch,
                                       const std::string& export_mode,
                                       const launcher::EnvLookup& env, rpc::Access* access) {
   auto parsed = launcher::ParseCommandLine(launcher::Personality::kGangrun, launch, env);
-  if (!parsed.ok()) return Usage(std::string(parsed.status().message()));
+  if (!parsed.ok()) return SubmitUsage(std::string(parsed.status().message()));
   for (const char* chosen : {"master_addr", "master_port", "node_rank", "join", "dry_run",
                              "sim_level", "sim_rank_id", "store", "store_follow"}) {
     if (parsed->flags.count(chosen))
-      return Usage(std::string("--") + chosen + " is chosen by the daemon");
+      return SubmitUsage(std::string("--") + chosen + " is chosen by the daemon");
   }
   launcher::Options& options = parsed->options;
   *access = options.access;  // the daemon's token may come as a launcher option
-  if (options.elastic()) return Usage("--worker_num MIN:MAX is not supported by gangrun submit");
+  if (options.elastic())
+    return SubmitUsage("--worker_num MIN:MAX is not supported by gangrun submit");
   const bool local_given = parsed->given.count("local_worker_num") > 0;
   if (!local_given)
     options.local_worker_num = std::min(options.local_worker_num, options.worker_num);
   if (absl::Status status = launcher::ValidateValues(options); !status.ok()) {
-    return Usage(std::string(status.message()));
+    return SubmitUsage(std::string(status.message()));
   }
   if (local_given && options.worker_num % options.local_worker_num != 0) {
-    return Usage("--worker_num must be a multiple of --local_worker_num");
+    return SubmitUsage("--worker_num must be a multiple of --local_worker_num");
   }
   v1::SubmitJob job;
   *job.mutable_spec() = launcher::ToLaunchSpec(options);
@@ -110,10 +111,10 @@ absl::StatusOr<v1::SubmitJob> MakeJob(const std::vector<std::string>& launch,
   // The job runs in the submitter's directory, with the environment --export chooses.
   std::error_code error;
   const std::string cwd = std::filesystem::current_path(error).string();
-  if (error) return Usage("cannot read the working directory: " + error.message());
+  if (error) return SubmitUsage("cannot read the working directory: " + error.message());
   absl::Status exported = launcher::ExportEnvironment(export_mode, common::CurrentEnvironment(),
                                                       cwd, *job.mutable_spec());
-  if (!exported.ok()) return Usage(std::string(exported.message()));
+  if (!exported.ok()) return SubmitUsage(std::string(exported.message()));
   return job;
 }
 
@@ -175,7 +176,7 @@ class SubmitSession {
     } else if (reply.has_waiting()) {
       common::Stderr().Write("gangrun submit: " + reply.waiting() + "\n");
     } else if (reply.has_rejected()) {
-      result_ = Usage(reply.rejected());
+      result_ = SubmitUsage(reply.rejected());
     } else if (reply.has_finished()) {
       common::Stderr().Write(launcher::FormatOutcome(reply.finished()));
       result_ = reply.finished();
@@ -276,7 +277,7 @@ CommandResult RunSubmit(const CommandArgs& command) {
         "working directory (it must exist on every agent's host) with this environment: "
         "--export ALL (the default), NONE (the agent's) or VAR[,VAR...] (those over the "
         "agent's); GANGRUN_*, SLURM_* and the service manager's variables are never carried.\n",
-        kUsage);
+        kSubmitUsage);
     return absl::OkStatus();
   }
   ClientTarget target;
@@ -297,7 +298,7 @@ CommandResult RunSubmit(const CommandArgs& command) {
     ClientTarget one = target;
     one.master = master;
     auto channel = OpenClientChannel(one);
-    if (!channel.ok()) return Usage(std::string(channel.status().message()));
+    if (!channel.ok()) return SubmitUsage(std::string(channel.status().message()));
     channels.push_back(*channel);
   }
   SubmitSession session(masters, std::move(channels));

@@ -12,9 +12,9 @@ for variant in ${VARIANTS:-release asan tsan}; do
   case $variant in
     release) ;;
     # Line tables only (-g1): sanitizer reports keep file:line, the build takes less time.
-    asan) extra=(-DGANGRUN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    asan) extra=(-DGANGRUN_SANITIZE=ON -DGANGRUN_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
                  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG") ;;
-    tsan) extra=(-DGANGRUN_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    tsan) extra=(-DGANGRUN_TSAN=ON -DGANGRUN_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
                  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG") ;;
     *) echo "unknown variant: $variant (release, asan or tsan)" >&2; exit 2 ;;
   esac
