@@ -55,19 +55,21 @@ absl::StatusOr<pid_t> ForkKeeper(int socket_fd) {
   _exit(RunKeeper(socket_fd));
 }
 
-// A keeper forked by KeeperPrestart and not yet taken by Start: its socket and pid.
-struct Prestarted {
+// A keeper process: the launcher's end of its socket and its pid.
+struct KeeperProcess {
   int fd = -1;
   pid_t pid = -1;
 };
 
-Prestarted& PrestartedKeeper() {
-  static Prestarted slot;
+// The keeper forked by KeeperPrestart and not yet taken by Start.
+KeeperProcess& PrestartedKeeper() {
+  static KeeperProcess slot;
   return slot;
 }
 
-// The launcher's and the keeper's ends of a new socket.
-absl::Status MakeSocketPair(int (&fds)[2]) {
+// Starts `keeper_argv`, or forks this process into the keeper when it is empty.
+absl::StatusOr<KeeperProcess> StartKeeperProcess(const std::vector<std::string>& keeper_argv) {
+  int fds[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) {
     return common::ErrnoToStatus(errno, "socketpair");
   }
@@ -78,43 +80,6 @@ absl::Status MakeSocketPair(int (&fds)[2]) {
       setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
     }
   }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-KeeperPrestart::KeeperPrestart() {
-  Prestarted& slot = PrestartedKeeper();
-  int fds[2];
-  if (slot.fd >= 0 || !MakeSocketPair(fds).ok()) return;
-  absl::StatusOr<pid_t> pid = ForkKeeper(fds[1]);
-  close(fds[1]);
-  if (!pid.ok()) {
-    close(fds[0]);  // Start forks again and reports what fails
-    return;
-  }
-  slot = {fds[0], *pid};
-}
-
-KeeperPrestart::~KeeperPrestart() {
-  Prestarted& slot = PrestartedKeeper();
-  if (slot.fd < 0) return;
-  close(slot.fd);  // the keeper, with nothing below it, exits at once
-  int status;
-  while (waitpid(slot.pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  slot = {};
-}
-
-absl::StatusOr<std::unique_ptr<KeeperClient>> KeeperClient::Start(
-    boost::asio::io_context& io, const std::vector<std::string>& keeper_argv) {
-  Prestarted& slot = PrestartedKeeper();
-  if (keeper_argv.empty() && slot.fd >= 0) {
-    const Prestarted taken = std::exchange(slot, Prestarted{});
-    return std::unique_ptr<KeeperClient>(new KeeperClient(io, taken.fd, taken.pid));
-  }
-  int fds[2];
-  RETURN_IF_ERROR(MakeSocketPair(fds));
   absl::StatusOr<pid_t> pid;
   if (keeper_argv.empty()) {
     pid = ForkKeeper(fds[1]);
@@ -132,10 +97,50 @@ absl::StatusOr<std::unique_ptr<KeeperClient>> KeeperClient::Start(
   close(fds[1]);
   if (!pid.ok()) {
     close(fds[0]);
-    return absl::InternalError("cannot start the process keeper: " +
-                               std::string(pid.status().message()));
+    return pid.status();
   }
-  return std::unique_ptr<KeeperClient>(new KeeperClient(io, fds[0], *pid));
+  return KeeperProcess{fds[0], *pid};
+}
+
+// Waits for the keeper's exit and returns its wait status.
+int ReapKeeper(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+}  // namespace
+
+KeeperPrestart::KeeperPrestart() {
+  KeeperProcess& slot = PrestartedKeeper();
+  if (slot.fd >= 0) return;  // another one's: left to it
+  // On failure, Start forks again and reports what fails.
+  if (auto started = StartKeeperProcess({}); started.ok()) {
+    slot = *started;
+    forked_ = started->pid;
+  }
+}
+
+KeeperPrestart::~KeeperPrestart() {
+  KeeperProcess& slot = PrestartedKeeper();
+  if (forked_ < 0 || slot.pid != forked_) return;  // none forked, or taken by Start
+  close(slot.fd);  // the keeper, with nothing below it, exits at once
+  ReapKeeper(slot.pid);
+  slot = {};
+}
+
+absl::StatusOr<std::unique_ptr<KeeperClient>> KeeperClient::Start(
+    boost::asio::io_context& io, const std::vector<std::string>& keeper_argv) {
+  KeeperProcess& slot = PrestartedKeeper();
+  absl::StatusOr<KeeperProcess> keeper = keeper_argv.empty() && slot.fd >= 0
+                                             ? std::exchange(slot, KeeperProcess{})
+                                             : StartKeeperProcess(keeper_argv);
+  if (!keeper.ok()) {
+    return absl::InternalError("cannot start the process keeper: " +
+                               std::string(keeper.status().message()));
+  }
+  return std::unique_ptr<KeeperClient>(new KeeperClient(io, keeper->fd, keeper->pid));
 }
 
 KeeperClient::KeeperClient(boost::asio::io_context& io, int fd, pid_t keeper_pid)
@@ -148,12 +153,8 @@ KeeperClient::KeeperClient(boost::asio::io_context& io, int fd, pid_t keeper_pid
 KeeperClient::~KeeperClient() {
   boost::system::error_code ec;
   socket_.close(ec);
-  if (!gone_) {
-    // Closing the socket makes the keeper kill everything and exit; reap it.
-    int status;
-    while (waitpid(keeper_pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-  }
+  // Closing the socket makes the keeper kill everything and exit; reap it.
+  if (!gone_) ReapKeeper(keeper_pid_);
 }
 
 void KeeperClient::Spawn(const ProcessSpec& spec, std::function<void(absl::StatusOr<pid_t>)> done) {
@@ -263,9 +264,7 @@ void KeeperClient::ReadNext() {
 void KeeperClient::OnKeeperGone() {
   if (gone_) return;
   gone_ = true;
-  int status;
-  while (waitpid(keeper_pid_, &status, 0) < 0 && errno == EINTR) {
-  }
+  const int status = ReapKeeper(keeper_pid_);
   if (shutting_down_) {
     if (on_shutdown_) {
       auto callback = std::move(on_shutdown_);

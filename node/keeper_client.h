@@ -34,6 +34,9 @@ class KeeperPrestart {
   ~KeeperPrestart();
   KeeperPrestart(const KeeperPrestart&) = delete;
   KeeperPrestart& operator=(const KeeperPrestart&) = delete;
+
+ private:
+  pid_t forked_ = -1;  // the keeper this object forked, while no Start has taken it
 };
 
 class KeeperClient : public ProcessBackend {
