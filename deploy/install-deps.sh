@@ -14,7 +14,7 @@ packages=(
 )
 tests=(
   python3-yaml procps iproute2 iptables openssl elfutils util-linux git clang-format
-  python3-torch dpkg-dev python3-prometheus-client chromium etcd-server etcd-client
+  python3-torch dpkg-dev python3-prometheus-client chromium etcd-server etcd-client ninja-build
 )
 case "${1:-}" in
   "") packages+=("${tests[@]}") ;;

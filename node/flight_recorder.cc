@@ -15,7 +15,7 @@
 namespace gangrun::node {
 namespace {
 
-constexpr auto kPollInterval = std::chrono::milliseconds(20);
+constexpr auto kDumpPollInterval = std::chrono::milliseconds(20);
 
 std::optional<std::string> Lookup(const std::vector<std::string>& env, const char* name) {
   const std::string prefix = std::string(name) + "=";
@@ -164,7 +164,7 @@ void FlightRecorder::Collect(std::vector<Target> targets, common::Duration timeo
 // A dump is taken once it differs from what was there before the trigger and has not
 // changed over one poll (torch has finished writing it).
 void FlightRecorder::Poll(const std::shared_ptr<Session>& session) {
-  session->poll.expires_after(kPollInterval);
+  session->poll.expires_after(kDumpPollInterval);
   session->poll.async_wait([this, session](boost::system::error_code ec) {
     if (ec) return;
     auto& pending = session->pending;

@@ -26,7 +26,7 @@
 namespace gangrun::node {
 namespace {
 
-constexpr auto kPollInterval = std::chrono::milliseconds(20);
+constexpr auto kProbePollInterval = std::chrono::milliseconds(20);
 
 using generated::kSiteCustomize;
 // The hook reads the names the node writes (AddWorkerEnv). Checked when the hook is written
@@ -288,7 +288,7 @@ void SystemStackSampler::StartPython(const std::shared_ptr<Session>& session, si
 void SystemStackSampler::PollPython(const std::shared_ptr<Session>& session, size_t index,
                                     off_t size_before, off_t size_seen) {
   Probe& probe = session->probes[index];
-  probe.poll->expires_after(kPollInterval);
+  probe.poll->expires_after(kProbePollInterval);
   probe.poll->async_wait(
       [this, session, index, size_before, size_seen](boost::system::error_code ec) {
         Probe& probe = session->probes[index];
