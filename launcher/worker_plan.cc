@@ -1,11 +1,12 @@
 #include "launcher/worker_plan.h"
 
+#include <algorithm>
 #include <cstring>
-#include <map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/env_names.h"
@@ -29,30 +30,37 @@ std::string VisibleDevice(const std::vector<std::string>& base_env, int local_ra
   return std::to_string(local_rank);
 }
 
-// Applies `overrides` to `base` (KEY=VALUE strings): replaced in place, new ones appended.
-std::vector<std::string> MergeEnv(
-    const std::vector<std::string>& base,
-    const std::vector<std::pair<std::string, std::string>>& overrides) {
-  std::map<std::string, std::string> pending(overrides.begin(), overrides.end());
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+// Applies `overrides` to `base` (KEY=VALUE strings): replaced in place, new ones appended; of
+// two overrides of one name the first wins. Per worker, so no string is built to be compared.
+std::vector<std::string> MergeEnv(const std::vector<std::string>& base, const EnvList& overrides) {
+  // The overrides by name; of two with one name the first sorts first, and wins.
+  std::vector<std::pair<absl::string_view, size_t>> by_name;
+  by_name.reserve(overrides.size());
+  for (size_t i = 0; i < overrides.size(); ++i) by_name.emplace_back(overrides[i].first, i);
+  std::sort(by_name.begin(), by_name.end());
+  std::vector<bool> used(overrides.size(), false);
+  for (size_t i = 1; i < by_name.size(); ++i) {
+    if (by_name[i].first == by_name[i - 1].first) used[by_name[i].second] = true;
+  }
   std::vector<std::string> out;
   out.reserve(base.size() + overrides.size());
   for (const auto& entry : base) {
-    std::string key = entry.substr(0, entry.find('='));
-    auto it = pending.find(key);
-    if (it == pending.end()) {
+    const absl::string_view name = absl::string_view(entry).substr(0, entry.find('='));
+    auto it = std::lower_bound(by_name.begin(), by_name.end(), std::make_pair(name, size_t{0}));
+    if (it == by_name.end() || it->first != name) {
       out.push_back(entry);
     } else {
-      out.push_back(key + "=" + it->second);
-      pending.erase(it);
+      out.push_back(absl::StrCat(name, "=", overrides[it->second].second));
+      used[it->second] = true;
     }
   }
-  for (const auto& [key, value] : overrides) {
-    if (pending.count(key)) out.push_back(key + "=" + value);
+  for (size_t i = 0; i < overrides.size(); ++i) {
+    if (!used[i]) out.push_back(absl::StrCat(overrides[i].first, "=", overrides[i].second));
   }
   return out;
 }
-
-using EnvList = std::vector<std::pair<std::string, std::string>>;
 
 // The variables every process of the job gets (workers and the MindSpore scheduler).
 EnvList CommonEnv(const Options& options, const HostFacts& facts, int world_size,

@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "absl/strings/match.h"
+#include "common/env_list.h"
 #include "common/env_names.h"
 #include "common/files.h"
 #include "common/logging.h"
@@ -17,27 +18,21 @@ namespace {
 
 constexpr auto kDumpPollInterval = std::chrono::milliseconds(20);
 
-std::optional<std::string> Lookup(const std::vector<std::string>& env, const char* name) {
-  const std::string prefix = std::string(name) + "=";
-  for (auto it = env.rbegin(); it != env.rend(); ++it) {
-    if (absl::StartsWith(*it, prefix)) return it->substr(prefix.size());
-  }
-  return std::nullopt;
-}
-
 // The value torch reads: the current name's, else the older one's.
 std::optional<std::string> TorchValue(const std::vector<std::string>& env, const char* name,
                                       const char* old_name) {
-  auto value = Lookup(env, name);
-  return value ? value : Lookup(env, old_name);
+  auto value = common::LastValueOf(env, name);
+  if (!value) value = common::LastValueOf(env, old_name);
+  if (!value) return std::nullopt;
+  return std::string(*value);
 }
 
 // Sets both names unless the user set either.
 void SetUnlessGiven(std::vector<std::string>& env, const char* name, const char* old_name,
                     const std::string& value) {
-  if (TorchValue(env, name, old_name)) return;
-  env.push_back(std::string(name) + "=" + value);
-  env.push_back(std::string(old_name) + "=" + value);
+  if (common::LastValueOf(env, name) || common::LastValueOf(env, old_name)) return;
+  env.push_back(absl::StrCat(name, "=", value));
+  env.push_back(absl::StrCat(old_name, "=", value));
 }
 
 struct FileState {

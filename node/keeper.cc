@@ -105,8 +105,9 @@ class Keeper {
     if (log_fd >= 0 && !spawn.log_header().empty()) {
       (void)!write(log_fd, spawn.log_header().data(), spawn.log_header().size());
     }
-    common::SpawnOptions options;
-    static_cast<common::Program&>(options) = proto::FromProto(spawn.program());
+    common::SpawnOptions& options = spawn_options_;
+    proto::FromProto(spawn.program(), &options);
+    options.fds.clear();
     if (log_fd >= 0) options.fds = {{1, log_fd}, {2, log_fd}};
     options.new_process_group = true;
     options.parent_death_signal = SIGKILL;
@@ -182,6 +183,9 @@ class Keeper {
   // One request; sized by the first (an environment's few KiB), not zeroed ahead of it: the
   // pages of a 64 KiB buffer written at the keeper's start were a page fault each.
   std::vector<char> buffer_;
+  // Kept between spawns: its ~70 environment strings are assigned into, not allocated, from
+  // the second spawn on.
+  common::SpawnOptions spawn_options_;
 };
 
 }  // namespace

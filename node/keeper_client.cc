@@ -167,7 +167,7 @@ void KeeperClient::Spawn(const ProcessSpec& spec, std::function<void(absl::Statu
   auto* spawn = request.mutable_spawn();
   uint64_t id = next_id_++;
   spawn->set_id(id);
-  *spawn->mutable_program() = proto::ToProto(spec);
+  proto::ToProto(spec, spawn->mutable_program());
   spawn->set_log_path(spec.log_path);
   spawn->set_log_append(spec.log_append);
   spawn->set_log_header(spec.log_header);

@@ -29,6 +29,7 @@ class ProcessBackend {
  public:
   virtual ~ProcessBackend() = default;
   // Starts `spec`; `done` gets the pid (also its process group id) or the reason it failed.
+  // `spec` is read before Spawn returns and before `done` runs, never after.
   virtual void Spawn(const ProcessSpec& spec, std::function<void(absl::StatusOr<pid_t>)> done) = 0;
   // kill(-pgid, sig).
   virtual void SignalGroup(pid_t pgid, int sig) = 0;

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/check.h"
+#include "common/env_list.h"
 #include "common/env_names.h"
 #include "common/files.h"
 #include "common/logging.h"
@@ -193,9 +194,6 @@ absl::StatusOr<std::unique_ptr<SystemStackSampler>> SystemStackSampler::Create(
   auto written =
       common::WriteFileAtomically(sampler->hook_dir_ + "/sitecustomize.py", kSiteCustomize);
   if (!written.ok()) return written;
-  const char* path = getenv("PATH");
-  auto eu_stack = common::FindExecutable("eu-stack", path != nullptr ? path : "/usr/bin:/bin");
-  if (eu_stack.ok()) sampler->eu_stack_ = *eu_stack;
   return sampler;
 }
 
@@ -216,20 +214,20 @@ SystemStackSampler::~SystemStackSampler() {
 void SystemStackSampler::AddWorkerEnv(std::vector<std::string>& env) const {
   std::string python_path = hook_dir_;
   for (auto it = env.begin(); it != env.end();) {
-    if (absl::StartsWith(*it, "PYTHONPATH=")) {
+    if (common::SetsVariable(*it, "PYTHONPATH")) {
       const std::string old = it->substr(11);
       if (!old.empty()) python_path += ":" + old;
       it = env.erase(it);
     } else if (absl::StartsWith(*it, env::kStackPrefix) ||
-               absl::StartsWith(*it, std::string(env::kHookPid) + "=")) {
+               common::SetsVariable(*it, env::kHookPid)) {
       it = env.erase(it);
     } else {
       ++it;
     }
   }
   env.push_back("PYTHONPATH=" + python_path);
-  env.push_back(std::string(env::kStackDir) + "=" + stack_dir_);
-  env.push_back(std::string(env::kStackSignal) + "=" + std::to_string(StackSignal()));
+  env.push_back(absl::StrCat(env::kStackDir, "=", stack_dir_));
+  env.push_back(absl::StrCat(env::kStackSignal, "=", StackSignal()));
 }
 
 void SystemStackSampler::Capture(std::vector<StackTarget> targets, common::Duration timeout,
@@ -305,10 +303,21 @@ void SystemStackSampler::PollPython(const std::shared_ptr<Session>& session, siz
       });
 }
 
+// Looked up when a stack is first asked for, not at every launch (a walk of PATH).
+const std::string& SystemStackSampler::EuStack() {
+  if (!eu_stack_) {
+    const char* path = getenv("PATH");
+    auto found = common::FindExecutable("eu-stack", path != nullptr ? path : "/usr/bin:/bin");
+    eu_stack_ = found.ok() ? *found : "";
+  }
+  return *eu_stack_;
+}
+
 void SystemStackSampler::StartNative(const std::shared_ptr<Session>& session, size_t index) {
   Probe& probe = session->probes[index];
   probe.result.set_kind("native");
-  if (eu_stack_.empty()) {
+  const std::string& eu_stack = EuStack();
+  if (eu_stack.empty()) {
     probe.result.set_error(
         "no Python stack hook in the process and eu-stack is not installed (elfutils)");
     return Finish(session, index);
@@ -319,9 +328,9 @@ void SystemStackSampler::StartNative(const std::shared_ptr<Session>& session, si
     return Finish(session, index);
   }
   common::SpawnOptions options;
-  options.exec_path = eu_stack_;
+  options.exec_path = eu_stack;
   // -s: each frame's source file and line, where the binary has debug information.
-  options.argv = {eu_stack_, "-m", "-s", "-p", std::to_string(probe.target.pid)};
+  options.argv = {eu_stack, "-m", "-s", "-p", std::to_string(probe.target.pid)};
   options.env = {"PATH=/usr/bin:/bin", "LC_ALL=C"};
   options.fds = {{1, fds[1]}, {2, fds[1]}};
   auto pid = common::Spawn(options);

@@ -23,6 +23,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,13 +74,14 @@ class SystemStackSampler : public StackSampler {
   void PollPython(const std::shared_ptr<Session>& session, size_t index, off_t size_before,
                   off_t size_seen);
   void StartNative(const std::shared_ptr<Session>& session, size_t index);
+  const std::string& EuStack();
   void ReadNative(const std::shared_ptr<Session>& session, size_t index);
   void Finish(const std::shared_ptr<Session>& session, size_t index);
 
   boost::asio::io_context& io_;
   std::string hook_dir_;
   std::string stack_dir_;
-  std::string eu_stack_;  // "" = not installed
+  std::optional<std::string> eu_stack_;  // its path once looked up; "" = not installed
   std::vector<std::shared_ptr<Session>> sessions_;
 };
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <set>
 
-#include "absl/strings/match.h"
+#include "common/env_list.h"
 #include "common/env_names.h"
 #include "common/files.h"
 #include "common/logging.h"
@@ -17,18 +17,6 @@
 
 namespace gangrun::node {
 namespace {
-
-void UnsetEnv(std::vector<std::string>& env, const std::string& key) {
-  const std::string prefix = key + "=";
-  env.erase(std::remove_if(env.begin(), env.end(),
-                           [&](const std::string& e) { return absl::StartsWith(e, prefix); }),
-            env.end());
-}
-
-void SetEnv(std::vector<std::string>& env, const std::string& key, const std::string& value) {
-  UnsetEnv(env, key);
-  env.push_back(key + "=" + value);
-}
 
 // As the launcher's Options::hang_rules(): a rank without a progress channel would look hung.
 bool HangRulesIn(const v1::ProgressRules& rules) {
@@ -84,22 +72,22 @@ absl::Status Node::Supervise(const v1::StartGeneration& start, ProcessSpec& spec
   if (supervision_.progress_path) {
     absl::StatusOr<std::string> path = supervision_.progress_path(spec.local_rank);
     if (path.ok()) {
-      SetEnv(spec.env, env::kProgress, *path);
+      common::SetVariable(spec.env, env::kProgress, *path);
     } else if (HangRulesIn(start.progress_rules())) {
       return path.status();  // its hangs could not be seen
     } else {
-      UnsetEnv(spec.env, env::kProgress);  // an inherited one is somebody else's
+      common::UnsetVariable(spec.env, env::kProgress);  // an inherited one is somebody else's
       common::Logger("node")->warn("rank {} gets no GANGRUN_PROGRESS: {}", spec.rank,
                                    std::string(path.status().message()));
     }
   }
   if (!supervision_.timer_file.empty()) {
-    SetEnv(spec.env, env::kTorchTimerFile, supervision_.timer_file);
+    common::SetVariable(spec.env, env::kTorchTimerFile, supervision_.timer_file);
   }
   if (supervision_.error_file) {
     spec.error_file = supervision_.error_file(spec.local_rank);
     unlink(spec.error_file.c_str());  // a previous generation's is not this one's
-    SetEnv(spec.env, env::kTorchErrorFile, spec.error_file);
+    common::SetVariable(spec.env, env::kTorchErrorFile, spec.error_file);
   }
   if (supervision_.stacks != nullptr && start.progress_rules().python_stacks()) {
     supervision_.stacks->AddWorkerEnv(spec.env);

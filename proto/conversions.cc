@@ -2,8 +2,11 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
 
 namespace gangrun::proto {
 
@@ -38,26 +41,44 @@ common::ExitStatus FromProto(const v1::ProcessExit& exit) {
                            : common::ExitStatus::Exited(exit.exit_code());
 }
 
-v1::Program ToProto(const common::Program& program) {
-  v1::Program out;
-  out.set_exec_path(program.exec_path);
-  out.mutable_argv()->Assign(program.argv.begin(), program.argv.end());
-  out.mutable_env()->Assign(program.env.begin(), program.env.end());
-  out.set_cwd(program.cwd);
-  out.mutable_cpus()->Assign(program.cpus.begin(), program.cpus.end());
-  out.mutable_memory_nodes()->Assign(program.memory_nodes.begin(), program.memory_nodes.end());
-  return out;
+void ToProto(const common::Program& program, v1::Program* out) {
+  out->set_exec_path(program.exec_path);
+  out->mutable_argv()->Assign(program.argv.begin(), program.argv.end());
+  std::string* block = out->mutable_env();
+  block->clear();
+  size_t size = 0;
+  for (const auto& entry : program.env) size += entry.size() + 1;
+  block->reserve(size);
+  for (const auto& entry : program.env) {
+    block->append(entry, 0, entry.find('\0'));
+    block->push_back('\0');
+  }
+  out->set_cwd(program.cwd);
+  out->mutable_cpus()->Assign(program.cpus.begin(), program.cpus.end());
+  out->mutable_memory_nodes()->Assign(program.memory_nodes.begin(), program.memory_nodes.end());
 }
 
-common::Program FromProto(const v1::Program& program) {
-  common::Program out;
-  out.exec_path = program.exec_path();
-  out.argv.assign(program.argv().begin(), program.argv().end());
-  out.env.assign(program.env().begin(), program.env().end());
-  out.cwd = program.cwd();
-  out.cpus.assign(program.cpus().begin(), program.cpus().end());
-  out.memory_nodes.assign(program.memory_nodes().begin(), program.memory_nodes().end());
-  return out;
+void FromProto(const v1::Program& program, common::Program* out) {
+  out->exec_path = program.exec_path();
+  out->argv.assign(program.argv().begin(), program.argv().end());
+  // Assigned into the strings already there, so that a Program kept between spawns allocates
+  // nothing once it has held the largest environment.
+  absl::string_view block = program.env();
+  size_t count = 0;
+  while (!block.empty()) {
+    const size_t end = std::min(block.find('\0'), block.size());
+    if (count < out->env.size()) {
+      out->env[count].assign(block.data(), end);
+    } else {
+      out->env.emplace_back(block.data(), end);
+    }
+    ++count;
+    block.remove_prefix(std::min(end + 1, block.size()));
+  }
+  out->env.resize(count);
+  out->cwd = program.cwd();
+  out->cpus.assign(program.cpus().begin(), program.cpus().end());
+  out->memory_nodes.assign(program.memory_nodes().begin(), program.memory_nodes().end());
 }
 
 v1::JobOutcome Outcome(v1::JobOutcome::Kind kind, const std::string& message) {

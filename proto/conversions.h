@@ -17,8 +17,10 @@ namespace gangrun::proto {
 v1::ProcessExit ToProto(const common::ExitStatus& status);
 common::ExitStatus FromProto(const v1::ProcessExit& exit);
 
-v1::Program ToProto(const common::Program& program);
-common::Program FromProto(const v1::Program& program);
+// Into `out`, whose strings are reused: the keeper keeps one Program between spawns. An
+// argument or variable holding a NUL byte ends there, as execve would read it.
+void ToProto(const common::Program& program, v1::Program* out);
+void FromProto(const v1::Program& program, common::Program* out);
 
 // A message as `gangrun status --json` prints it: every field, even at its default, under its
 // .proto name; `pretty` adds line breaks and indents.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 namespace gangrun::launcher {
 namespace {
@@ -81,6 +82,24 @@ TEST_F(WorkerPlanTest, EveryWorkerGetsMsrunTorchrunAndGangrunVariables) {
   EXPECT_EQ(env.count("GANGRUN_TOKEN"), 0u);
   EXPECT_EQ((*plan)[1].argv, (std::vector<std::string>{"python", "train.py", "--lr", "1"}));
   EXPECT_EQ((*plan)[1].log_path, "logs/worker_3.log");
+}
+
+// An inherited variable is replaced where it stood; every name appears once; of a variable
+// set twice (the launcher's RANK and a worker_env RANK) the launcher's wins.
+TEST_F(WorkerPlanTest, TheEnvironmentKeepsItsOrderAndNamesEveryVariableOnce) {
+  options.worker_env = {{"RANK", "from-worker-env"}, {"ZZ_NEW", "1"}, {"ZZ_NEW", "2"}};
+  auto plan = PlanProcesses(options, facts, assignment, 1, 0);
+  ASSERT_TRUE(plan.ok());
+  const std::vector<std::string>& env = (*plan)[0].env;
+  ASSERT_GE(env.size(), 3u);
+  EXPECT_EQ(env[0], "PATH=/usr/bin");
+  EXPECT_EQ(env[1], "RANK=2");
+  EXPECT_EQ(env[2], "HOME=/root");
+  std::set<std::string> names;
+  for (const auto& entry : env) {
+    EXPECT_TRUE(names.insert(entry.substr(0, entry.find('='))).second) << entry;
+  }
+  EXPECT_EQ(EnvMap(env)["ZZ_NEW"], "1");
 }
 
 TEST_F(WorkerPlanTest, TorchrunsRoleAndVariablesReachEveryWorker) {

@@ -32,7 +32,10 @@ TEST(ConversionsTest, AProgramSurvivesTheWireWithEveryField) {
   program.cwd = "/work";
   program.cpus = {0, 2, 5};
   program.memory_nodes = {1, 3};
-  const common::Program back = FromProto(ToProto(program));
+  v1::Program wire;
+  ToProto(program, &wire);
+  common::Program back;
+  FromProto(wire, &back);
   EXPECT_EQ(back.exec_path, program.exec_path);
   EXPECT_EQ(back.argv, program.argv);
   EXPECT_EQ(back.env, program.env);
@@ -43,6 +46,38 @@ TEST(ConversionsTest, AProgramSurvivesTheWireWithEveryField) {
   static_assert(sizeof(common::Program) == 2 * sizeof(std::string) +
                                                2 * sizeof(std::vector<std::string>) +
                                                2 * sizeof(std::vector<int>));
+}
+
+// The keeper reads every spawn into one Program: what a longer environment left must not show.
+TEST(ConversionsTest, AProgramReadIntoAnotherKeepsNothingOfIt) {
+  common::Program first;
+  first.argv = {"a"};
+  first.env = {"LONG_VARIABLE_NUMBER_ONE=a value longer than a short string", "B=2", "C=3"};
+  common::Program second;
+  second.argv = {"b"};
+  second.env = {"X=", "Y=y"};
+  common::Program none;
+  none.argv = {"c"};
+  common::Program into;
+  for (const common::Program* program : {&first, &second, &none, &first}) {
+    v1::Program wire;
+    ToProto(*program, &wire);
+    FromProto(wire, &into);
+    EXPECT_EQ(into.env, program->env);
+    EXPECT_EQ(into.argv, program->argv);
+  }
+}
+
+// A NUL byte ends a variable, as execve reads it; it never starts another one.
+TEST(ConversionsTest, AVariableHoldingANulByteEndsThereAndMakesNoOther) {
+  common::Program program;
+  program.argv = {"x"};
+  program.env = {std::string("A=1\0B=injected", 14), "C=3"};
+  v1::Program wire;
+  ToProto(program, &wire);
+  common::Program back;
+  FromProto(wire, &back);
+  EXPECT_EQ(back.env, (std::vector<std::string>{"A=1", "C=3"}));
 }
 
 // The names are written out (no descriptor pool at run time): each must be the descriptor's
