@@ -1,11 +1,13 @@
 #include "launcher/command_line.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "common/env_names.h"
 #include "common/version.h"
 
@@ -29,6 +31,27 @@ absl::StatusOr<std::string> RunParser(CLI::App& app, const std::vector<std::stri
     return absl::InvalidArgumentError(e.what());
   }
   return std::string();
+}
+
+std::optional<std::vector<bool>> RowsNamedBeforeTheTask(const std::vector<OptionRow>& rows,
+                                                        const std::vector<std::string>& args) {
+  std::vector<bool> named(rows.size(), false);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg.empty() || arg[0] != '-') return named;  // the task; what follows is its own
+    if (arg.size() < 3 || arg[1] != '-') return std::nullopt;
+    const size_t equals = arg.find('=');
+    const absl::string_view name =
+        absl::string_view(arg).substr(2, equals == std::string::npos ? equals : equals - 2);
+    auto row = std::find_if(rows.begin(), rows.end(),
+                            [name](const OptionRow& r) { return r.name == name; });
+    if (row == rows.end()) return std::nullopt;
+    named[row - rows.begin()] = true;
+    if (equals != std::string::npos) continue;
+    if (i + 1 == args.size() || args[i + 1].empty() || args[i + 1][0] == '-') return std::nullopt;
+    ++i;  // its value
+  }
+  return named;
 }
 
 absl::Status ApplyOption(const OptionRow& def, const std::optional<std::string>& flag_value,

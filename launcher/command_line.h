@@ -22,6 +22,15 @@ std::string GangrunVariable(const std::string& option);
 // own errors (a value missing, ...) are InvalidArgument with its line.
 absl::StatusOr<std::string> RunParser(CLI::App& app, const std::vector<std::string>& args);
 
+// Which of `rows` `args` (argv[1..]) names before the task, each as --name VALUE or
+// --name=VALUE: a launch gives CLI11 only these, since CLI11 compares each option it is given
+// with every one before it (the 61 rows cost 1.8 M instructions, half of what a launch
+// executed before its first worker, bench/README.md). nullopt when anything else comes before
+// the task (--help, --version, an option that no row names, a value that starts with '-' or
+// is missing): the parser then gets every row, and with them CLI11's help and its errors.
+std::optional<std::vector<bool>> RowsNamedBeforeTheTask(const std::vector<OptionRow>& rows,
+                                                        const std::vector<std::string>& args);
+
 // Applies `def` from its flag (`flag_value`, when it was given) or else from the environment
 // variable `variable`, and records it in result.given (and result.flags for a flag). Nothing
 // happens when neither is set. Errors name where the value came from, e.g. "invalid value 'x'

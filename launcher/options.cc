@@ -21,12 +21,14 @@ absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
   std::vector<std::string> values(rows.size());
   // Each row's option kept, not looked up by name after the parse: CLI11's lookup walks every
   // option, so looking up each of the 56 rows cost 0.2 ms of a launch (bench/README.md).
-  std::vector<CLI::Option*> added;
-  added.reserve(rows.size());
+  // Only the rows the command line names, when it names nothing else (command_line.h).
+  const std::optional<std::vector<bool>> named = RowsNamedBeforeTheTask(rows, args);
+  std::vector<CLI::Option*> added(rows.size(), nullptr);
   for (size_t i = 0; i < rows.size(); ++i) {
-    added.push_back(app.add_option(std::string("--") + rows[i].name, values[i], rows[i].help)
-                        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-                        ->type_name("VALUE"));
+    if (named && !(*named)[i]) continue;
+    added[i] = app.add_option(std::string("--") + rows[i].name, values[i], rows[i].help)
+                   ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+                   ->type_name("VALUE");
   }
   app.footer(std::string("Usage: ") + program +
              " [options] <task_script> [task_script_args...]\n"
@@ -44,7 +46,7 @@ absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
   result.options.join = personality == Personality::kGangrun;
   for (size_t i = 0; i < rows.size(); ++i) {
     std::optional<std::string> given;
-    if (added[i]->count() > 0) given = values[i];
+    if (added[i] != nullptr && added[i]->count() > 0) given = values[i];
     RETURN_IF_ERROR(ApplyOption(rows[i], given, GangrunVariable(rows[i].name), env, result));
   }
   RETURN_IF_ERROR(TakeTask(app.remaining(), program, result.options));

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <map>
 
+#include "launcher/command_line.h"
+#include "launcher/option_table.h"
 #include "tests/testing/test_util.h"
 
 namespace gangrun::launcher {
@@ -357,6 +359,72 @@ TEST(ValidateTest, RejectsOutOfRangeSimulationLevels) {
   Options o = Valid();
   o.sim_level = 7;
   EXPECT_EQ(Invalid(o), "--sim_level must be one of -1, 0, 1, 2, 3 (got 7)");
+}
+
+// A launch gives CLI11 only the options its command line names (command_line.h): the rows
+// named before the task, or none of that when anything else comes first.
+TEST(OptionsTest, OnlyTheRowsNamedBeforeTheTaskAreSelected) {
+  const std::vector<OptionRow>& rows = OptionRows();
+  auto selected = [&](std::vector<std::string> args) {
+    std::vector<std::string> names;
+    auto named = RowsNamedBeforeTheTask(rows, args);
+    if (!named) return std::vector<std::string>{"<every row>"};
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if ((*named)[i]) names.push_back(rows[i].name);
+    }
+    return names;
+  };
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(selected({"train.py"}), Names{});
+  EXPECT_EQ(selected({"--worker_num=4", "--log_dir", "logs", "train.py", "--help", "-x"}),
+            (Names{"worker_num", "log_dir"}));
+  EXPECT_EQ(selected({}), Names{});
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--help"},
+           {"-h"},
+           {"--version"},
+           {"--no_such_option=1", "train.py"},
+           {"--worker_num"},                    // its value missing
+           {"--worker_num", "-4", "train.py"},  // a value CLI11 may read as an option
+           {"--log_dir", "", "train.py"},
+           {"--", "train.py"},
+           {"-", "train.py"},
+       }) {
+    EXPECT_EQ(selected(args), Names{"<every row>"}) << args[0];
+  }
+}
+
+// What the selected rows parse to is what every row parses to: the same command lines, once
+// as they are and once after "--node_rank -1" (a value starting with '-', so every row).
+TEST(OptionsTest, TheSelectedRowsParseAsEveryRowDoes) {
+  const std::vector<std::vector<std::string>> lines = {
+      {"train.py"},
+      {"--worker_num=4", "--local_worker_num", "4", "train.py", "--lr", "1"},
+      {"--worker_num", "8", "--worker_num=2", "--local_worker_num=2", "--log_dir", "logs",
+       "train.py", "--worker_num", "9"},
+      {"--master_port=1234", "--join", "False", "python3", "-u", "x.py", "--", "-z"},
+      {"--bind_core={\"device0\": [\"0-1\"]}", "--worker_log_name=w{ip}", "t.py"},
+  };
+  for (const auto& line : lines) {
+    std::vector<std::string> every = {"--node_rank", "-1"};
+    every.insert(every.end(), line.begin(), line.end());
+    ASSERT_TRUE(RowsNamedBeforeTheTask(OptionRows(), line).has_value()) << line[0];
+    ASSERT_FALSE(RowsNamedBeforeTheTask(OptionRows(), every).has_value()) << line[0];
+    auto few = ParseCommandLine(Personality::kGangrun, line, Env());
+    auto all = ParseCommandLine(Personality::kGangrun, every, Env());
+    ASSERT_TRUE(few.ok()) << few.status();
+    ASSERT_TRUE(all.ok()) << all.status();
+    for (const auto& row : OptionRows()) {
+      if (row.name == "node_rank") continue;
+      EXPECT_EQ(row.format(few->options), row.format(all->options)) << line[0] << " " << row.name;
+    }
+    EXPECT_EQ(few->options.task_script, all->options.task_script);
+    EXPECT_EQ(few->options.task_args, all->options.task_args);
+    all->flags.erase("node_rank");
+    all->given.erase("node_rank");
+    EXPECT_EQ(few->flags, all->flags);
+    EXPECT_EQ(few->given, all->given);
+  }
 }
 
 }  // namespace
