@@ -1,14 +1,15 @@
 #include "launcher/worker_plan.h"
 
 #include <algorithm>
-#include <cstring>
+#include <string_view>
+#include <unordered_map>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "common/env_list.h"
 #include "common/env_names.h"
 #include "launcher/bind_core.h"
 
@@ -30,37 +31,65 @@ std::string VisibleDevice(const std::vector<std::string>& base_env, int local_ra
   return std::to_string(local_rank);
 }
 
-using EnvList = std::vector<std::pair<std::string, std::string>>;
+// Variables a launch sets, each as the KEY=VALUE entry the worker's environment holds: built
+// once, then moved into it (a pair of strings per variable, joined per worker, was three
+// allocations where one does).
+using EnvList = std::vector<std::string>;
 
-// Applies `overrides` to `base` (KEY=VALUE strings): replaced in place, new ones appended; of
-// two overrides of one name the first wins. Per worker, so no string is built to be compared.
-std::vector<std::string> MergeEnv(const std::vector<std::string>& base, const EnvList& overrides) {
-  // The overrides by name; of two with one name the first sorts first, and wins.
-  std::vector<std::pair<absl::string_view, size_t>> by_name;
-  by_name.reserve(overrides.size());
-  for (size_t i = 0; i < overrides.size(); ++i) by_name.emplace_back(overrides[i].first, i);
-  std::sort(by_name.begin(), by_name.end());
-  std::vector<bool> used(overrides.size(), false);
-  for (size_t i = 1; i < by_name.size(); ++i) {
-    if (by_name[i].first == by_name[i - 1].first) used[by_name[i].second] = true;
-  }
-  std::vector<std::string> out;
-  out.reserve(base.size() + overrides.size());
-  for (const auto& entry : base) {
-    const absl::string_view name = absl::string_view(entry).substr(0, entry.find('='));
-    auto it = std::lower_bound(by_name.begin(), by_name.end(), std::make_pair(name, size_t{0}));
-    if (it == by_name.end() || it->first != name) {
-      out.push_back(entry);
-    } else {
-      out.push_back(absl::StrCat(name, "=", overrides[it->second].second));
-      used[it->second] = true;
+void Add(EnvList& env, absl::string_view name, const absl::AlphaNum& value) {
+  env.push_back(absl::StrCat(name, "=", value));
+}
+
+std::string_view NameOf(const std::string& entry) {
+  return std::string_view(entry).substr(0, entry.find('='));
+}
+
+// The inherited environment (KEY=VALUE strings), indexed by name once per plan, and each
+// worker's made from it: an inherited variable that the launch sets is replaced where it
+// stood (a later copy of its name dropped), the others appended in order; of two settings of
+// one name the first wins. Per worker, so nothing is sorted and no string built to compare.
+class InheritedEnv {
+ public:
+  explicit InheritedEnv(const std::vector<std::string>& entries)
+      : entries_(entries), first_(entries.size()) {
+    for (size_t e = 0; e < entries.size(); ++e) {
+      first_[e] = index_.emplace(NameOf(entries[e]), e).first->second;
     }
   }
-  for (size_t i = 0; i < overrides.size(); ++i) {
-    if (!used[i]) out.push_back(absl::StrCat(overrides[i].first, "=", overrides[i].second));
+
+  std::vector<std::string> With(EnvList overrides) const {
+    std::vector<std::string_view> names(overrides.size());
+    std::vector<int> replaced_by(entries_.size(), -1);  // per inherited entry
+    std::vector<size_t> added;                          // overrides of names not inherited
+    for (size_t i = 0; i < overrides.size(); ++i) {
+      names[i] = NameOf(overrides[i]);
+      if (auto it = index_.find(names[i]); it != index_.end()) {
+        if (replaced_by[it->second] < 0) replaced_by[it->second] = static_cast<int>(i);
+      } else if (std::none_of(added.begin(), added.end(),
+                              [&](size_t j) { return names[j] == names[i]; })) {
+        added.push_back(i);
+      }
+    }
+    // The names (views into `overrides`) are done with: the variables set move.
+    std::vector<std::string> out;
+    out.reserve(entries_.size() + added.size());
+    for (size_t e = 0; e < entries_.size(); ++e) {
+      const int by = replaced_by[first_[e]];
+      if (by < 0) {
+        out.push_back(entries_[e]);
+      } else if (first_[e] == e) {
+        out.push_back(std::move(overrides[by]));
+      }
+    }
+    for (size_t i : added) out.push_back(std::move(overrides[i]));
+    return out;
   }
-  return out;
-}
+
+ private:
+  const std::vector<std::string>& entries_;
+  std::unordered_map<std::string_view, size_t> index_;  // name -> its first entry
+  std::vector<size_t> first_;                           // per entry: its name's first entry
+};
 
 // The variables every process of the job gets (workers and the MindSpore scheduler).
 EnvList CommonEnv(const Options& options, const HostFacts& facts, int world_size,
@@ -70,32 +99,29 @@ EnvList CommonEnv(const Options& options, const HostFacts& facts, int world_size
   const int size = Simulating(options) ? options.worker_num : world_size;
   std::string rank_size = std::to_string(size);
   if (Simulating(options)) {
-    for (const auto& entry : facts.base_env) {
-      if (absl::StartsWith(entry, std::string(env::kRankSize) + "=")) {
-        rank_size = entry.substr(std::strlen(env::kRankSize) + 1);
-      }
+    if (auto given = common::LastValueOf(facts.base_env, env::kRankSize)) {
+      rank_size = std::string(*given);
     }
   }
-  env.emplace_back(env::kRankSize, rank_size);
-  if (!options.rank_table_file.empty())
-    env.emplace_back(env::kRankTableFile, options.rank_table_file);
+  Add(env, env::kRankSize, rank_size);
+  if (!options.rank_table_file.empty()) Add(env, env::kRankTableFile, options.rank_table_file);
   if (Simulating(options)) {
-    env.emplace_back(env::kMsSimulationLevel, std::to_string(options.sim_level));
+    Add(env, env::kMsSimulationLevel, options.sim_level);
   }
-  env.emplace_back(env::kMsWorkerNum, std::to_string(size));
+  Add(env, env::kMsWorkerNum, size);
   if (!Simulating(options)) {
-    env.emplace_back(env::kMsSchedHost, facts.master_ip);
-    env.emplace_back(env::kMsSchedPort, std::to_string(options.master_port));
-    env.emplace_back(env::kMsTopoTimeout, std::to_string(options.cluster_time_out));
+    Add(env, env::kMsSchedHost, facts.master_ip);
+    Add(env, env::kMsSchedPort, options.master_port);
+    Add(env, env::kMsTopoTimeout, options.cluster_time_out);
   }
-  env.emplace_back(env::kScheduler, JoinHostPort(facts.scheduler_host, facts.scheduler_port));
-  env.emplace_back(env::kRunId, facts.run_id);
-  env.emplace_back(env::kGeneration, std::to_string(generation));
-  if (!facts.token.empty()) env.emplace_back(env::kToken, facts.token);
+  Add(env, env::kScheduler, JoinHostPort(facts.scheduler_host, facts.scheduler_port));
+  Add(env, env::kRunId, facts.run_id);
+  Add(env, env::kGeneration, generation);
+  if (!facts.token.empty()) Add(env, env::kToken, facts.token);
   // So that `gangrun kv` in a worker can reach a TLS scheduler.
-  if (!options.access.tls_ca.empty()) env.emplace_back(env::kTlsCa, options.access.tls_ca);
-  if (!options.access.tls_cert.empty()) env.emplace_back(env::kTlsCert, options.access.tls_cert);
-  if (!options.access.tls_key.empty()) env.emplace_back(env::kTlsKey, options.access.tls_key);
+  if (!options.access.tls_ca.empty()) Add(env, env::kTlsCa, options.access.tls_ca);
+  if (!options.access.tls_cert.empty()) Add(env, env::kTlsCert, options.access.tls_cert);
+  if (!options.access.tls_key.empty()) Add(env, env::kTlsKey, options.access.tls_key);
   return env;
 }
 
@@ -111,7 +137,7 @@ void BindWorker(const Options& options, const HostFacts& facts, int local_rank,
                 int local_worker_num, EnvList& env, node::ProcessSpec& spec) {
   CpuBinding binding = WorkerCpus(options.bind_core, local_rank, local_worker_num, facts.cpu_count,
                                   facts.visible_devices);
-  if (!binding.cpus.empty()) env.emplace_back(env::kMsrunCpuList, PythonList(binding.cpus));
+  if (!binding.cpus.empty()) Add(env, env::kMsrunCpuList, PythonList(binding.cpus));
   spec.cpus = std::move(binding.cpus);
   std::optional<NumaBinding> numa =
       options.bind_numa.mode != BindNuma::Mode::kOff
@@ -122,8 +148,7 @@ void BindWorker(const Options& options, const HostFacts& facts, int local_rank,
     spec.cpus = std::move(numa->cpus);
     spec.memory_nodes = std::move(numa->memory_nodes);
   }
-  if (!options.bind_numa.file.empty())
-    env.emplace_back(env::kMsrunBindFile, options.bind_numa.file);
+  if (!options.bind_numa.file.empty()) Add(env, env::kMsrunBindFile, options.bind_numa.file);
 }
 
 }  // namespace
@@ -148,6 +173,7 @@ absl::StatusOr<std::vector<node::ProcessSpec>> PlanProcesses(const Options& opti
   HostFacts job_facts = facts;
   if (!assignment.run_id().empty()) job_facts.run_id = assignment.run_id();
   const EnvList common = CommonEnv(options, job_facts, assignment.world_size(), generation);
+  const InheritedEnv inherited(facts.base_env);
   const bool simulating = Simulating(options);
 
   if (options.personality == Personality::kMsrun && facts.is_master && !simulating) {
@@ -155,9 +181,9 @@ absl::StatusOr<std::vector<node::ProcessSpec>> PlanProcesses(const Options& opti
     sched.rank = -1;
     sched.local_rank = -1;
     EnvList env = common;
-    env.emplace_back(env::kMsRole, "MS_SCHED");
-    env.emplace_back(env::kRankId, "0");
-    sched.env = MergeEnv(facts.base_env, env);
+    Add(env, env::kMsRole, "MS_SCHED");
+    Add(env, env::kRankId, "0");
+    sched.env = inherited.With(std::move(env));
     sched.log_path = facts.InLogDir("scheduler.log");
     sched.cpus = SchedulerCpus(options.bind_core).cpus;
     specs.push_back(std::move(sched));
@@ -170,37 +196,37 @@ absl::StatusOr<std::vector<node::ProcessSpec>> PlanProcesses(const Options& opti
     spec.rank = rank_id;
     spec.local_rank = i;
     EnvList env = common;
-    if (!simulating) env.emplace_back(env::kMsRole, "MS_WORKER");
-    env.emplace_back(env::kRankId, std::to_string(rank_id));
-    if (!simulating) env.emplace_back(env::kMsNodeId, std::to_string(rank_id));
-    env.emplace_back(env::kDeviceId, std::to_string(i));
+    if (!simulating) Add(env, env::kMsRole, "MS_WORKER");
+    Add(env, env::kRankId, rank_id);
+    if (!simulating) Add(env, env::kMsNodeId, rank_id);
+    Add(env, env::kDeviceId, i);
     BindWorker(options, facts, i, assignment.local_worker_num(), env, spec);
-    env.emplace_back(env::kRank, std::to_string(rank_id));
+    Add(env, env::kRank, rank_id);
     if (options.virtual_local_rank) {
       // As torchrun --virtual-local-rank: the worker's own GPU is its device 0.
-      env.emplace_back(env::kLocalRank, "0");
-      env.emplace_back(env::kCudaVisibleDevices, VisibleDevice(facts.base_env, i));
+      Add(env, env::kLocalRank, "0");
+      Add(env, env::kCudaVisibleDevices, VisibleDevice(facts.base_env, i));
     } else {
-      env.emplace_back(env::kLocalRank, std::to_string(i));
+      Add(env, env::kLocalRank, i);
     }
-    env.emplace_back(env::kWorldSize, std::to_string(assignment.world_size()));
-    env.emplace_back(env::kLocalWorldSize, std::to_string(assignment.local_worker_num()));
-    env.emplace_back(env::kGroupRank, std::to_string(assignment.node_rank()));
-    env.emplace_back(env::kGroupWorldSize, std::to_string(assignment.node_count()));
-    env.emplace_back(env::kMasterAddr, assignment.master_addr());
-    env.emplace_back(env::kMasterPort, std::to_string(assignment.master_port()));
-    env.emplace_back(env::kTorchRestartCount, std::to_string(restart_count));
-    env.emplace_back(env::kTorchMaxRestarts, std::to_string(options.max_restarts));
-    env.emplace_back(env::kTorchRunId, job_facts.run_id);
+    Add(env, env::kWorldSize, assignment.world_size());
+    Add(env, env::kLocalWorldSize, assignment.local_worker_num());
+    Add(env, env::kGroupRank, assignment.node_rank());
+    Add(env, env::kGroupWorldSize, assignment.node_count());
+    Add(env, env::kMasterAddr, assignment.master_addr());
+    Add(env, env::kMasterPort, assignment.master_port());
+    Add(env, env::kTorchRestartCount, restart_count);
+    Add(env, env::kTorchMaxRestarts, options.max_restarts);
+    Add(env, env::kTorchRunId, job_facts.run_id);
     // One role, as torchrun's workers have unless a custom agent makes more.
-    env.emplace_back(env::kRoleName, options.role);
-    env.emplace_back(env::kRoleRank, std::to_string(rank_id));
-    env.emplace_back(env::kRoleWorldSize, std::to_string(assignment.world_size()));
+    Add(env, env::kRoleName, options.role);
+    Add(env, env::kRoleRank, rank_id);
+    Add(env, env::kRoleWorldSize, assignment.world_size());
     // There is no agent store: rank 0 hosts init_process_group's TCPStore at MASTER_PORT, as
     // under torchrun's c10d rendezvous.
-    env.emplace_back(env::kTorchUseAgentStore, "False");
-    for (const auto& entry : options.worker_env) env.push_back(entry);
-    spec.env = MergeEnv(facts.base_env, env);
+    Add(env, env::kTorchUseAgentStore, "False");
+    for (const auto& [name, value] : options.worker_env) Add(env, name, value);
+    spec.env = inherited.With(std::move(env));
     spec.log_path = WorkerLogPath(options, facts, rank_id);
     spec.log_append = generation > 1;
     if (generation > 1) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -100,6 +101,21 @@ TEST_F(WorkerPlanTest, TheEnvironmentKeepsItsOrderAndNamesEveryVariableOnce) {
     EXPECT_TRUE(names.insert(entry.substr(0, entry.find('='))).second) << entry;
   }
   EXPECT_EQ(EnvMap(env)["ZZ_NEW"], "1");
+}
+
+// An inherited name given twice: the launch's value stands where the first stood, the second
+// is gone; a name the launch does not set is passed on as it came, twice.
+TEST_F(WorkerPlanTest, AnInheritedNameGivenTwiceIsReplacedOnce) {
+  facts.base_env = {"PATH=/usr/bin", "RANK=stale", "X=1", "RANK=stale2", "X=2"};
+  auto plan = PlanProcesses(options, facts, assignment, 1, 0);
+  ASSERT_TRUE(plan.ok());
+  const std::vector<std::string>& env = (*plan)[1].env;
+  ASSERT_GE(env.size(), 4u);
+  EXPECT_EQ(std::vector<std::string>(env.begin(), env.begin() + 4),
+            (std::vector<std::string>{"PATH=/usr/bin", "RANK=3", "X=1", "X=2"}));
+  EXPECT_EQ(std::count_if(env.begin(), env.end(),
+                          [](const std::string& e) { return e.rfind("RANK=", 0) == 0; }),
+            1);
 }
 
 TEST_F(WorkerPlanTest, TorchrunsRoleAndVariablesReachEveryWorker) {
