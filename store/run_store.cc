@@ -1,5 +1,6 @@
 #include "store/run_store.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace gangrun::store {
@@ -8,6 +9,10 @@ namespace {
 using std::chrono::duration_cast;
 using std::chrono::nanoseconds;
 using std::chrono::steady_clock;
+
+// How soon a failed keep-alive is tried again (at most; a TTL / 3 if that is sooner). etcd's
+// own client waits 500 ms before it opens a new keep-alive stream.
+constexpr common::Duration kKeepAliveRetry = std::chrono::milliseconds(500);
 
 int64_t NowNs() {
   return duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count();
@@ -182,7 +187,11 @@ void LeaseKeeper::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   std::optional<steady_clock::time_point> unreachable_since;
   while (!stop_) {
-    wake_.wait_for(lock, ttl_ / 3, [this] { return stop_; });
+    // A TTL / 3 after an answer; after a failure (a member gone, the channel moving to the
+    // next one) again soon, so that a slow failover still renews the lease within its TTL.
+    const common::Duration wait =
+        unreachable_since ? std::min<common::Duration>(ttl_ / 3, kKeepAliveRetry) : ttl_ / 3;
+    wake_.wait_for(lock, wait, [this] { return stop_; });
     if (stop_) break;
     lock.unlock();
     const int64_t sent_ns = NowNs();

@@ -96,8 +96,9 @@ class RunStore {
   std::string run_id_;
 };
 
-// Keeps a lease alive from its own thread, a keep-alive every TTL / 3. Valid() says whether
-// the lease is known to live now: a keep-alive etcd answered was sent less than a TTL ago.
+// Keeps a lease alive from its own thread, a keep-alive every TTL / 3 (after one that failed,
+// another within 500 ms). Valid() says whether the lease is known to live now: a keep-alive
+// etcd answered was sent less than a TTL ago.
 // When etcd says the lease is gone, `on_lost` runs once (on the keeper's thread).
 class LeaseKeeper {
  public:

@@ -26,10 +26,11 @@ class LauncherTest : public ProcessTest {
     return Launch(argv, {"GANGRUN_TEST_READY=" + fifo_.path()}, dir_.path(), dir_.path());
   }
 
-  // Starts, waits for the exit (60 s at most) and returns it.
-  common::ExitStatus RunToEnd(const Launched& launched) {
+  // Starts, waits for the exit (60 s at most unless told) and returns it.
+  common::ExitStatus RunToEnd(const Launched& launched,
+                              std::chrono::seconds bound = std::chrono::seconds(60)) {
     if (launched.pid <= 0) return common::ExitStatus::Exited(-1);  // never started
-    auto status = WaitExit(launched.pid, std::chrono::seconds(60));
+    auto status = WaitExit(launched.pid, bound);
     EXPECT_TRUE(status.has_value()) << "the launcher did not exit";
     return status.value_or(common::ExitStatus::Exited(-1));
   }

@@ -202,7 +202,8 @@ TEST_F(StoreTest, AThreeMemberStoreLosingOneMemberChangesNothing) {
     auto ttl = run->client().TimeToLive(first.lease);
     if (ttl.ok()) left = *ttl;
   }
-  EXPECT_GE(left, 0) << "the scheduler's lease ended after a member was lost";
+  EXPECT_GE(left, 0) << "the scheduler's lease ended after a member was lost\n"
+                     << a.Stderr() << b.Stderr();
   Go();
   EXPECT_EQ(RunToEnd(a).code, 0) << a.Stderr();
   EXPECT_EQ(RunToEnd(b).code, 0) << b.Stderr();

@@ -10,13 +10,13 @@
 
 namespace gangrun::testing {
 
-int DialLoopback(int port) {
+int DialLoopback(int port, std::chrono::seconds receive_timeout) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(static_cast<uint16_t>(port));
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval timeout{10, 0};
+  timeval timeout{static_cast<time_t>(receive_timeout.count()), 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -72,7 +72,8 @@ std::string Frame(rpc::FrameType type, const google::protobuf::MessageLite& mess
   return out;
 }
 
-SessionClient::SessionClient(int port) : fd_(DialLoopback(port)) {}
+SessionClient::SessionClient(int port, std::chrono::seconds receive_timeout)
+    : fd_(DialLoopback(port, receive_timeout)) {}
 
 SessionClient::~SessionClient() {
   if (fd_ >= 0) close(fd_);

@@ -2,9 +2,10 @@
 // A node session driven by hand, byte by byte if need be: a blocking TCP client that speaks
 // gangrun's session framing (docs/WIRE.md) with the real codec and crypto, and records every
 // byte it sends, so that tests can act as hostile peers (replays, forged frames, floods,
-// partial frames) against a real scheduler. A 10 s receive timeout: a broken server fails the
-// test, it does not hang it.
+// partial frames) against a real scheduler. A 10 s receive timeout unless told otherwise: a
+// broken server fails the test, it does not hang it.
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,8 +18,9 @@
 
 namespace gangrun::testing {
 
-// A blocking TCP connection to 127.0.0.1:`port`; -1 when it cannot connect.
-int DialLoopback(int port);
+// A blocking TCP connection to 127.0.0.1:`port` whose reads give up after `receive_timeout`;
+// -1 when it cannot connect.
+int DialLoopback(int port, std::chrono::seconds receive_timeout = std::chrono::seconds(10));
 bool SendAll(int fd, std::string_view bytes);
 // True when the peer closes the connection (EOF or a reset) within the receive timeout;
 // anything it sends first is skipped.
@@ -30,7 +32,7 @@ std::string Frame(rpc::FrameType type, const google::protobuf::MessageLite& mess
 
 class SessionClient {
  public:
-  explicit SessionClient(int port);
+  explicit SessionClient(int port, std::chrono::seconds receive_timeout = std::chrono::seconds(10));
   ~SessionClient();
   SessionClient(const SessionClient&) = delete;
   SessionClient& operator=(const SessionClient&) = delete;
