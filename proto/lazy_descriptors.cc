@@ -2,7 +2,7 @@
 // statically, registers its file's descriptor at program start with a static
 // AddDescriptorsRunner: protobuf 3.21 parses each encoded FileDescriptorProto then, whether
 // the program uses a descriptor or not. A launch uses none, and descriptor.proto, type.proto,
-// wrappers.proto, any.proto and source_context.proto alone were 670 k instructions and ~25
+// wrappers.proto, any.proto and source_context.proto alone were 670 k instructions and ~16
 // page faults before main (bench/README.md, issue #24).
 //
 // The link maps every reference to the runner's constructor to the function below
