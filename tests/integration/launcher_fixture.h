@@ -43,7 +43,10 @@ class LauncherTest : public ProcessTest {
   // Waits for `count` workers to report "ready".
   std::vector<Ready> WaitReady(size_t count) {
     std::vector<Ready> ready;
-    for (const auto& line : fifo_.ReadLines(count, std::chrono::seconds(20))) {
+    // A bound for a failure, not a timing: two launchers with TLS under ThreadSanitizer took
+    // 2.5 s to be ready here, 12 s beside eight busy loops (its first race report, suppressed,
+    // symbolizes the whole binary: ~2 s of CPU in each process).
+    for (const auto& line : fifo_.ReadLines(count, std::chrono::seconds(60))) {
       auto f = Split(line, ' ');
       if (f.size() == 4 && f[0] == "ready") {
         ready.push_back({std::stoi(f[1]), std::stoi(f[2]), std::stoi(f[3])});

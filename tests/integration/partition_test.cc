@@ -80,7 +80,7 @@ class PartitionTest : public LauncherTest, public ::testing::WithParamInterface<
 TEST_P(PartitionTest, ACutShorterThanTheNodeTimeoutCostsNothing) {
   auto a = Host(true, 6000);
   auto b = Host(false, 6000);
-  ASSERT_EQ(WaitReady(2).size(), 2u);
+  ASSERT_EQ(WaitReady(2).size(), 2u) << a.Stderr() << b.Stderr();
   ASSERT_TRUE(hosts_.Cut());
   // The cut lasts node_timeout - 1 s; neither launcher may give up meanwhile.
   EXPECT_FALSE(WaitExit(b.pid, seconds(kNodeTimeoutS - 1)).has_value()) << b.Stderr();
@@ -95,7 +95,7 @@ TEST_P(PartitionTest, ACutShorterThanTheNodeTimeoutCostsNothing) {
 TEST_P(PartitionTest, ACutLongerThanTheNodeTimeoutLosesTheNodeOnBothSides) {
   auto a = Host(true, 20000);
   auto b = Host(false, 20000);
-  ASSERT_EQ(WaitReady(2).size(), 2u);
+  ASSERT_EQ(WaitReady(2).size(), 2u) << a.Stderr() << b.Stderr();
   ASSERT_TRUE(hosts_.Cut());
   const auto cut_at = std::chrono::steady_clock::now();
   const auto cut_end = cut_at + seconds(kNodeTimeoutS + 1);
@@ -150,7 +150,7 @@ TEST_F(RejoinTest, ALauncherStartedDuringACutJoinsSoonAfterItHeals) {
   EXPECT_FALSE(WaitExit(b.pid, seconds(4)).has_value()) << b.Stderr();
   ASSERT_TRUE(hosts.Heal());
   const auto healed = std::chrono::steady_clock::now();
-  EXPECT_EQ(WaitReady(2).size(), 2u);
+  EXPECT_EQ(WaitReady(2).size(), 2u) << a.Stderr() << b.Stderr();
   EXPECT_LT(std::chrono::steady_clock::now() - healed, milliseconds(2500))
       << "each connect attempt is bounded";
   EXPECT_EQ(RunToEnd(a).code, 0) << a.Stderr();
