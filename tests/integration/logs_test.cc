@@ -151,7 +151,6 @@ TEST_F(LogsTest, ARankThatWrote100MegabytesIsReadWholeWithBoundedMemory) {
               std::chrono::duration<double>(std::chrono::steady_clock::now() - read_at).count());
   struct stat st;
   ASSERT_EQ(stat(big.stdout_path.c_str(), &st), 0);
-  const std::string line = std::string(99, 'x');
   // 10,000 lines of 100 bytes a megabyte, each with its prefix: nothing dropped, nothing added.
   const std::string head = big.Stdout().substr(0, 200);
   const size_t prefix = head.find(']') + 2;
