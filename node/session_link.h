@@ -24,9 +24,10 @@
 //   - nothing heard for T + 2 I: lost (the scheduler loses a node after T + I of silence, so a
 //     cut or a pause shorter than T costs nothing on either side);
 //   - a resume the scheduler refuses (it no longer holds the session): lost;
-//   - a quiet session (docs/WIRE.md: the transport sends ticks, the scheduler pongs only with
-//     the node's rare Heartbeat messages): lost after T + 2 I without an ACK or a pong, or
-//     after QuietPongTimeout() (6 T) without a pong while the ACKs still come.
+//   - a quiet session (docs/WIRE.md: the transport sends ticks, the node no Heartbeat
+//     messages, the scheduler a pong every 2 T of its own accord): lost after T + 2 I without
+//     an ACK or a pong, or after QuietPongTimeout() (6 T) without a pong while the ACKs still
+//     come.
 // Worked example: a 4 s cut at t = 10 (T 5, I 1), the last pong at t = 9.6. At t = 11.6 the
 // node starts connecting anew; attempts at 11.6, 12.6, 13.6 time out; the cut heals at 14;
 // the attempt of 14.6 resumes the session at ~14.6, the node sends again its events of

@@ -42,10 +42,10 @@ class GrpcWire : public NodeSession::Wire {
   }
   ~GrpcWire() override { state_->wire = nullptr; }
   void SendCommand(const v1::NodeCommand& command) override { state_->handle->Send(command); }
-  void SendPong(uint64_t acked) override {
+  bool SendPong(uint64_t acked) override {
     v1::NodeCommand pong;
     pong.mutable_pong()->set_acked(acked);
-    state_->handle->TrySend(pong, 0);  // skipped while earlier writes wait
+    return state_->handle->TrySend(pong, 0);  // skipped while earlier writes wait
   }
   void CloseAfterWrites() override { state_->handle->Close(); }
   void Drop() override { state_->handle->Close(); }

@@ -33,6 +33,14 @@ class NodeLink {
   // nobody read yet: a quiet node's ticks); nullopt when the transport cannot tell, the
   // scheduler then finding the connection by PeerEndpoint (scheduler/liveness.cc).
   virtual std::optional<common::Duration> SinceLastData() const { return std::nullopt; }
+  // Whatever arrives on the node's connection is sent by its launcher's event loop (a quiet
+  // session's ticks), so data there also proves that loop runs: the node needs to send no
+  // Heartbeat messages, and is never lost for their absence (scheduler/liveness.cc).
+  virtual bool DataProvesLoop() const { return false; }
+  // Each heartbeat sweep's call (every node_timeout / 4, on the strand), the sign that the
+  // scheduler's loop runs: a link whose node hears so only from the scheduler's own word (a
+  // quiet session's pong) says it when due.
+  virtual void OnSweep() {}
 };
 
 }  // namespace gangrun::scheduler

@@ -6,16 +6,9 @@
 #include "rpc/session_auth.h"
 
 namespace gangrun::scheduler {
-namespace {
-
-common::TimePoint Now() {
-  return common::TimePoint(std::chrono::steady_clock::now().time_since_epoch());
-}
-
-}  // namespace
 
 NodeSession::NodeSession(NodeSessions& sessions, uint64_t id, std::string key)
-    : sessions_(sessions), id_(id), key_(std::move(key)), last_heard_(Now()) {}
+    : sessions_(sessions), id_(id), key_(std::move(key)), last_heard_(sessions.scheduler().Now()) {}
 
 NodeSession::~NodeSession() = default;
 
@@ -65,14 +58,14 @@ void NodeSession::Attach(std::unique_ptr<Wire> wire, uint64_t acked) {
                wire_->PeerEndpoint());
     old->Drop();
   }
-  last_heard_ = Now();
+  last_heard_ = sessions_.scheduler().Now();
   Acknowledged(acked);
   for (const auto& command : unacked_) wire_->SendCommand(command);
 }
 
 bool NodeSession::OnEvent(const Wire* wire, const v1::NodeEvent& event) {
   if (ended_ || wire != wire_.get()) return true;
-  last_heard_ = Now();
+  last_heard_ = sessions_.scheduler().Now();
   if (event.seq() == 0 && event.has_log_read()) {
     // Unsequenced (node/session_link.h), and taken while the session closes: the last
     // pieces of the logs come as the job ends.
@@ -90,7 +83,7 @@ bool NodeSession::OnEvent(const Wire* wire, const v1::NodeEvent& event) {
 
 void NodeSession::OnPing(const Wire* wire, uint64_t acked, bool sparse_pongs) {
   if (ended_ || wire != wire_.get()) return;
-  const common::TimePoint now = Now();
+  const common::TimePoint now = sessions_.scheduler().Now();
   last_heard_ = now;
   Acknowledged(acked);
   // Never answered yet: last_pong_ is min() (and now - min() overflows).
@@ -99,9 +92,24 @@ void NodeSession::OnPing(const Wire* wire, uint64_t acked, bool sparse_pongs) {
       now - last_pong_ < sessions_.scheduler().node_timeout() / 2) {
     return;
   }
+  Pong(now);
+}
+
+void NodeSession::OnSweep() {
+  if (ended_ || closing_ || !wire_ || !DataProvesLoop()) return;
+  const common::TimePoint now = sessions_.scheduler().Now();
+  if (last_pong_ != common::TimePoint::min() &&
+      now - last_pong_ < quiet_pong_timeout_ / Scheduler::kMissedMessages) {
+    return;
+  }
+  Pong(now);
+}
+
+// A pong skipped (the node is behind) is not counted: the next sweep tries again.
+void NodeSession::Pong(common::TimePoint now) {
+  if (!wire_->SendPong(last_event_)) return;
   last_pong_ = now;
   last_pong_acked_ = last_event_;
-  wire_->SendPong(last_event_);
 }
 
 void NodeSession::Acknowledged(uint64_t acked) {

@@ -14,8 +14,9 @@
 // kernel closes its connections; a node that only heard nothing never closes its old
 // connection before its new one is accepted).
 //
-// Everything runs on the scheduler's strand. A session never calls the scheduler from inside
-// one of the scheduler's own calls (Send, Close): what those find is dealt with from the loop.
+// Everything runs on the scheduler's strand, on the scheduler's clock. A session never calls
+// the scheduler from inside one of the scheduler's own calls (Send, Close): what those find is
+// dealt with from the loop.
 
 #include <boost/asio/io_context.hpp>
 #include <chrono>
@@ -41,8 +42,9 @@ class NodeSession : public NodeLink {
    public:
     virtual ~Wire() = default;
     virtual void SendCommand(const v1::NodeCommand& command) = 0;
-    // May skip the pong while earlier writes still wait (the next one carries a later ack).
-    virtual void SendPong(uint64_t acked) = 0;
+    // May skip the pong while earlier writes still wait (the next one carries a later ack):
+    // false then.
+    virtual bool SendPong(uint64_t acked) = 0;
     // Ends the connection once everything sent is written.
     virtual void CloseAfterWrites() = 0;
     // Ends it now, without a word (the session moved on, or the port closes).
@@ -70,6 +72,14 @@ class NodeSession : public NodeLink {
   std::optional<common::Duration> SinceLastData() const override {
     return wire_ ? wire_->SinceLastData() : std::nullopt;
   }
+  // A quiet session's ticks come from its launcher's loop (node/session_link.h).
+  bool DataProvesLoop() const override {
+    return quiet_pong_timeout_ > std::chrono::milliseconds::zero();
+  }
+  // A quiet session gets a pong once its last is kMissedMessages times younger than its pong
+  // timeout: its node, which sends no Heartbeat messages (liveness.cc), hears this way that
+  // the scheduler's loop runs.
+  void OnSweep() override;
 
   // The transport's calls. `wire` is the connection an event or ping came on: ones from a
   // connection the session has left are ignored. OnEvent returns false when the event breaks
@@ -90,6 +100,7 @@ class NodeSession : public NodeLink {
  private:
   friend class NodeSessions;
   void Acknowledged(uint64_t acked);
+  void Pong(common::TimePoint now);
   void End(const std::string& why);
 
   NodeSessions& sessions_;

@@ -167,6 +167,8 @@ class Scheduler {
   }
   uint64_t generation() const { return generation_; }
   common::Duration node_timeout() const { return options_.node_timeout; }
+  // The scheduler's time, which its links' timestamps (NodeLink::LastHeartbeat) follow.
+  common::TimePoint Now() const { return clock_.Now(); }
   v1::GetStatusResponse Status() const;
   // Events and counters go here (the event log and /metrics); may stay unset.
   void SetTelemetry(Telemetry* telemetry) { telemetry_ = telemetry; }
@@ -179,7 +181,10 @@ class Scheduler {
   using ActivityReader = std::function<absl::StatusOr<rpc::ConnectionActivity>()>;
   void WatchConnections(ActivityReader reader);
   // A watched node's Heartbeat messages come every kMessageIntervals node timeouts; it is
-  // lost when none came for kMissedMessages such intervals (scheduler/liveness.cc).
+  // lost when none came for kMissedMessages such intervals (scheduler/liveness.cc). A node
+  // whose connection's data proves its loop (NodeLink::DataProvesLoop) sends none; its
+  // session's pongs come every kMessageIntervals node timeouts all the same, and it loses the
+  // scheduler after kMissedMessages of them missed (scheduler/session_port.cc).
   static constexpr int kMessageIntervals = 2;
   static constexpr int kMissedMessages = 3;
   // `gangrun scale`: sets the elastic job's maximum size. Below the current size, the

@@ -35,9 +35,10 @@ struct SessionPort::State : std::enable_shared_from_this<SessionPort::State> {
     if (token_key.empty()) token_key = rpc::TokenKey(options.token);
     return token_key;
   }
-  // A quiet node's pongs come with its Heartbeat messages, one every kMessageIntervals node
-  // timeouts (scheduler/liveness.cc); kMissedMessages of them missed lose the scheduler, as
-  // the scheduler loses a node. Zero (no quiet sessions) without a node timeout.
+  // A quiet node's pongs come from the scheduler's sweep, one every kMessageIntervals node
+  // timeouts (NodeSession::OnSweep); kMissedMessages of them missed lose the scheduler, as the
+  // scheduler loses a node that sends no messages. Zero (no quiet sessions) without a node
+  // timeout.
   milliseconds QuietPongTimeout() const {
     return std::chrono::duration_cast<milliseconds>(sessions.scheduler().node_timeout() *
                                                     Scheduler::kMessageIntervals *
@@ -123,11 +124,12 @@ class FrameWire : public NodeSession::Wire {
   void SendCommand(const v1::NodeCommand& command) override {
     Seal(rpc::FrameType::kCommand, command);
   }
-  void SendPong(uint64_t acked) override {
-    if (conn_->queued_bytes() > 0) return;  // the node is behind: a later pong acks as much
+  bool SendPong(uint64_t acked) override {
+    if (conn_->queued_bytes() > 0) return false;  // the node is behind: a later pong acks as much
     v1::SessionAck ack;
     ack.set_acked(acked);
     Seal(rpc::FrameType::kPong, ack);
+    return true;
   }
   // A node that does not close its end within the handshake timeout is closed on.
   void CloseAfterWrites() override {

@@ -25,6 +25,8 @@ class FakeNodeLink : public scheduler::NodeLink {
     ++data_reads;
     return since_last_data();
   }
+  bool DataProvesLoop() const override { return data_proves_loop; }
+  void OnSweep() override { ++sweeps; }
 
   bool rejected() const { return !commands.empty() && commands.back().has_rejected(); }
   bool started() const { return !commands.empty() && commands.back().has_start(); }
@@ -38,6 +40,8 @@ class FakeNodeLink : public scheduler::NodeLink {
   // Set: the link reads its own connection's last data (a node session's), counted.
   std::function<std::optional<common::Duration>()> since_last_data;
   mutable int data_reads = 0;
+  bool data_proves_loop = false;  // a quiet session's: its ticks come from its launcher's loop
+  int sweeps = 0;                 // the heartbeat sweeps that called it
 
  private:
   bool in_process_;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "scheduler/scheduler.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/scheduler_fakes.h"
@@ -136,6 +138,65 @@ TEST_F(LivenessTest, ALauncherThatAnswersPingsButSendsNoMessageIsLostAsStuck) {
   const std::string reason = AbortReason(a);
   EXPECT_NE(reason.find("'b'"), std::string::npos) << reason;
   EXPECT_NE(reason.find("its launcher is stuck"), std::string::npos) << reason;
+}
+
+// A quiet session's ticks come from its launcher's loop: it is told to send no messages, is
+// never lost for their absence, and is lost as soon as any node once its connection is silent.
+TEST(QuietLivenessTest, ANodeWhoseDataProvesItsLoopSendsNoMessagesAndIsLostOnlyToSilence) {
+  testing::FakeClock clock;
+  Scheduler::Options options;
+  options.world_size = 2;
+  options.node_timeout = seconds(4);  // a sweep every second
+  Scheduler scheduler(clock, options);
+  scheduler.Start();
+  Link quiet, loud;
+  quiet.data_proves_loop = true;
+  common::TimePoint quiet_data = clock.Now(), loud_data = clock.Now();
+  quiet.since_last_data = [&] { return clock.Now() - quiet_data; };
+  loud.since_last_data = [&] { return clock.Now() - loud_data; };
+  const int quiet_id = scheduler.AddNode(&quiet);
+  scheduler.OnNodeEvent(quiet_id, testing::JoinEvent("quiet", "10.0.0.1", -1, 1));
+  const int loud_id = scheduler.AddNode(&loud);
+  scheduler.OnNodeEvent(loud_id, testing::JoinEvent("loud", "10.0.0.2", -1, 1));
+  ASSERT_TRUE(quiet.started());
+  auto policy = [](const Link& link) {
+    std::optional<uint32_t> last;
+    for (const auto& command : link.commands) {
+      if (command.has_heartbeat_policy()) last = command.heartbeat_policy().message_interval_ms();
+    }
+    return last;
+  };
+  auto aborted = [](const Link& link) {
+    return std::any_of(link.commands.begin(), link.commands.end(),
+                       [](const v1::NodeCommand& command) { return command.has_abort(); });
+  };
+  const int sweeps_before = quiet.sweeps;
+  // 60 s: data (ticks) on both connections every 200 ms, one message from the loud node
+  // every 8 s (its policy), none from the quiet one.
+  for (int tick = 1; tick <= 300; ++tick) {
+    clock.Advance(milliseconds(200));
+    quiet_data = loud_data = clock.Now();
+    if (tick % 40 == 0) scheduler.OnNodeEvent(loud_id, testing::HeartbeatEvent());
+    ASSERT_FALSE(aborted(loud)) << "lost after " << tick * 200
+                                << " ms: " << loud.commands.back().DebugString();
+  }
+  EXPECT_EQ(policy(quiet), 24u * 3600 * 1000);  // a message a day: none
+  EXPECT_EQ(policy(loud), 8000u);
+  // Every sweep (one a second) called the links, the quiet one's pongs being theirs to send.
+  EXPECT_GE(quiet.sweeps - sweeps_before, 59);
+  EXPECT_LE(quiet.sweeps - sweeps_before, 61);
+  // The quiet node's loop stops: so do its ticks, and it is lost as a silent connection.
+  const common::TimePoint silent_since = clock.Now();
+  while (!aborted(loud) && clock.Now() - silent_since < seconds(10)) {
+    clock.Advance(milliseconds(100));
+    loud_data = clock.Now();
+  }
+  ASSERT_TRUE(aborted(loud));
+  const std::string reason = loud.commands.back().abort().reason();
+  EXPECT_NE(reason.find("'quiet'"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("its connection was silent"), std::string::npos) << reason;
+  EXPECT_GT(clock.Now() - silent_since, seconds(5));
+  EXPECT_LE(clock.Now() - silent_since, seconds(6));
 }
 
 TEST_F(LivenessTest, WhenTheKernelCannotBeReadNodesGoBackToMessages) {
