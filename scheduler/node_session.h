@@ -76,9 +76,9 @@ class NodeSession : public NodeLink {
   bool DataProvesLoop() const override {
     return quiet_pong_timeout_ > std::chrono::milliseconds::zero();
   }
-  // A quiet session gets a pong once its last is kMissedMessages times younger than its pong
-  // timeout: its node, which sends no Heartbeat messages (liveness.cc), hears this way that
-  // the scheduler's loop runs.
+  // A quiet session gets a pong once its last is its pong timeout / kMissedMessages old: its
+  // node, which sends no Heartbeat messages (liveness.cc), hears this way that the
+  // scheduler's loop runs.
   void OnSweep() override;
 
   // The transport's calls. `wire` is the connection an event or ping came on: ones from a
