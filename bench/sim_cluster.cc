@@ -9,9 +9,12 @@
 #include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
+#include <type_traits>
 
 #include "common/clock.h"
 #include "common/event_loop.h"
@@ -190,24 +193,51 @@ std::optional<int> ParseFlags(const std::vector<std::string>& args, const char* 
       return 2;
     }
     auto flag = flags.find(args[i]);
-    if (flag == flags.end() || !flag->second(args[i + 1])) {
+    if (flag == flags.end()) {
       std::fprintf(stderr, "unknown option %s\n%s", args[i].c_str(), usage);
+      return 2;
+    }
+    if (!flag->second(args[i + 1])) {
+      std::fprintf(stderr, "%s: '%s' is not a value it takes\n%s", args[i].c_str(),
+                   args[i + 1].c_str(), usage);
       return 2;
     }
   }
   return std::nullopt;
 }
 
+// Whole strings only ("12abc" is not 12), in range.
+template <typename Number>
+static bool ParseNumber(const std::string& v, Number& out) {
+  if (v.empty()) return false;
+  size_t used = 0;
+  try {
+    if constexpr (std::is_same_v<Number, int>) {
+      out = std::stoi(v, &used);
+    } else {
+      out = std::stod(v, &used);
+      if (!std::isfinite(out)) return false;
+    }
+  } catch (const std::logic_error&) {  // invalid_argument, out_of_range
+    return false;
+  }
+  return used == v.size();
+}
+
 std::function<bool(const std::string&)> IntFlag(int& field, int least) {
   return [&field, least](const std::string& v) {
-    field = std::max(least, std::stoi(v));
+    int value = 0;
+    if (!ParseNumber(v, value)) return false;
+    field = std::max(least, value);
     return true;
   };
 }
 
 std::function<bool(const std::string&)> DoubleFlag(double& field, double least) {
   return [&field, least](const std::string& v) {
-    field = std::max(least, std::stod(v));
+    double value = 0;
+    if (!ParseNumber(v, value)) return false;
+    field = std::max(least, value);
     return true;
   };
 }

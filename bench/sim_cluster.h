@@ -60,8 +60,8 @@ void StopServer(const Server& server);
 using Flags = std::map<std::string, std::function<bool(const std::string&)>>;
 std::optional<int> ParseFlags(const std::vector<std::string>& args, const char* usage,
                               const Flags& flags);
-// A flag that reads a number into `field`, raised to `least` (a value that is not a number
-// throws std::invalid_argument: main says so).
+// A flag that reads a number into `field`, raised to `least` (a value that is not wholly a
+// number, or is out of range, is a bad one).
 std::function<bool(const std::string&)> IntFlag(int& field,
                                                 int least = std::numeric_limits<int>::min());
 std::function<bool(const std::string&)> DoubleFlag(
