@@ -237,20 +237,20 @@ constexpr char kUsage[] =
 int RendezvousMain(const std::vector<std::string>& args, const std::string& self) {
   Params params;
   const Flags flags = {
-      {"--nodes", IntFlag(params.nodes)},
-      {"--heartbeat_interval", DoubleFlag(params.heartbeat_interval)},
-      {"--duration", DoubleFlag(params.duration)},
+      {"--nodes", IntFlag(params.nodes, 1)},
+      {"--heartbeat_interval", DoubleFlag(params.heartbeat_interval, 0.01)},
+      {"--duration", DoubleFlag(params.duration, 0.1)},
       {"--nodes_per_channel", IntFlag(params.per_channel, 1)},
       {"--node_timeout", DoubleFlag(params.node_timeout, 0.1)},
       {"--store",
        [&params](const std::string& v) {
          params.store = v;
-         return v.rfind("etcd://", 0) == 0;
+         return v.rfind("etcd://", 0) == 0 ? "" : "etcd://HOST:PORT";
        }},
       {"--transport",
        [&params](const std::string& v) {
          params.grpc = v == "grpc";
-         return v == "session" || v == "grpc";
+         return v == "session" || v == "grpc" ? "" : "session or grpc";
        }},
   };
   if (auto code = ParseFlags(args, kUsage, flags)) return *code;

@@ -197,9 +197,9 @@ std::optional<int> ParseFlags(const std::vector<std::string>& args, const char* 
       std::fprintf(stderr, "unknown option %s\n%s", args[i].c_str(), usage);
       return 2;
     }
-    if (!flag->second(args[i + 1])) {
-      std::fprintf(stderr, "%s: '%s' is not a value it takes\n%s", args[i].c_str(),
-                   args[i + 1].c_str(), usage);
+    if (const std::string wanted = flag->second(args[i + 1]); !wanted.empty()) {
+      std::fprintf(stderr, "%s: '%s' is not a value it takes (%s)\n%s", args[i].c_str(),
+                   args[i + 1].c_str(), wanted.c_str(), usage);
       return 2;
     }
   }
@@ -224,21 +224,29 @@ static bool ParseNumber(const std::string& v, Number& out) {
   return used == v.size();
 }
 
-std::function<bool(const std::string&)> IntFlag(int& field, int least) {
-  return [&field, least](const std::string& v) {
+std::function<std::string(const std::string&)> IntFlag(int& field, int least) {
+  return [&field, least](const std::string& v) -> std::string {
     int value = 0;
-    if (!ParseNumber(v, value)) return false;
-    field = std::max(least, value);
-    return true;
+    if (!ParseNumber(v, value) || value < least) {
+      return least == std::numeric_limits<int>::min()
+                 ? "an integer"
+                 : "an integer of at least " + std::to_string(least);
+    }
+    field = value;
+    return "";
   };
 }
 
-std::function<bool(const std::string&)> DoubleFlag(double& field, double least) {
-  return [&field, least](const std::string& v) {
+std::function<std::string(const std::string&)> DoubleFlag(double& field, double least) {
+  return [&field, least](const std::string& v) -> std::string {
     double value = 0;
-    if (!ParseNumber(v, value)) return false;
-    field = std::max(least, value);
-    return true;
+    if (!ParseNumber(v, value) || value < least) {
+      char text[64];
+      std::snprintf(text, sizeof(text), "a number of at least %g", least);
+      return least == std::numeric_limits<double>::lowest() ? "a number" : text;
+    }
+    field = value;
+    return "";
   };
 }
 

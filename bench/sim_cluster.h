@@ -54,17 +54,17 @@ absl::StatusOr<Server> StartServer(const std::string& self, const ServeOptions& 
 // Kills and reaps it.
 void StopServer(const Server& server);
 
-// A benchmark's "--name value" options: each `flags` entry takes its value (false: a bad
-// one). The exit code to end with (0 after --help, 2 for bad options, `usage` printed), or
-// nullopt to run.
-using Flags = std::map<std::string, std::function<bool(const std::string&)>>;
+// A benchmark's "--name value" options: each `flags` entry takes its value, or says why it
+// cannot (what it takes). The exit code to end with (0 after --help, 2 for bad options, one
+// line and `usage` printed), or nullopt to run.
+using Flags = std::map<std::string, std::function<std::string(const std::string&)>>;
 std::optional<int> ParseFlags(const std::vector<std::string>& args, const char* usage,
                               const Flags& flags);
-// A flag that reads a number into `field`, raised to `least` (a value that is not wholly a
-// number, or is out of range, is a bad one).
-std::function<bool(const std::string&)> IntFlag(int& field,
-                                                int least = std::numeric_limits<int>::min());
-std::function<bool(const std::string&)> DoubleFlag(
+// A flag that reads a number of at least `least` into `field`; anything else (not wholly a
+// number, out of range, below `least`) is refused.
+std::function<std::string(const std::string&)> IntFlag(int& field,
+                                                       int least = std::numeric_limits<int>::min());
+std::function<std::string(const std::string&)> DoubleFlag(
     double& field, double least = std::numeric_limits<double>::lowest());
 
 // The benchmarks (argv without the program and the benchmark's name); exit code.

@@ -34,7 +34,7 @@ int StoreMain(const std::vector<std::string>& args) {
       {"--store",
        [&url](const std::string& v) {
          url = v;
-         return true;
+         return "";
        }},
       {"--requests", IntFlag(requests, 1)},
   };

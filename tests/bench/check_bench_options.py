@@ -40,6 +40,14 @@ expect(["rendezvous", "--nodes", "12abc"], 2, "stderr", "--nodes: '12abc'")
 expect(["rendezvous", "--nodes", "99999999999"], 2, "stderr", "--nodes: '99999999999'")
 expect(["rendezvous", "--duration", "nan"], 2, "stderr", "--duration: 'nan'")
 expect(["rendezvous", "--transport", "udp"], 2, "stderr", "--transport: 'udp'")
+# Values a run cannot have, refused before anything starts (they crashed or hung it).
+expect(["rendezvous", "--nodes", "0"], 2, "stderr", "--nodes: '0' is not a value it takes "
+       "(an integer of at least 1)")
+expect(["rendezvous", "--nodes", "-3"], 2, "stderr", "(an integer of at least 1)")
+expect(["rendezvous", "--heartbeat_interval", "0"], 2, "stderr",
+       "(a number of at least 0.01)")
+expect(["recovery", "--nodes", "1"], 2, "stderr", "(an integer of at least 2)")
+expect(["store", "--requests", "0"], 2, "stderr", "(an integer of at least 1)")
 expect(["rendezvous", "--bogus", "1"], 2, "stderr", "unknown option --bogus")
 expect(["rendezvous", "--nodes"], 2, "stderr", "--nodes needs a value")
 expect(["nothing"], 2, "stderr", "usage: gangrun-bench rendezvous|recovery|store")
