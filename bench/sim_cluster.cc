@@ -228,9 +228,7 @@ std::function<std::string(const std::string&)> IntFlag(int& field, int least) {
   return [&field, least](const std::string& v) -> std::string {
     int value = 0;
     if (!ParseNumber(v, value) || value < least) {
-      return least == std::numeric_limits<int>::min()
-                 ? "an integer"
-                 : "an integer of at least " + std::to_string(least);
+      return "an integer of at least " + std::to_string(least);
     }
     field = value;
     return "";
@@ -243,7 +241,7 @@ std::function<std::string(const std::string&)> DoubleFlag(double& field, double 
     if (!ParseNumber(v, value) || value < least) {
       char text[64];
       std::snprintf(text, sizeof(text), "a number of at least %g", least);
-      return least == std::numeric_limits<double>::lowest() ? "a number" : text;
+      return text;
     }
     field = value;
     return "";

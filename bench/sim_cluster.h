@@ -6,7 +6,6 @@
 #include <sys/types.h>
 
 #include <functional>
-#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -62,10 +61,8 @@ std::optional<int> ParseFlags(const std::vector<std::string>& args, const char* 
                               const Flags& flags);
 // A flag that reads a number of at least `least` into `field`; anything else (not wholly a
 // number, out of range, below `least`) is refused.
-std::function<std::string(const std::string&)> IntFlag(int& field,
-                                                       int least = std::numeric_limits<int>::min());
-std::function<std::string(const std::string&)> DoubleFlag(
-    double& field, double least = std::numeric_limits<double>::lowest());
+std::function<std::string(const std::string&)> IntFlag(int& field, int least);
+std::function<std::string(const std::string&)> DoubleFlag(double& field, double least);
 
 // The benchmarks (argv without the program and the benchmark's name); exit code.
 int RendezvousMain(const std::vector<std::string>& args, const std::string& self);
