@@ -1,7 +1,9 @@
-// gangrun generate man gangrun|msrun|torchrun, gangrun generate completion: the man pages and
-// the bash completion, written from the option tables themselves (launcher/option_table.h,
+// gangrun generate man|completion gangrun|msrun|torchrun: the man pages and the bash
+// completion, written from the option tables themselves (launcher/option_table.h,
 // launcher/torchrun_options.h) so that they cannot drift from what the parsers accept. The
-// build runs them for the Debian package (cpack -G DEB).
+// build runs them for the Debian package (cpack -G DEB), which installs the msrun and torchrun
+// pages as gangrun-msrun(1) and gangrun-torchrun(1): `man torchrun` stays PyTorch's. And
+// gangrun generate token: a fresh shared secret (the package's postinst writes one).
 
 #include <cstdio>
 #include <iterator>
@@ -9,17 +11,21 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "cli/command.h"
 #include "common/version.h"
 #include "launcher/option_table.h"
 #include "launcher/torchrun_options.h"
+#include "rpc/session_auth.h"
 
 namespace gangrun::cli {
 namespace {
 
-constexpr char kGenerateUsage[] = "usage: gangrun generate man gangrun|msrun|torchrun | completion";
+constexpr char kGenerateUsage[] =
+    "usage: gangrun generate man|completion gangrun|msrun|torchrun | token";
 
 const char* const kCommands[] = {"status",    "stop",  "scale",  "health", "kv",  "progress",
                                  "scheduler", "agent", "submit", "stacks", "logs"};
@@ -55,14 +61,14 @@ std::vector<ManOption> OptionsOf(const std::string& program) {
 }
 
 std::string ManPage(const std::string& program) {
-  const std::string upper = program == "gangrun" ? "GANGRUN"
-                            : program == "msrun" ? "MSRUN"
-                                                 : "TORCHRUN";
+  // The page's own name: gangrun-msrun and gangrun-torchrun, never the other projects'.
+  const std::string name = program == "gangrun" ? program : "gangrun-" + program;
+  const std::string upper = absl::AsciiStrToUpper(name);
   const std::string what = program == "msrun"      ? "MindSpore's msrun, run by gangrun"
                            : program == "torchrun" ? "PyTorch's torchrun, run by gangrun"
                                                    : "launch ranked worker processes across hosts";
   std::string out = ".TH " + upper + " 1 \"\" \"" + Roff(common::VersionLine("gangrun")) +
-                    "\" \"User Commands\"\n.SH NAME\n" + program + " \\- " + Roff(what) +
+                    "\" \"User Commands\"\n.SH NAME\n" + Roff(name) + " \\- " + Roff(what) +
                     "\n.SH SYNOPSIS\n.B " + program +
                     "\n[\\fIoptions\\fR] \\fItask_script\\fR "
                     "[\\fIargs\\fR...]\n";
@@ -89,25 +95,88 @@ std::string ManPage(const std::string& program) {
   return out;
 }
 
-std::string Completion() {
-  std::set<std::string> gangrun_words(std::begin(kCommands), std::end(kCommands));
-  for (const auto& row : launcher::OptionRows()) gangrun_words.insert("--" + row.name);
-  std::set<std::string> torch_words;
-  for (const auto& [spelling, what] : launcher::torch::AllSpellings()) {
-    if (spelling.rfind("--", 0) == 0) torch_words.insert(spelling);
+// The words a launch completes: gangrun's and msrun's options, or torchrun's spellings.
+std::string LaunchWords(const std::string& program) {
+  std::set<std::string> words;
+  if (program == "torchrun") {
+    for (const auto& [spelling, what] : launcher::torch::AllSpellings()) {
+      if (spelling.rfind("--", 0) == 0) words.insert(spelling);
+    }
+  } else {
+    for (const auto& row : launcher::OptionRows()) words.insert("--" + row.name);
   }
-  gangrun_words.insert({"--version", "--help"});
-  return "# bash completion for gangrun, msrun and torchrun (gangrun generate completion).\n"
-         "_gangrun_words() {\n  case \"$1\" in\n    torchrun) echo '" +
-         absl::StrJoin(torch_words, " ") + "' ;;\n    *) echo '" +
-         absl::StrJoin(gangrun_words, " ") +
-         "' ;;\n  esac\n}\n"
-         "_gangrun() {\n  local cur=${COMP_WORDS[COMP_CWORD]}\n"
-         "  if [[ $cur == -* || $COMP_CWORD -eq 1 ]]; then\n"
-         "    COMPREPLY=($(compgen -W \"$(_gangrun_words \"${COMP_WORDS[0]##*/}\")\" -- "
-         "\"$cur\"))\n"
-         "  else\n    COMPREPLY=($(compgen -f -- \"$cur\"))\n  fi\n}\n"
-         "complete -F _gangrun gangrun msrun torchrun\n";
+  words.insert({"--version", "--help"});
+  return absl::StrJoin(words, " ");
+}
+
+// One file per program, as bash-completion loads them lazily by the command's name
+// (/usr/share/bash-completion/completions/<program>). gangrun completes its commands, a
+// launch's options, and each command's own options, read from that command's --help on
+// first use (cached for the shell's life), so they cannot drift either. msrun and torchrun
+// complete only when the command found on PATH is gangrun's: PyTorch's torchrun keeps bash's
+// default completion.
+std::string Completion(const std::string& program) {
+  std::string out =
+      "# bash completion for " + program + " (gangrun generate completion " + program + ").\n";
+  if (program == "gangrun") {
+    out += "_gangrun_commands='" + absl::StrJoin(kCommands, " ") + " generate'\n";
+  }
+  out += "_" + program + "_launch_words='" + LaunchWords(program) + "'\n";
+  if (program == "gangrun") {
+    out += R"(declare -gA _gangrun_command_words
+_gangrun() {
+  local cur=${COMP_WORDS[COMP_CWORD]} command=${COMP_WORDS[1]}
+  if ((COMP_CWORD == 1)); then
+    COMPREPLY=($(compgen -W "$_gangrun_commands $_gangrun_launch_words" -- "$cur"))
+    return
+  fi
+  case " $_gangrun_commands " in
+    *" $command "*)
+      if [[ $command == generate && $COMP_CWORD -eq 2 ]]; then
+        COMPREPLY=($(compgen -W "man completion token" -- "$cur"))
+      elif [[ $command == generate && $COMP_CWORD -eq 3 ]]; then
+        COMPREPLY=($(compgen -W "gangrun msrun torchrun" -- "$cur"))
+      elif [[ $command == kv && $COMP_CWORD -eq 2 ]]; then
+        COMPREPLY=($(compgen -W "get put wait add del" -- "$cur"))
+      elif [[ $cur == -* ]]; then
+        if [[ -z ${_gangrun_command_words[$command]+set} ]]; then
+          _gangrun_command_words[$command]=$("${COMP_WORDS[0]}" "$command" --help 2>/dev/null |
+            grep -o -- '--[A-Za-z0-9_-]*' | sort -u | tr '\n' ' ')
+        fi
+        COMPREPLY=($(compgen -W "${_gangrun_command_words[$command]}" -- "$cur"))
+      else
+        COMPREPLY=($(compgen -f -- "$cur"))
+      fi
+      return ;;
+  esac
+  if [[ $cur == -* ]]; then
+    COMPREPLY=($(compgen -W "$_gangrun_launch_words" -- "$cur"))
+  else
+    COMPREPLY=($(compgen -f -- "$cur"))
+  fi
+}
+complete -F _gangrun gangrun
+)";
+    return out;
+  }
+  out += "_" + program + "() {\n" +
+         R"(  local cur=${COMP_WORDS[COMP_CWORD]} path
+  path=$(type -P "${COMP_WORDS[0]}") || path=
+  if [[ -z $path || $(readlink -f "$path") != */gangrun ]]; then
+    compopt -o default 2>/dev/null
+    COMPREPLY=()
+    return
+  fi
+  if [[ $cur == -* ]]; then
+    COMPREPLY=($(compgen -W "$_)" +
+         program + R"(_launch_words" -- "$cur"))
+  else
+    COMPREPLY=($(compgen -f -- "$cur"))
+  fi
+}
+complete -F _)" +
+         program + " " + program + "\n";
+  return out;
 }
 
 }  // namespace
@@ -119,8 +188,14 @@ CommandResult RunGenerate(const CommandArgs& command) {
     std::fputs(ManPage(args[1]).c_str(), stdout);
     return absl::OkStatus();
   }
-  if (args.size() == 1 && args[0] == "completion") {
-    std::fputs(Completion().c_str(), stdout);
+  if (args.size() == 2 && args[0] == "completion" &&
+      (args[1] == "gangrun" || args[1] == "msrun" || args[1] == "torchrun")) {
+    std::fputs(Completion(args[1]).c_str(), stdout);
+    return absl::OkStatus();
+  }
+  if (args.size() == 1 && args[0] == "token") {
+    // 256 bits from the kernel's generator, as hex: what --token_file and GANGRUN_TOKEN take.
+    std::printf("%s\n", absl::BytesToHexString(rpc::RandomBytes(32)).c_str());
     return absl::OkStatus();
   }
   return UsageError(kGenerateUsage, args.empty() ? "what to generate?" : "cannot generate that");

@@ -15,6 +15,7 @@ packages=(
 tests=(
   python3-yaml procps iproute2 iptables openssl elfutils util-linux git clang-format
   python3-torch dpkg-dev python3-prometheus-client chromium etcd-server etcd-client ninja-build
+  lintian bash-completion systemd binutils slurm-wlm munge
 )
 case "${1:-}" in
   "") packages+=("${tests[@]}") ;;

@@ -8,6 +8,7 @@
 // stream) while gRPC's thread is still inside OnDone.
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/client_callback.h>
 
 #include <atomic>
 #include <boost/asio/io_context.hpp>

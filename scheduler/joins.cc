@@ -4,6 +4,7 @@
 
 #include "common/logging.h"
 #include "common/status.h"
+#include "scheduler/adoption.h"
 #include "scheduler/scheduler.h"
 
 namespace gangrun::scheduler {

@@ -53,8 +53,8 @@ def check_systemd():
             check(line in text, f"{unit}: missing {line}")
     check_variables("gangrun.env", read("systemd", "gangrun.env"))
     analyze = shutil.which("systemd-analyze")
-    if analyze is None:
-        print("systemd-analyze not found: units checked by content only")
+    if analyze is None:  # a missing tool fails the test (deploy/install-deps.sh installs it)
+        failures.append("systemd-analyze not found: install systemd")
         return
     with tempfile.TemporaryDirectory() as tmp:
         paths = []
@@ -63,7 +63,9 @@ def check_systemd():
             with open(path, "w") as f:
                 f.write(read("systemd", unit).replace("/usr/local/bin/gangrun", GANGRUN))
             paths.append(path)
-        result = subprocess.run([analyze, "verify", *paths], capture_output=True, text=True)
+        # The man page its Documentation= names is checked in the package (check_deb.py).
+        result = subprocess.run([analyze, "verify", "--man=no", *paths], capture_output=True,
+                                text=True)
         check(result.returncode == 0 and not result.stderr.strip(),
               f"systemd-analyze verify: {result.returncode} {result.stderr.strip()}")
 

@@ -397,6 +397,8 @@ TEST_F(DaemonTest, ANonLoopbackDaemonNeedsAuthenticationOrInsecure) {
 }
 
 TEST_F(DaemonTest, BadDaemonOptionsAreOneClearError) {
+  // A path under the test's own directory that does not exist (never one outside it).
+  const std::string missing = dir_.File("missing/e.jsonl");
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"scheduler", "--listen", "nonsense"}, "--listen 'nonsense' is not HOST:PORT"},
       {{"scheduler", "--listen", "0.0.0.0:0"},
@@ -404,8 +406,8 @@ TEST_F(DaemonTest, BadDaemonOptionsAreOneClearError) {
        "authentication"},
       {{"status", "--master", "127.0.0.1:99999"}, "the port must be in 1..65535"},
       {{"status", "--master", "bad host:80"}, "is not a host name or address"},
-      {{"scheduler", "--listen", "127.0.0.1:0", "--event_log", "/nonexistent/e.jsonl"},
-       "--event_log: cannot open /nonexistent/e.jsonl"},
+      {{"scheduler", "--listen", "127.0.0.1:0", "--event_log", missing},
+       "--event_log: cannot open " + missing},
       {{"scheduler", "--listen", "127.0.0.1:0", "--metrics_port", "70000"}, "--metrics_port"},
       {{"agent"}, "--master is required"},
       {{"agent", "--master", "127.0.0.1:1", "--slots", "0"}, "--slots must be at least 1"},

@@ -168,6 +168,8 @@ TEST_F(LauncherTest, DryRunPrintsThePlanAndStartsNothing) {
 }
 
 TEST_F(LauncherTest, InvalidInputExitsTwoWithOneLineAndStartsNothing) {
+  // Paths under the test's own directory that do not exist (never one outside it).
+  const std::string missing = dir_.File("missing");
   const std::vector<std::vector<std::string>> cases = {
       {"--worker_num", "0"},
       {"--worker_num", "2", "--local_worker_num", "3"},
@@ -175,7 +177,7 @@ TEST_F(LauncherTest, InvalidInputExitsTwoWithOneLineAndStartsNothing) {
       {"--bogus", "1"},
       {"--join", "maybe"},
       {"--worker_num", "x1"},
-      {"--rank_table_file", "/nonexistent/table.json"},
+      {"--rank_table_file", missing + "/table.json"},
       {"--bind_core", "{\"device0\": 5}"},
       {"--master_addr", "no-such-host.invalid"},
       {"--grace_period", "1e10"},
@@ -186,7 +188,7 @@ TEST_F(LauncherTest, InvalidInputExitsTwoWithOneLineAndStartsNothing) {
       {"--worker_num", "0:4"},
       {"--local_worker_num", "1000000", "--worker_num", "1000000"},
       {"--log_dir", "/proc/gangrun-logs"},
-      {"--event_log", "/nonexistent-dir/events.jsonl"},
+      {"--event_log", missing + "/events.jsonl"},
       {"--bind_core", "{\"device0\": [\"99999\"]}"},
       {"--kv_max_bytes", "10"},
   };

@@ -301,10 +301,10 @@ TEST(ValidateTest, RejectsMissingTaskAndUnreadableFiles) {
   o.task_script.clear();
   EXPECT_NE(Invalid(o).find("missing task script"), std::string::npos);
   o = Valid();
-  o.rank_table_file = "/nonexistent/rank_table.json";
+  testing::TempDir dir;  // a path that does not exist, inside the test's own directory
+  o.rank_table_file = dir.File("missing/rank_table.json");
   EXPECT_EQ(Invalid(o),
-            "cannot read --rank_table_file '/nonexistent/rank_table.json': No such file or "
-            "directory");
+            "cannot read --rank_table_file '" + o.rank_table_file + "': No such file or directory");
 }
 
 TEST(ValidateTest, RejectsOptionsThatContradictEachOther) {
@@ -342,10 +342,10 @@ TEST(ValidateTest, RejectsALogDirectoryThatCannotHoldLogs) {
 
 TEST(ValidateTest, RejectsAnEventLogThatCannotBeWritten) {
   Options o = Valid();
-  o.event_log = "/nonexistent-dir/events.jsonl";
-  EXPECT_EQ(Invalid(o),
-            "cannot create --event_log '/nonexistent-dir/events.jsonl': "
-            "'/nonexistent-dir' is not a writable directory");
+  testing::TempDir dir;  // a path that does not exist, inside the test's own directory
+  o.event_log = dir.File("missing/events.jsonl");
+  EXPECT_EQ(Invalid(o), "cannot create --event_log '" + o.event_log + "': '" + dir.File("missing") +
+                            "' is not a writable directory");
 }
 
 TEST(ValidateTest, RejectsBindCoreCpusThatDoNotExist) {

@@ -34,9 +34,10 @@ TEST(TorchrunTaskTest, PythonModuleAndExecutableCommands) {
   EXPECT_EQ(
       ResolveTaskCommand(dir.File("missing.py"), {}, path, TaskMode::kPython).status().message(),
       "training script " + dir.File("missing.py") + " does not exist or is not readable");
-  EXPECT_EQ(
-      ResolveTaskCommand(script, {}, path, TaskMode::kPython, "/no/python").status().message(),
-      "PYTHON_EXEC /no/python is not an executable");
+  EXPECT_EQ(ResolveTaskCommand(script, {}, path, TaskMode::kPython, dir.File("no/python"))
+                .status()
+                .message(),
+            "PYTHON_EXEC " + dir.File("no/python") + " is not an executable");
 }
 
 TEST(SubmitExportTest, AllCarriesTheEnvironmentButGangrunsOwn) {

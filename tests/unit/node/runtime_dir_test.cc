@@ -16,9 +16,14 @@ class RuntimeDirTest : public ::testing::Test {
     char pattern[] = "/tmp/runtime-dir-test-XXXXXX";
     ASSERT_NE(mkdtemp(pattern), nullptr);
     dir_ = pattern;
+    missing = dir_ + "/missing";
+    missing_run = missing + "/run";
   }
   void TearDown() override { rmdir(dir_.c_str()); }
   std::string dir_;
+  // Paths under the test's own directory that do not exist (never one outside it).
+  std::string missing;
+  std::string missing_run;
 };
 
 TEST_F(RuntimeDirTest, TheUsersTmpdirComesFirst) {
@@ -26,21 +31,21 @@ TEST_F(RuntimeDirTest, TheUsersTmpdirComesFirst) {
 }
 
 TEST_F(RuntimeDirTest, WithoutTmpdirTheUsersRuntimeDirectoryIsUsed) {
-  EXPECT_EQ(RuntimeDir::BaseFor(nullptr, dir_.c_str(), "/nonexistent"), dir_);
+  EXPECT_EQ(RuntimeDir::BaseFor(nullptr, dir_.c_str(), missing.c_str()), dir_);
   // One that does not exist (a login session's, gone) is skipped.
-  EXPECT_EQ(RuntimeDir::BaseFor(nullptr, "/nonexistent/run", "/nonexistent"), "/tmp");
+  EXPECT_EQ(RuntimeDir::BaseFor(nullptr, missing_run.c_str(), missing.c_str()), "/tmp");
 }
 
 TEST_F(RuntimeDirTest, SharedMemoryOnlyWhenItIsATmpfs) {
   // /proc is a directory, but not a tmpfs (nor writable).
   EXPECT_EQ(RuntimeDir::BaseFor(nullptr, nullptr, "/proc"), "/tmp");
-  EXPECT_EQ(RuntimeDir::BaseFor(nullptr, nullptr, "/nonexistent"), "/tmp");
+  EXPECT_EQ(RuntimeDir::BaseFor(nullptr, nullptr, missing.c_str()), "/tmp");
 }
 
 TEST_F(RuntimeDirTest, BasesTooLongForASocketPathOrRelativeAreSkipped) {
   const std::string long_base = "/" + std::string(100, 'x');
-  EXPECT_EQ(RuntimeDir::BaseFor(long_base.c_str(), nullptr, "/nonexistent"), "/tmp");
-  EXPECT_EQ(RuntimeDir::BaseFor("relative", long_base.c_str(), "/nonexistent"), "/tmp");
+  EXPECT_EQ(RuntimeDir::BaseFor(long_base.c_str(), nullptr, missing.c_str()), "/tmp");
+  EXPECT_EQ(RuntimeDir::BaseFor("relative", long_base.c_str(), missing.c_str()), "/tmp");
 }
 
 TEST_F(RuntimeDirTest, ADirectoryOfItsOwnIsPrivateAndGoesWithEverythingInIt) {
