@@ -34,8 +34,10 @@ absl::StatusOr<std::optional<launcher::Options>> Configure(const CommandArgs& co
   launcher::Options& options = parsed.options;
   if (personality != launcher::Personality::kTorchrun) {
     // torchrun reads no Slurm variables: its recipes pass them on its command line.
-    ASSIGN_OR_RETURN(std::string slurm, launcher::ApplySlurm(options, parsed.given, command.env));
-    if (!slurm.empty()) common::Logger("launcher")->info("{}", slurm);
+    ASSIGN_OR_RETURN(launcher::SlurmApplied slurm,
+                     launcher::ApplySlurm(options, parsed.given, command.env));
+    if (!slurm.taken.empty()) common::Logger("launcher")->info("{}", slurm.taken);
+    for (const auto& warning : slurm.warnings) common::Logger("launcher")->warn("{}", warning);
   }
   for (const auto& warning : launcher::ApplyMsrunRules(options, command.env)) {
     common::Logger("launcher")->warn("{}", warning);

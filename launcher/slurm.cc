@@ -1,7 +1,10 @@
 #include "launcher/slurm.h"
 
+#include <optional>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/numbers.h"
 
 namespace gangrun::launcher {
@@ -84,60 +87,108 @@ absl::StatusOr<std::vector<std::string>> ExpandSlurmNodeList(const std::string& 
   return hosts;
 }
 
-absl::StatusOr<std::string> ApplySlurm(Options& options, const std::set<std::string>& given,
-                                       const EnvLookup& env) {
+namespace {
+
+// The first of `names` that is set (and not empty).
+std::optional<std::string> First(const EnvLookup& env, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    auto value = env(name);
+    if (value && !value->empty()) return value;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+absl::StatusOr<SlurmApplied> ApplySlurm(Options& options, const std::set<std::string>& given,
+                                        const EnvLookup& env) {
+  SlurmApplied applied;
   auto job_id = env("SLURM_JOB_ID");
-  if (!job_id || job_id->empty()) return std::string();
-  std::string taken;
-  auto node_id = env("SLURM_NODEID");
-  if (node_id && given.count("node_rank") == 0) {
-    auto rank = common::ParseInt(*node_id, 0, kMaxWorkers - 1);
+  if (!job_id || job_id->empty()) return applied;
+  // Inside a step (srun) the step is the job: its tasks are the launchers, its nodes the
+  // hosts. Outside one (a batch script's own shell) the allocation's nodes are.
+  auto step_id = First(env, {"SLURM_STEP_ID", "SLURM_STEPID"});
+  const bool in_step = step_id.has_value();
+  std::vector<std::string> taken;
+  if (given.count("run_id") == 0) {
+    // Slurm's identity, so that two jobs (or two steps) never form one gang, even on one
+    // master host and port: the second is refused for its run id.
+    options.run_id = "slurm-" + *job_id + (in_step ? "." + *step_id : std::string());
+    taken.push_back("run id " + options.run_id);
+  }
+  auto rank_text = in_step ? First(env, {"SLURM_PROCID", "SLURM_NODEID"}) : env("SLURM_NODEID");
+  if (rank_text && given.count("node_rank") == 0) {
+    auto rank = common::ParseInt(*rank_text, 0, kMaxWorkers - 1);
     if (!rank) {
-      return absl::InvalidArgumentError("SLURM_NODEID '" + *node_id + "' is not a node index");
+      return absl::InvalidArgumentError(std::string(in_step ? "SLURM_PROCID" : "SLURM_NODEID") +
+                                        " '" + *rank_text + "' is not a node index");
     }
     options.node_rank = static_cast<int>(*rank);
-    taken += " node rank " + std::to_string(*rank);
+    taken.push_back("node rank " + std::to_string(*rank));
   }
-  auto list = env("SLURM_JOB_NODELIST");
-  if (!list) list = env("SLURM_NODELIST");
+  auto list = in_step ? First(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"})
+                      : First(env, {"SLURM_JOB_NODELIST", "SLURM_NODELIST"});
   std::vector<std::string> hosts;
-  if (list && !list->empty()) {
+  if (list) {
     auto expanded = ExpandSlurmNodeList(*list);
     if (!expanded.ok()) return expanded.status();
     hosts = std::move(*expanded);
   }
   if (!hosts.empty() && given.count("master_addr") == 0) {
     options.master_addr = hosts.front();
-    taken += ", master " + hosts.front();
+    taken.push_back("master " + hosts.front());
   }
-  auto nodes_text = env("SLURM_JOB_NUM_NODES");
-  if (!nodes_text) nodes_text = env("SLURM_NNODES");
-  int64_t nodes = static_cast<int64_t>(hosts.size());
-  if (nodes_text) {
-    auto parsed = common::ParseInt(*nodes_text, 1, kMaxWorkers);
+  if (given.count("master_port") == 0) {
+    // A port of the job's own (below Linux's ephemeral range), so that jobs sharing a host
+    // rarely meet; when they do, the run id keeps them apart.
+    uint64_t job = 0, step = 0;
+    absl::SimpleAtoi(*job_id, &job);
+    if (step_id) absl::SimpleAtoi(*step_id, &step);
+    options.master_port = static_cast<int>(20000 + (job * 16 + step % 16) % 12000);
+    taken.push_back("port " + std::to_string(options.master_port));
+  }
+  const char* count_name = in_step ? "SLURM_STEP_NUM_TASKS" : "SLURM_JOB_NUM_NODES";
+  auto count_text = in_step ? First(env, {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"})
+                            : First(env, {"SLURM_JOB_NUM_NODES", "SLURM_NNODES"});
+  int64_t launchers = static_cast<int64_t>(hosts.size());
+  if (count_text) {
+    auto parsed = common::ParseInt(*count_text, 1, kMaxWorkers);
     if (!parsed) {
-      return absl::InvalidArgumentError("SLURM_JOB_NUM_NODES '" + *nodes_text +
-                                        "' is not a node count");
+      return absl::InvalidArgumentError(std::string(count_name) + " '" + *count_text +
+                                        "' is not a " + (in_step ? "task" : "node") + " count");
     }
-    nodes = *parsed;
+    launchers = *parsed;
   }
-  if (nodes > 0 && given.count("worker_num") == 0) {
-    if (options.local_worker_num * nodes > kMaxWorkers) {
+  if (launchers > 0 && given.count("worker_num") == 0) {
+    if (options.local_worker_num * launchers > kMaxWorkers) {
       return absl::InvalidArgumentError(
-          "Slurm's " + std::to_string(nodes) + " node(s) x --local_worker_num " +
-          std::to_string(options.local_worker_num) + " is more than " +
+          "Slurm's " + std::to_string(launchers) + (in_step ? " task(s)" : " node(s)") +
+          " x --local_worker_num " + std::to_string(options.local_worker_num) + " is more than " +
           std::to_string(kMaxWorkers) + " workers");
     }
-    options.worker_num = static_cast<int>(options.local_worker_num * nodes);
+    options.worker_num = static_cast<int>(options.local_worker_num * launchers);
     options.worker_num_min = 0;
-    taken += ", " + std::to_string(nodes) + " node(s) x " +
-             std::to_string(options.local_worker_num) + " = " + std::to_string(options.worker_num) +
-             " workers";
+    taken.push_back(std::to_string(launchers) + (in_step ? " task(s)" : " node(s)") + " x " +
+                    std::to_string(options.local_worker_num) + " = " +
+                    std::to_string(options.worker_num) + " workers");
   }
-  if (taken.empty()) return std::string();
-  if (taken.rfind(", ", 0) == 0) taken.erase(0, 2);
-  if (taken.front() == ' ') taken.erase(0, 1);
-  return "Slurm job " + *job_id + ": " + taken;
+  // Two launchers of one step on one host (srun -n2 on a node) are ranked apart by their task
+  // ids, but their local ranks (LOCAL_RANK, DEVICE_ID) both start at 0.
+  auto local_id = env("SLURM_LOCALID");
+  int64_t local = 0;
+  if (in_step && local_id && absl::SimpleAtoi(*local_id, &local) && local > 0) {
+    applied.warnings.push_back(
+        "Slurm runs more than one launcher of step " + *job_id + "." + *step_id +
+        " on this host (SLURM_LOCALID " + *local_id +
+        "): each is a node of the job, but their local ranks (LOCAL_RANK, DEVICE_ID) overlap; "
+        "start one launcher per host (srun --ntasks-per-node=1) and give it "
+        "--local_worker_num instead");
+  }
+  if (taken.empty()) return applied;
+  applied.taken = "Slurm " +
+                  std::string(in_step ? "step " + *job_id + "." + *step_id : "job " + *job_id) +
+                  ": " + absl::StrJoin(taken, ", ");
+  return applied;
 }
 
 }  // namespace gangrun::launcher
