@@ -213,13 +213,15 @@ TEST_F(OperationsTest, SlurmVariablesGiveNodeRankNodeCountAndMaster) {
   auto first = node(0);
   EXPECT_EQ(RunToEnd(first).code, 0) << first.Stderr();
   EXPECT_EQ(RunToEnd(second).code, 0) << second.Stderr();
-  EXPECT_NE(first.Stderr().find("Slurm job 4242: node rank 0, master localhost, 2 node(s)"),
+  EXPECT_NE(first.Stderr().find(
+                "Slurm job 4242: run id slurm-4242, node rank 0, master localhost, 2 node(s)"),
             std::string::npos)
       << first.Stderr();
   for (int rank = 0; rank < 2; ++rank) {
     std::string env = ReadFile(dir_.File("env." + std::to_string(rank)));
     EXPECT_NE(env.find("\nWORLD_SIZE=2\n"), std::string::npos) << env;
     EXPECT_NE(env.find("\nGROUP_RANK=" + std::to_string(rank) + "\n"), std::string::npos) << env;
+    EXPECT_NE(env.find("\nGANGRUN_RUN_ID=slurm-4242\n"), std::string::npos) << env;
   }
 }
 
