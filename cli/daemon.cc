@@ -72,6 +72,21 @@ absl::StatusOr<DaemonSetup> Prepare(const std::string& listen, ServiceOptions se
   return setup;
 }
 
+// The address a daemon listening on a wildcard names in the store.
+std::string AdvertisedAddress(const store::StoreConfig& store) {
+  if (!store.endpoints.empty()) {
+    auto endpoint = common::ParseHostPort(store.endpoints.front(), "--store");
+    auto resolved = endpoint.ok() ? common::ResolveHost(endpoint->host)
+                                  : absl::StatusOr<std::vector<std::string>>(endpoint.status());
+    if (resolved.ok()) {
+      auto local = common::LocalAddressToward(resolved->front());
+      if (local.ok()) return *local;
+    }
+  }
+  auto interfaces = common::InterfaceAddresses();
+  return interfaces.empty() ? common::Hostname() : interfaces.front();
+}
+
 absl::Status Serve(DaemonSetup& setup) {
   boost::asio::io_context io;
   common::AsioClock clock(io.get_executor());
@@ -82,10 +97,11 @@ absl::Status Serve(DaemonSetup& setup) {
   options.credentials = setup.credentials;
   options.event_log = setup.event_log.get();
   // Where others reach this daemon's ports (the store names them): the listen host, unless
-  // it is a wildcard.
+  // it is a wildcard; then the address its connection to the store uses (what every host of
+  // the cluster reaches), else this host's first interface address.
   options.advertise_host = setup.address.host;
   if (options.advertise_host == "0.0.0.0" || options.advertise_host == "::") {
-    options.advertise_host = common::Hostname();
+    options.advertise_host = AdvertisedAddress(setup.store);
   }
   std::unique_ptr<daemon::StoreLink> store;
   if (!setup.store.url.empty()) {

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -156,6 +157,29 @@ bool IsLocalAddress(const std::string& address) {
   }
   freeifaddrs(list);
   return found;
+}
+
+std::vector<std::string> InterfaceAddresses() {
+  std::vector<std::string> v4, v6;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return {};
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || (i->ifa_flags & IFF_UP) == 0) continue;
+    if (i->ifa_addr->sa_family == AF_INET) {
+      const uint32_t a = ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
+      if ((a >> 24) == 127 || (a >> 16) == 0xa9fe) continue;  // loopback, link-local
+      v4.push_back(SockaddrToString(i->ifa_addr));
+    } else if (i->ifa_addr->sa_family == AF_INET6) {
+      const in6_addr& a = reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr;
+      if (IN6_IS_ADDR_LOOPBACK(&a) || IN6_IS_ADDR_LINKLOCAL(&a)) continue;
+      v6.push_back(SockaddrToString(i->ifa_addr));
+    }
+  }
+  freeifaddrs(list);
+  for (auto& address : v6) {
+    if (std::find(v4.begin(), v4.end(), address) == v4.end()) v4.push_back(std::move(address));
+  }
+  return v4;
 }
 
 absl::StatusOr<std::string> LocalAddressToward(const std::string& address) {

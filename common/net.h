@@ -42,6 +42,10 @@ bool IsLoopbackHost(const std::string& host);
 // True when `address` (numeric) is one of this host's interface addresses or loopback.
 bool IsLocalAddress(const std::string& address);
 
+// This host's addresses that other hosts may reach, from its interfaces that are up: IPv4
+// first, then IPv6, in the kernel's order, without loopback and link-local ones.
+std::vector<std::string> InterfaceAddresses();
+
 // The local source address this host would use to reach `address` (no packet is sent).
 absl::StatusOr<std::string> LocalAddressToward(const std::string& address);
 

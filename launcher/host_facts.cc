@@ -21,6 +21,7 @@
 #include "launcher/bind_core.h"
 #include "launcher/launcher.h"
 #include "rpc/credentials.h"
+#include "store/store_config.h"
 
 namespace gangrun::launcher {
 namespace {
@@ -70,6 +71,27 @@ absl::StatusOr<std::vector<std::string>> WorkerBaseEnvironment() {
   return env;
 }
 
+// The address the store's first member is reached at, for the route toward it (a name is
+// resolved; "" when the URL cannot be read here: Validate reports it).
+std::string StoreAddress(const Options& options) {
+  auto config = store::ParseStoreUrl(options.store);
+  if (!config.ok() || config->endpoints.empty()) return "";
+  auto endpoint = common::ParseHostPort(config->endpoints.front(), "--store");
+  if (!endpoint.ok()) return "";
+  auto resolved = common::ResolveHost(endpoint->host);
+  return resolved.ok() ? resolved->front() : "";
+}
+
+// An address of this host that other hosts may reach: among `candidates` (the master's name
+// resolved here) the first that is not loopback, else this host's first interface address.
+std::string ReachableAddress(const std::vector<std::string>& candidates) {
+  for (const auto& address : candidates) {
+    if (!common::IsLoopbackHost(address) && common::IsLocalAddress(address)) return address;
+  }
+  auto interfaces = common::InterfaceAddresses();
+  return interfaces.empty() ? "" : interfaces.front();
+}
+
 }  // namespace
 
 absl::StatusOr<HostFacts> GatherHostFacts(const Options& options) {
@@ -91,15 +113,44 @@ absl::StatusOr<HostFacts> GatherHostFacts(const Options& options) {
   }
   if (!options.may_host_scheduler) facts.is_master = false;  // torchrun's is_host=false
   facts.single_host = options.local_worker_num == options.worker_num && !options.elastic();
+  // A master named by a host name that resolves to loopback on its own host (Debian's
+  // installer maps the host's name to 127.0.1.1) while the other hosts resolve it to the
+  // host's address: a job that spans hosts is served on an address they reach. A loopback
+  // literal or "localhost" means what it says: every launcher is on this host.
+  if (facts.is_master && !facts.single_host && common::IsLoopbackHost(facts.master_ip) &&
+      !common::IsLoopbackHost(options.master_addr)) {
+    const std::string reachable = ReachableAddress(*addresses);
+    if (!reachable.empty()) {
+      common::Logger("launcher")
+          ->info(
+              "--master_addr {} is {} (loopback) on this host, which other hosts cannot "
+              "reach: the scheduler listens on {}, this host's address",
+              options.master_addr, facts.master_ip, reachable);
+      facts.master_ip = reachable;
+    }
+  }
   // A single-host job's scheduler listens on loopback only.
   if (facts.single_host && facts.is_master) {
     facts.scheduler_host = facts.master_ip.find(':') != std::string::npos ? "::1" : "127.0.0.1";
   } else {
     facts.scheduler_host = facts.master_ip;
   }
-  auto local_ip = common::LocalAddressToward(facts.master_ip);
+  // The address this host gives the others (its node's, and its scheduler's where it hosts
+  // one): --local_addr, else the source of the route toward the master, or with --store
+  // toward the store's first member (any launcher may coordinate: the store is what every
+  // host reaches; a store on loopback means every launcher is on this host).
+  const std::string toward = options.store.empty() ? facts.master_ip : StoreAddress(options);
+  auto local_ip = common::LocalAddressToward(toward.empty() ? facts.master_ip : toward);
   facts.local_ip = local_ip.ok() ? *local_ip : facts.master_ip;
   if (!options.local_addr.empty()) facts.local_ip = options.local_addr;  // torchrun's --local_addr
+  if (!options.store.empty() && !toward.empty() && !common::IsLoopbackHost(toward) &&
+      common::IsLoopbackHost(facts.local_ip)) {
+    return absl::InvalidArgumentError(
+        "--local_addr " + facts.local_ip + " is a loopback address, but the store (" +
+        options.store +
+        ") is reached from other hosts, which could not reach a scheduler "
+        "there: give an address of this host they reach");
+  }
   facts.scheduler_port =
       options.personality == Personality::kMsrun ? options.master_port + 1 : options.master_port;
   facts.run_id = options.run_id.empty() ? RandomRunId() : options.run_id;

@@ -147,6 +147,7 @@ absl::Status StoreRole::Claim(const store::SchedulerInfo& me, store::Record& rec
 }
 
 void StoreRole::StartKeeper(int64_t lease) {
+  recovering_ = false;
   keeper_ = std::make_unique<store::LeaseKeeper>(
       store_->client(), lease, std::chrono::seconds(ttl_seconds_),
       [this, me = me_](const std::string& why) {
@@ -268,6 +269,20 @@ void StoreRole::WatchUntilJoined(std::shared_ptr<std::atomic<bool>> joined,
 
 absl::StatusOr<StoreTarget> StoreRole::Settle(const Campaigned& campaigned, bool at_start) {
   if (!campaigned.won) {
+    // A coordinator that advertises loopback to a launcher on another host (one that reaches
+    // the store from a non-loopback address) can never be reached from here: say so at once,
+    // instead of waiting for the cluster timeout.
+    auto advertised = common::ParseHostPort(campaigned.scheduler.address, "the store's address");
+    if (advertised.ok() && common::IsLoopbackHost(advertised->host) &&
+        !common::IsLoopbackHost(facts_.local_ip)) {
+      return absl::UnavailableError(
+          "the store " + config_.url + " names " + campaigned.scheduler.address + " (host " +
+          campaigned.scheduler.host + ", pid " + std::to_string(campaigned.scheduler.pid) +
+          ") as run " + facts_.run_id + "'s scheduler: a loopback address, which this host (" +
+          facts_.local_ip +
+          ") cannot reach; give that launcher --local_addr with an address the other hosts "
+          "reach");
+    }
     followed_ = campaigned.scheduler;
     StoreTarget target;
     target.address = campaigned.scheduler.address;
@@ -322,7 +337,22 @@ absl::StatusOr<StoreTarget> StoreRole::Host(const Campaigned& campaigned, uint64
         generation, restarts_used,
         Who(campaigned.record.value.value("scheduler", nlohmann::json())) + " was lost"};
   }
-  scheduler_options.may_start = [this] { return !fenced_ && keeper_ && keeper_->Valid(); };
+  scheduler_options.may_start = [this] {
+    if (fenced_ || !keeper_) return false;
+    if (keeper_->Valid()) return true;
+    // Between generations (no worker runs), a lease unconfirmed a whole TTL past its
+    // validity has expired in the store, reachable or not: another launcher may coordinate
+    // now. Step down (Recover decides, once per keeper), so that this launcher's node looks
+    // for the run's scheduler like any other instead of waiting here for ever (a host cut off
+    // from the store and from every node).
+    if (keeper_->SurelyExpired() && !recovering_.exchange(true)) {
+      worker_->Post([this, me = me_] {
+        Recover(me, "the store has not confirmed this scheduler's lease of run " + facts_.run_id +
+                        " for longer than its TTL");
+      });
+    }
+    return false;
+  };
   scheduler_options.store_note = [this] { return Note(); };
   auto role = HostSchedulerAt(io_, clock_, options_, facts_, std::move(scheduler_options),
                               campaigned.scheduler.address);

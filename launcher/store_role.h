@@ -17,6 +17,7 @@
 //
 // Store calls run on the store's thread (store/worker.h); results come back on the loop.
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <functional>
 #include <memory>
@@ -108,6 +109,8 @@ class StoreRole {
   std::atomic<bool> fenced_{false};
   std::atomic<bool> closing_{false};  // the store thread's loops (Seek, the watch) end
   std::function<void(const std::string&)> on_step_down_;
+  // Set once may_start has asked Recover about a surely expired lease (per keeper).
+  std::atomic<bool> recovering_{false};
   // Last: its destructor runs what was posted (the last record, the resignation) first.
   std::unique_ptr<store::Worker> worker_;
 };

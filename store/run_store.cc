@@ -178,6 +178,11 @@ LeaseKeeper::~LeaseKeeper() {
 
 bool LeaseKeeper::Valid() const { return NowNs() < valid_until_ns_.load(); }
 
+bool LeaseKeeper::SurelyExpired() const {
+  return NowNs() > valid_until_ns_.load() +
+                       std::chrono::duration_cast<std::chrono::nanoseconds>(ttl_).count();
+}
+
 std::string LeaseKeeper::Unreachable() const {
   std::lock_guard<std::mutex> lock(mu_);
   return unreachable_;

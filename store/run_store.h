@@ -107,6 +107,9 @@ class LeaseKeeper {
   ~LeaseKeeper();  // stops the thread (the lease is left to expire or be revoked)
 
   bool Valid() const;
+  // True once the lease has gone unconfirmed for a whole TTL past its validity: etcd has let
+  // it expire whether or not this process can still reach the store.
+  bool SurelyExpired() const;
   // "" while etcd answers; otherwise why the last keep-alive failed and since when.
   std::string Unreachable() const;
   int64_t lease() const { return lease_; }

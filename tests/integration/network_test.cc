@@ -8,6 +8,7 @@
 
 #include "common/net.h"
 #include "tests/integration/launcher_fixture.h"
+#include "tests/testing/netns.h"
 
 namespace gangrun::testing {
 namespace {
@@ -112,43 +113,27 @@ TEST_F(NetworkTest, TlsMismatchesAreNamedAsSuch) {
 }
 
 TEST_F(NetworkTest, TwoNetworkNamespacesActAsTwoHosts) {
-  const std::string a = "gangrun-a-" + std::to_string(getpid());
-  const std::string b = "gangrun-b-" + std::to_string(getpid());
-  const std::string va = "gra" + std::to_string(getpid() % 100000);
-  const std::string vb = "grb" + std::to_string(getpid() % 100000);
-  if (!Shell("ip netns add " + a)) GTEST_SKIP() << "cannot create network namespaces here";
-  Shell("ip netns add " + b);
-  // A private link between the two test hosts only: nothing leaves this machine.
-  bool up = Shell("ip link add " + va + " type veth peer name " + vb) &&
-            Shell("ip link set " + va + " netns " + a) &&
-            Shell("ip link set " + vb + " netns " + b) &&
-            Shell("ip -n " + a + " addr add 10.201.0.1/24 dev " + va) &&
-            Shell("ip -n " + b + " addr add 10.201.0.2/24 dev " + vb) &&
-            Shell("ip -n " + a + " link set " + va + " up") &&
-            Shell("ip -n " + b + " link set " + vb + " up") &&
-            Shell("ip -n " + a + " link set lo up") && Shell("ip -n " + b + " link set lo up");
-  if (up) {
-    auto in_ns = [&](const std::string& ns, const std::string& rank) {
-      std::vector<std::string> argv = {"/usr/bin/env",  "ip",        "netns",
-                                       "exec",          ns,          GangrunBinary(),
-                                       "--master_addr", "10.201.0.1"};
-      auto job = Job(2, 1, rank);
-      argv.insert(argv.end(), job.begin(), job.end());
-      argv.insert(argv.end(), {TestWorkerBinary(), "--env", dir_.File("env")});
-      return Launch(argv, {"GANGRUN_TEST_READY=" + fifo_.path()}, dir_.path(), dir_.path());
-    };
-    auto host_b = in_ns(b, "1");
-    auto host_a = in_ns(a, "0");
-    EXPECT_EQ(RunToEnd(host_a).code, 0) << host_a.Stderr();
-    EXPECT_EQ(RunToEnd(host_b).code, 0) << host_b.Stderr();
-    std::string env1 = ReadFile(dir_.File("env.1"));
-    EXPECT_NE(env1.find("MASTER_ADDR=10.201.0.1\n"), std::string::npos) << env1;
-    EXPECT_NE(env1.find("GANGRUN_SCHEDULER=10.201.0.1:" + port_ + "\n"), std::string::npos);
-    EXPECT_NE(env1.find("RANK=1\n"), std::string::npos);
-  }
-  Shell("ip netns del " + a);
-  Shell("ip netns del " + b);
-  ASSERT_TRUE(up) << "could not wire the namespaces";
+  Hosts hosts(2);
+  ASSERT_TRUE(hosts.ok()) << "cannot make network namespaces (needs root and iproute2)";
+  auto in_host = [&](int host, const std::string& rank) {
+    // The master by its host name, as a cluster's users give it.
+    std::vector<std::string> argv = {GangrunBinary(), "--master_addr", hosts.Name(0)};
+    auto job = Job(2, 1, rank);
+    argv.insert(argv.end(), job.begin(), job.end());
+    argv.insert(argv.end(), {TestWorkerBinary(), "--env", dir_.File("env")});
+    return Launch(hosts.In(host, argv), {"GANGRUN_TEST_READY=" + fifo_.path()}, dir_.path(),
+                  dir_.path());
+  };
+  auto host_b = in_host(1, "1");
+  auto host_a = in_host(0, "0");
+  EXPECT_EQ(RunToEnd(host_a).code, 0) << host_a.Stderr();
+  EXPECT_EQ(RunToEnd(host_b).code, 0) << host_b.Stderr();
+  std::string env1 = ReadFile(dir_.File("env.1"));
+  EXPECT_NE(env1.find("MASTER_ADDR=" + hosts.Address(0) + "\n"), std::string::npos) << env1;
+  EXPECT_NE(env1.find("GANGRUN_SCHEDULER=" + hosts.Address(0) + ":" + port_ + "\n"),
+            std::string::npos)
+      << env1;
+  EXPECT_NE(env1.find("RANK=1\n"), std::string::npos);
 }
 
 TEST_F(NetworkTest, PyTorchAllReduceAcrossTwoLaunchers) {

@@ -27,7 +27,7 @@ class PartitionTest : public LauncherTest, public ::testing::WithParamInterface<
     if (GetParam()) MakeCertificate();
   }
   bool tls() const { return GetParam(); }
-  // One CA and one certificate for 10.201.0.1, used by the scheduler and the nodes.
+  // One CA and one certificate for 10.231.0.1, used by the scheduler and the nodes.
   void MakeCertificate() {
     const std::string d = dir_.path();
     ASSERT_TRUE(Shell(
@@ -35,8 +35,8 @@ class PartitionTest : public LauncherTest, public ::testing::WithParamInterface<
         " && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 "
         "-subj /CN=gangrun-test-ca"
         " && openssl req -newkey rsa:2048 -nodes -keyout node.key -out node.csr -subj "
-        "/CN=10.201.0.1"
-        " && printf 'subjectAltName=IP:10.201.0.1\\nextendedKeyUsage=serverAuth,clientAuth\\n' "
+        "/CN=10.231.0.1"
+        " && printf 'subjectAltName=IP:10.231.0.1\\nextendedKeyUsage=serverAuth,clientAuth\\n' "
         "> ext.cnf"
         " && openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out "
         "node.pem -days 1 -extfile ext.cnf"))
@@ -47,7 +47,7 @@ class PartitionTest : public LauncherTest, public ::testing::WithParamInterface<
   Launched Host(bool on_a, int run_ms, const std::vector<std::string>& extra = {}) {
     std::vector<std::string> argv = {GangrunBinary(),
                                      "--master_addr",
-                                     TwoHosts::kAddressA,
+                                     hosts_.Address(0),
                                      "--worker_num",
                                      "2",
                                      "--local_worker_num",
@@ -69,11 +69,11 @@ class PartitionTest : public LauncherTest, public ::testing::WithParamInterface<
     }
     argv.insert(argv.end(), extra.begin(), extra.end());
     argv.insert(argv.end(), {TestWorkerBinary(), "--run-ms", std::to_string(run_ms)});
-    return Launch(on_a ? hosts_.InA(argv) : hosts_.InB(argv),
-                  {"GANGRUN_TEST_READY=" + fifo_.path()}, dir_.path(), dir_.path());
+    return Launch(hosts_.In(on_a ? 0 : 1, argv), {"GANGRUN_TEST_READY=" + fifo_.path()},
+                  dir_.path(), dir_.path());
   }
 
-  TwoHosts hosts_;
+  Hosts hosts_{2};
   std::string port_;
 };
 
@@ -81,10 +81,10 @@ TEST_P(PartitionTest, ACutShorterThanTheNodeTimeoutCostsNothing) {
   auto a = Host(true, 6000);
   auto b = Host(false, 6000);
   ASSERT_EQ(WaitReady(2).size(), 2u) << a.Stderr() << b.Stderr();
-  ASSERT_TRUE(hosts_.Cut());
+  ASSERT_TRUE(hosts_.Cut(0, 1));
   // The cut lasts node_timeout - 1 s; neither launcher may give up meanwhile.
   EXPECT_FALSE(WaitExit(b.pid, seconds(kNodeTimeoutS - 1)).has_value()) << b.Stderr();
-  ASSERT_TRUE(hosts_.Heal());
+  ASSERT_TRUE(hosts_.Heal(0, 1));
   EXPECT_EQ(RunToEnd(a).code, 0) << a.Stderr();
   EXPECT_EQ(RunToEnd(b).code, 0) << b.Stderr();
   EXPECT_NE(b.Stderr().find("resumed the session"), std::string::npos) << b.Stderr();
@@ -96,7 +96,7 @@ TEST_P(PartitionTest, ACutLongerThanTheNodeTimeoutLosesTheNodeOnBothSides) {
   auto a = Host(true, 20000);
   auto b = Host(false, 20000);
   ASSERT_EQ(WaitReady(2).size(), 2u) << a.Stderr() << b.Stderr();
-  ASSERT_TRUE(hosts_.Cut());
+  ASSERT_TRUE(hosts_.Cut(0, 1));
   const auto cut_at = std::chrono::steady_clock::now();
   const auto cut_end = cut_at + seconds(kNodeTimeoutS + 1);
   // The scheduler loses b after node_timeout + one interval of silence (and a sweep), stops a's
@@ -106,7 +106,7 @@ TEST_P(PartitionTest, ACutLongerThanTheNodeTimeoutLosesTheNodeOnBothSides) {
   if (std::chrono::steady_clock::now() < cut_end) {
     std::this_thread::sleep_until(cut_end);  // allowed-sleep: the cut's length is the experiment
   }
-  ASSERT_TRUE(hosts_.Heal());
+  ASSERT_TRUE(hosts_.Heal(0, 1));
   ASSERT_TRUE(a_exit.has_value()) << a.Stderr();
   EXPECT_EQ(a_exit->code, 4) << a.Stderr();
   // 3 s + 0.5 s of silence and a 0.75 s sweep; waiting for the lost node's goodbye (the old
@@ -123,13 +123,13 @@ INSTANTIATE_TEST_SUITE_P(Transports, PartitionTest, ::testing::Values(false, tru
 class RejoinTest : public LauncherTest {};
 
 TEST_F(RejoinTest, ALauncherStartedDuringACutJoinsSoonAfterItHeals) {
-  TwoHosts hosts;
+  Hosts hosts(2);
   ASSERT_TRUE(hosts.ok()) << "cannot make network namespaces (needs root and iproute2)";
   const std::string port = FreePort();
   auto launcher = [&](bool on_a) {
     std::vector<std::string> argv = {GangrunBinary(),
                                      "--master_addr",
-                                     TwoHosts::kAddressA,
+                                     hosts.Address(0),
                                      "--worker_num",
                                      "2",
                                      "--local_worker_num",
@@ -139,16 +139,16 @@ TEST_F(RejoinTest, ALauncherStartedDuringACutJoinsSoonAfterItHeals) {
                                      "--node_rank",
                                      on_a ? "0" : "1",
                                      TestWorkerBinary()};
-    return Launch(on_a ? hosts.InA(argv) : hosts.InB(argv), {"GANGRUN_TEST_READY=" + fifo_.path()},
-                  dir_.path(), dir_.path());
+    return Launch(hosts.In(on_a ? 0 : 1, argv), {"GANGRUN_TEST_READY=" + fifo_.path()}, dir_.path(),
+                  dir_.path());
   };
   auto a = launcher(true);
   ASSERT_TRUE(WaitForStderr(a, "waiting for 1 of 2", seconds(20))) << a.Stderr();
-  ASSERT_TRUE(hosts.Cut());
+  ASSERT_TRUE(hosts.Cut(0, 1));
   auto b = launcher(false);
   // Its SYNs are lost for 4 s: the kernel alone would try again at 1, 3 and 7 s.
   EXPECT_FALSE(WaitExit(b.pid, seconds(4)).has_value()) << b.Stderr();
-  ASSERT_TRUE(hosts.Heal());
+  ASSERT_TRUE(hosts.Heal(0, 1));
   const auto healed = std::chrono::steady_clock::now();
   EXPECT_EQ(WaitReady(2).size(), 2u) << a.Stderr() << b.Stderr();
   EXPECT_LT(std::chrono::steady_clock::now() - healed, milliseconds(2500))

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "store/etcd_client.h"
+#include "tests/testing/netns.h"
 #include "tests/testing/test_util.h"
 
 namespace gangrun::testing {
@@ -60,6 +61,43 @@ EtcdCluster::EtcdCluster(const std::string& dir, int members, const Tls* tls) : 
   started_ = WaitWritable(tls);
 }
 
+EtcdCluster::EtcdCluster(const std::string& dir, const Hosts& hosts, int host) : dir_(dir) {
+  mkdir(dir.c_str(), 0700);
+  if (access(kEtcd, X_OK) != 0) {
+    error_ = std::string(kEtcd) + " is missing: deploy/install-deps.sh installs etcd-server";
+    return;
+  }
+  address_ = hosts.Address(host);
+  client_ports_.push_back(FreePort());
+  const std::string client = "http://" + Endpoint(0);
+  const std::string peer = "http://" + address_ + ":" + FreePort();
+  pids_.push_back(
+      Launch(hosts.In(host, {kEtcd, "--name=m0", "--data-dir=" + dir + "/m0",
+                             "--listen-client-urls=" + client, "--advertise-client-urls=" + client,
+                             "--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
+                             "--initial-cluster=m0=" + peer, "--initial-cluster-state=new",
+                             "--log-level=warn", "--logger=zap"}),
+             {}, dir, dir)
+          .pid);
+  started_ = WaitWritableIn(hosts, host);
+}
+
+bool EtcdCluster::WaitWritableIn(const Hosts& hosts, int host) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    // etcd's own client, from the member's host (the test's namespace cannot reach it).
+    auto put = Launch(hosts.In(host, {"/usr/bin/etcdctl", "--endpoints=http://" + Endpoint(0),
+                                      "--dial-timeout=1s", "put", "/gangrun-test/ready", "1"}),
+                      {"ETCDCTL_API=3"}, dir_, dir_);
+    auto status = WaitExit(put.pid, std::chrono::seconds(10));
+    if (status && status->code == 0) return true;
+    if (std::chrono::steady_clock::now() > deadline) {
+      error_ = "etcd in test host " + std::to_string(host) + " takes no writes: " + put.Stderr();
+      return false;
+    }
+  }
+}
+
 EtcdCluster::~EtcdCluster() { KillAll(); }
 
 bool EtcdCluster::WaitWritable(const Tls* tls) {
@@ -93,7 +131,7 @@ std::string EtcdCluster::Url() const {
 }
 
 std::string EtcdCluster::Endpoint(int member) const {
-  return "127.0.0.1:" + client_ports_.at(member);
+  return address_ + ":" + client_ports_.at(member);
 }
 
 void EtcdCluster::Kill(int member) {

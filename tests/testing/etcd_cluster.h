@@ -9,6 +9,8 @@
 
 namespace gangrun::testing {
 
+class Hosts;
+
 class EtcdCluster {
  public:
   struct Tls {
@@ -17,13 +19,16 @@ class EtcdCluster {
   // Starts `members` members with their data under `dir` and waits (30 s at most) until the
   // cluster takes writes through every member. started() says whether it did.
   EtcdCluster(const std::string& dir, int members, const Tls* tls = nullptr);
+  // One member inside test host `host` (tests/testing/netns.h), on that host's address, for
+  // launchers on other hosts.
+  EtcdCluster(const std::string& dir, const Hosts& hosts, int host);
   ~EtcdCluster();  // kills and reaps every member
   EtcdCluster(const EtcdCluster&) = delete;
   EtcdCluster& operator=(const EtcdCluster&) = delete;
 
   bool started() const { return started_; }
   const std::string& error() const { return error_; }
-  // etcd://127.0.0.1:P0,127.0.0.1:P1,...
+  // etcd://127.0.0.1:P0,127.0.0.1:P1,... (the host's address for a member in a test host)
   std::string Url() const;
   std::string Endpoint(int member) const;  // 127.0.0.1:P
   void Kill(int member);                   // SIGKILL, reaped
@@ -31,6 +36,8 @@ class EtcdCluster {
 
  private:
   bool WaitWritable(const Tls* tls);
+  bool WaitWritableIn(const Hosts& hosts, int host);
+  std::string address_ = "127.0.0.1";
   std::vector<std::string> client_ports_;
   std::vector<pid_t> pids_;
   std::string dir_;

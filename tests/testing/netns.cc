@@ -1,64 +1,109 @@
 #include "tests/testing/netns.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
+#include <cstdio>
+#include <fstream>
 
 namespace gangrun::testing {
 namespace {
 
-std::atomic<int> next_pair{0};
+std::atomic<int> next_set{0};
 
-std::vector<std::string> In(const std::string& ns, const std::vector<std::string>& argv) {
-  std::vector<std::string> out = {"/usr/bin/env", "ip", "netns", "exec", ns};
+}  // namespace
+
+Hosts::Hosts(int count, enum Name name) {
+  const int set = next_set++;
+  const std::string id = std::to_string(getpid()) + "-" + std::to_string(set);
+  // Interface names have at most 15 characters: "g<pid mod 10^5><set mod 10>[sh]<i>".
+  const std::string short_id = std::to_string(getpid() % 100000) + std::to_string(set % 10);
+  switch_ = "gangrun-sw-" + id;
+  bridge_ = "gbr" + short_id;
+  if (!Shell("ip netns add " + switch_)) return;
+  if (!Shell("ip -n " + switch_ + " link add " + bridge_ + " type bridge") ||
+      !Shell("ip -n " + switch_ + " link set " + bridge_ + " up")) {
+    return;
+  }
+  for (int i = 0; i < count; ++i) {
+    const std::string ns = "gangrun-h" + std::to_string(i) + "-" + id;
+    const std::string host_end = "g" + short_id + "h" + std::to_string(i);
+    const std::string switch_end = "g" + short_id + "s" + std::to_string(i);
+    names_.push_back(ns);
+    links_.push_back(switch_end);
+    if (!Shell("ip netns add " + ns) ||
+        !Shell("ip link add " + host_end + " type veth peer name " + switch_end) ||
+        !Shell("ip link set " + host_end + " netns " + ns) ||
+        !Shell("ip link set " + switch_end + " netns " + switch_) ||
+        !Shell("ip -n " + switch_ + " link set " + switch_end + " master " + bridge_) ||
+        !Shell("ip -n " + switch_ + " link set " + switch_end + " up") ||
+        !Shell("ip -n " + ns + " addr add " + Address(i) + "/24 dev " + host_end) ||
+        !Shell("ip -n " + ns + " link set " + host_end + " up") ||
+        !Shell("ip -n " + ns + " link set lo up")) {
+      return;
+    }
+    // `ip netns exec` mounts /etc/netns/<ns>/<file> over /etc/<file>.
+    const std::string etc = "/etc/netns/" + ns;
+    mkdir("/etc/netns", 0755);
+    mkdir(etc.c_str(), 0755);
+    // Every other host by its name; this host's own name as `name` says.
+    std::ofstream hosts_file(etc + "/hosts");
+    hosts_file << "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n";
+    for (int j = 0; j < count; ++j) {
+      if (j != i && name != Name::kResolvesNowhere) {
+        hosts_file << Address(j) << " " << this->Name(j) << "\n";
+      }
+    }
+    if (name == Name::kResolves) hosts_file << Address(i) << " " << this->Name(i) << "\n";
+    if (name == Name::kLoopback) hosts_file << "127.0.1.1 " << this->Name(i) << "\n";
+  }
+  ok_ = true;
+}
+
+Hosts::~Hosts() {
+  for (const auto& ns : names_) {
+    Shell("ip netns del " + ns);
+    std::remove(("/etc/netns/" + ns + "/hosts").c_str());
+    rmdir(("/etc/netns/" + ns).c_str());
+  }
+  Shell("ip netns del " + switch_);
+}
+
+std::string Hosts::Address(int i) const { return "10.231.0." + std::to_string(i + 1); }
+
+std::vector<std::string> Hosts::In(int i, const std::vector<std::string>& argv) const {
+  // A UTS namespace of its own, so that the host name is this host's.
+  std::vector<std::string> out = {"/usr/bin/env",
+                                  "ip",
+                                  "netns",
+                                  "exec",
+                                  names_[i],
+                                  "unshare",
+                                  "--uts",
+                                  "--",
+                                  "/bin/sh",
+                                  "-c",
+                                  "hostname \"$0\" && exec \"$@\"",
+                                  Name(i)};
   out.insert(out.end(), argv.begin(), argv.end());
   return out;
 }
 
-}  // namespace
-
-TwoHosts::TwoHosts() {
-  const std::string id = std::to_string(getpid()) + "-" + std::to_string(next_pair++);
-  a_ = "gangrun-a-" + id;
-  b_ = "gangrun-b-" + id;
-  // Interface names have at most 15 characters.
-  const std::string short_id = std::to_string(getpid() % 100000) + std::to_string(next_pair % 10);
-  veth_a_ = "gra" + short_id;
-  veth_b_ = "grb" + short_id;
-  if (!Shell("ip netns add " + a_)) return;
-  if (!Shell("ip netns add " + b_)) return;
-  ok_ = Shell("ip link add " + veth_a_ + " type veth peer name " + veth_b_) &&
-        Shell("ip link set " + veth_a_ + " netns " + a_) &&
-        Shell("ip link set " + veth_b_ + " netns " + b_) &&
-        Shell("ip -n " + a_ + " addr add " + kAddressA + "/24 dev " + veth_a_) &&
-        Shell("ip -n " + b_ + " addr add " + kAddressB + "/24 dev " + veth_b_) &&
-        Shell("ip -n " + a_ + " link set " + veth_a_ + " up") &&
-        Shell("ip -n " + b_ + " link set " + veth_b_ + " up") &&
-        Shell("ip -n " + a_ + " link set lo up") && Shell("ip -n " + b_ + " link set lo up");
+bool Hosts::Cut(int i, int j) {
+  return Shell("ip netns exec " + names_[i] + " iptables -I INPUT -s " + Address(j) + " -j DROP") &&
+         Shell("ip netns exec " + names_[j] + " iptables -I INPUT -s " + Address(i) + " -j DROP");
 }
 
-TwoHosts::~TwoHosts() {
-  Shell("ip netns del " + a_);
-  Shell("ip netns del " + b_);
+bool Hosts::Heal(int i, int j) {
+  return Shell("ip netns exec " + names_[i] + " iptables -D INPUT -s " + Address(j) + " -j DROP") &&
+         Shell("ip netns exec " + names_[j] + " iptables -D INPUT -s " + Address(i) + " -j DROP");
 }
 
-std::vector<std::string> TwoHosts::InA(const std::vector<std::string>& argv) const {
-  return In(a_, argv);
-}
+// The switch's end of the host's link: the host's own processes see nothing happen (their
+// packets leave and are lost), as when its cable or its switch port dies.
+bool Hosts::Vanish(int i) { return Shell("ip -n " + switch_ + " link set " + links_[i] + " down"); }
 
-std::vector<std::string> TwoHosts::InB(const std::vector<std::string>& argv) const {
-  return In(b_, argv);
-}
-
-bool TwoHosts::Cut() {
-  return Shell("ip netns exec " + a_ + " iptables -I INPUT -s " + kAddressB + " -j DROP") &&
-         Shell("ip netns exec " + b_ + " iptables -I INPUT -s " + kAddressA + " -j DROP");
-}
-
-bool TwoHosts::Heal() {
-  return Shell("ip netns exec " + a_ + " iptables -D INPUT -s " + kAddressB + " -j DROP") &&
-         Shell("ip netns exec " + b_ + " iptables -D INPUT -s " + kAddressA + " -j DROP");
-}
+bool Hosts::Return(int i) { return Shell("ip -n " + switch_ + " link set " + links_[i] + " up"); }
 
 }  // namespace gangrun::testing

@@ -1,7 +1,12 @@
 #pragma once
-// Two test hosts in network namespaces the test makes itself, joined by a private veth link
-// (10.201.0.1 and 10.201.0.2: nothing leaves this machine), and cuts between them: iptables
-// drops what each side receives from the other, as a switch that loses every packet would.
+// Test hosts in network namespaces the test makes itself, so that a test that passes here
+// would pass on separate machines: each host has its own loopback (no host reaches another's
+// 127.0.0.1), its own address on one bridge (10.231.0.1, .2, ... in a namespace of its own,
+// the switch: nothing leaves this machine and nothing is added to the machine's own
+// namespace), its own host name (a UTS namespace per command) and its own /etc/hosts
+// (/etc/netns/<namespace>/hosts, which `ip netns exec` mounts over /etc/hosts), naming every
+// host. Cuts between two hosts drop what each receives from the other (iptables), as a switch
+// that loses every packet would; a host can vanish (its link down) and come back.
 
 #include <string>
 #include <vector>
@@ -10,27 +15,40 @@
 
 namespace gangrun::testing {
 
-class TwoHosts {
+class Hosts {
  public:
-  static constexpr char kAddressA[] = "10.201.0.1";
-  static constexpr char kAddressB[] = "10.201.0.2";
-
-  TwoHosts();
-  ~TwoHosts();
-  TwoHosts(const TwoHosts&) = delete;
-  TwoHosts& operator=(const TwoHosts&) = delete;
+  // How host names resolve in each host's /etc/hosts.
+  enum class Name {
+    kResolves,         // every h<i> -> its bridge address, everywhere
+    kResolvesNowhere,  // no h<i> resolves anywhere (give addresses)
+    kLoopback,         // on host i, h<i> -> 127.0.1.1 (Debian's installer writes that line);
+                       // the other hosts resolve it to its bridge address
+  };
+  explicit Hosts(int count, Name name = Name::kResolves);
+  ~Hosts();  // deletes the namespaces and the /etc/netns files
+  Hosts(const Hosts&) = delete;
+  Hosts& operator=(const Hosts&) = delete;
 
   // False when the namespaces could not be made (not root, no iproute2) or wired.
   bool ok() const { return ok_; }
-  // `argv` run inside host a or b.
-  std::vector<std::string> InA(const std::vector<std::string>& argv) const;
-  std::vector<std::string> InB(const std::vector<std::string>& argv) const;
-  // Cuts the link both ways (every packet lost), or heals it; true when iptables did.
-  bool Cut();
-  bool Heal();
+  int size() const { return static_cast<int>(names_.size()); }
+  // 10.231.0.<i + 1>
+  std::string Address(int i) const;
+  // h<i>: the host name inside host i, and the name other hosts know it by.
+  std::string Name(int i) const { return "h" + std::to_string(i); }
+  // `argv` (argv[0] a path) run inside host i, with its host name set.
+  std::vector<std::string> In(int i, const std::vector<std::string>& argv) const;
+  // Every packet between hosts i and j lost, or delivered again; true when iptables did.
+  bool Cut(int i, int j);
+  bool Heal(int i, int j);
+  // Host i's link down (it vanishes: no reset, no answer), or up again.
+  bool Vanish(int i);
+  bool Return(int i);
 
  private:
-  std::string a_, b_, veth_a_, veth_b_;
+  std::string switch_, bridge_;
+  std::vector<std::string> names_;
+  std::vector<std::string> links_;  // the switch's end of each host's link
   bool ok_ = false;
 };
 
