@@ -24,10 +24,16 @@ absl::StatusOr<std::unique_ptr<scheduler::SchedulerServer>> StartServer(boost::a
                                           facts.token, credentials, facts.run_id};
   auto server = scheduler::SchedulerServer::Start(io, *role.scheduler, *role.store, server_options);
   if (!server.ok() && facts.single_host) {
-    common::Logger("launcher")
-        ->info("port {} is taken; the scheduler listens on another", facts.scheduler_port);
     server_options.listen_address = JoinHostPort(facts.scheduler_host, 0);
     server = scheduler::SchedulerServer::Start(io, *role.scheduler, *role.store, server_options);
+    if (server.ok()) {
+      const std::string taken = JoinHostPort(facts.scheduler_host, (*server)->port());
+      common::Logger("launcher")
+          ->info(
+              "port {} is taken; the scheduler listens on {} instead (gangrun status "
+              "--master {})",
+              facts.scheduler_port, taken, taken);
+    }
   }
   // Two launchers starting at once: the other may have held the port for a moment (bound,
   // not yet listening) and given it up; a few tries tell that from a real failure.
@@ -44,6 +50,16 @@ absl::StatusOr<std::unique_ptr<scheduler::SchedulerServer>> StartServer(boost::a
   }
   if (!server.ok()) {
     if (facts.single_host) return server.status();
+    // A plaintext scheduler's port answers gRPC's HTTP/2 preface; a port that answers
+    // something else is another program's (a TLS job's port cannot be told apart this way).
+    if (!options.access.uses_tls() &&
+        common::ProbeHttp2(server_options.listen_address, std::chrono::seconds(3)) ==
+            common::Http2Probe::kNotPlaintextHttp2) {
+      return absl::UnavailableError(
+          "another program, not a gangrun scheduler, listens on " + server_options.listen_address +
+          " (it does not answer gRPC): --master_port " + std::to_string(options.master_port) +
+          " is taken on this host; give every launcher of the job another one");
+    }
     common::Logger("launcher")
         ->info("a scheduler already listens on {}; joining it as a node",
                server_options.listen_address);

@@ -111,8 +111,8 @@ void Node::OnLinkLost(const std::string& reason, bool unauthenticated) {
   v1::JobOutcome outcome;
   if (generation_ == 0) {
     outcome.set_kind(v1::JobOutcome::KIND_FORMATION_FAILED);
-    outcome.set_message(unauthenticated ? "token mismatch with the scheduler: " + reason
-                                        : "cannot join the scheduler: " + reason);
+    // An unauthenticated refusal says itself what is wrong with the token.
+    outcome.set_message(unauthenticated ? reason : "cannot join the scheduler: " + reason);
     FinishLocally(std::move(outcome));
     return;
   }

@@ -12,9 +12,13 @@ namespace gangrun::scheduler {
 void Scheduler::WaitForReplacement() {
   Enter(State::kAwaitingReplacement, lost_node_);
   stopping_.reset();
+  formation_deadline_.reset();
   if (options_.cluster_timeout >= common::Duration::zero()) {
+    formation_deadline_ = clock_.Now() + options_.cluster_timeout;
     formation_timer_ = clock_.After(options_.cluster_timeout, [this] { OnFormationTimeout(); });
   }
+  wait_reminder_.Stop();  // a new wait, with its own deadline
+  wait_reminder_.Start(formation_deadline_);
   if (MembershipComplete()) return Form();  // a spare took the place
   if (!options_.await_replacement && spares_admitted_ >= options_.spare_nodes) {
     // Nothing would start a launcher for it (a daemon's job) and every spare has come: the
@@ -47,7 +51,10 @@ void Scheduler::OnFormationTimeout() {
   }
   v1::JobOutcome outcome;
   outcome.set_kind(v1::JobOutcome::KIND_FORMATION_FAILED);
-  outcome.set_message("the cluster did not form within the cluster timeout: " +
+  // The report says "the cluster did not form: " before it.
+  const auto seconds =
+      std::chrono::duration_cast<std::chrono::seconds>(options_.cluster_timeout).count();
+  outcome.set_message("--cluster_time_out (" + std::to_string(seconds) + " s) passed with " +
                       std::to_string(workers) + " of " + std::to_string(options_.world_size) +
                       " workers joined (present: " + (present.empty() ? "none" : present) + "); " +
                       std::to_string(options_.world_size - workers) + " worker(s) never came");

@@ -39,6 +39,7 @@ void Scheduler::Enter(JobState to, std::string_view why) {
                                  std::string(why));
   }
   state_ = to;
+  if (!Forming()) wait_reminder_.Stop();
 }
 
 void Scheduler::Start() {
@@ -72,6 +73,11 @@ void Scheduler::Start() {
 
 void Scheduler::ArmFormationTimeout() {
   formation_timer_.reset();
+  formation_deadline_.reset();
+  if (options_.cluster_timeout >= common::Duration::zero()) {
+    formation_deadline_ = started_at_ + options_.cluster_timeout;
+  }
+  wait_reminder_.Start(formation_deadline_);
   if (options_.cluster_timeout >= common::Duration::zero()) {
     const common::Duration left = options_.cluster_timeout - (clock_.Now() - started_at_);
     formation_timer_ =

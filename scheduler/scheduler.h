@@ -84,6 +84,7 @@
 #include "scheduler/recovery_policy.h"
 #include "scheduler/scheduler_options.h"
 #include "scheduler/telemetry.h"
+#include "scheduler/wait_reminder.h"
 
 namespace gangrun::scheduler {
 
@@ -364,6 +365,10 @@ class Scheduler {
   void SignalWorkers(int signal, const std::string& why);
   // status.cc
   void LogProgress();
+  // "waiting for 2 of 4 workers (1 node(s) joined: a; node rank 1 has not joined)", or ""
+  // when no worker is missing.
+  std::string WaitingLine() const;
+  void RemindWaiting(const std::string& left);
   std::string Describe(const NodeState& node) const;
   void OnStopRequest(const v1::StopRequest& request);
   // The outcome if the job ended now.
@@ -413,6 +418,10 @@ class Scheduler {
   int ended_scan_from_ = 0;  // MaybeGenerationOver: every node below this id has ended
   Membership membership_;    // the joined nodes, for O(log n) join checks
   std::unique_ptr<common::Timer> formation_timer_;
+  // When the wait for nodes ends in failure (--cluster_time_out); none without a limit.
+  std::optional<common::TimePoint> formation_deadline_;
+  // The wait's line again while the job waits for nodes (scheduler/wait_reminder.h).
+  WaitReminder wait_reminder_{clock_, [this](const std::string& left) { RemindWaiting(left); }};
   std::unique_ptr<common::Timer> last_call_timer_;
   std::unique_ptr<common::Timer> restart_timer_;
   std::unique_ptr<common::Timer> heartbeat_timer_;

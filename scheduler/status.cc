@@ -3,8 +3,10 @@
 // the Scheduler actor (scheduler.h): the same strand, the same state.
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "scheduler/job_record.h"
 #include "scheduler/scheduler.h"
@@ -23,26 +25,59 @@ std::string Scheduler::Describe(const NodeState& node) const {
   return text + ")";
 }
 
-void Scheduler::LogProgress() {
-  // One line per join for small jobs; at most one a second for large ones.
-  const common::TimePoint now = clock_.Now();
-  if (nodes_.size() > 8 && now - last_progress_log_ < std::chrono::seconds(1)) return;
-  last_progress_log_ = now;
+std::string Scheduler::WaitingLine() const {
   int workers = 0, count = 0;
   std::string names;
+  // The node ranks still missing, when every node came with one and the same size (so that
+  // the job's node count is known).
+  std::set<int> ranks;
+  bool ranked = true;
+  int size = 0;
   for (const auto& [id, node] : nodes_) {
     if (!node.joined) continue;
     workers += node.join.local_worker_num;
     ++count;
     if (count <= 8) names += (names.empty() ? "" : ", ") + node.join.node_name;
+    ranks.insert(node.join.requested_rank);
+    ranked =
+        ranked && node.join.requested_rank >= 0 && (size == 0 || size == node.join.local_worker_num);
+    size = node.join.local_worker_num;
   }
+  if (workers >= options_.world_size) return "";
   if (count > 8) names += ", ...";
-  if (workers < options_.world_size) {
-    common::Logger("scheduler")
-        ->info("waiting for {} of {} workers ({} node(s) joined{}{})",
-               options_.world_size - workers, options_.world_size, count, names.empty() ? "" : ": ",
-               names);
+  std::string missing;
+  if (ranked && size > 0 && options_.world_size % size == 0) {
+    std::vector<std::string> absent;
+    for (int rank = 0; rank < options_.world_size / size; ++rank) {
+      if (ranks.count(rank) == 0) absent.push_back(std::to_string(rank));
+    }
+    if (absent.size() > 8) absent.resize(8), absent.push_back("...");
+    if (!absent.empty()) {
+      missing =
+          absl::StrCat("; node rank", absent.size() > 1 ? "s " : " ", absl::StrJoin(absent, ", "),
+                       absent.size() > 1 ? " have" : " has", " not joined");
+    }
   }
+  return absl::StrCat("waiting for ", options_.world_size - workers, " of ", options_.world_size,
+                      " workers (", count, " node(s) joined", names.empty() ? "" : ": ", names,
+                      missing, ")");
+}
+
+void Scheduler::LogProgress() {
+  // One line per join for small jobs; at most one a second for large ones.
+  const common::TimePoint now = clock_.Now();
+  if (nodes_.size() > 8 && now - last_progress_log_ < std::chrono::seconds(1)) return;
+  last_progress_log_ = now;
+  const std::string line = WaitingLine();
+  if (line.empty()) return;
+  common::Logger("scheduler")
+      ->info("{}{}", line, wait_reminder_.active() ? "; " + wait_reminder_.Left() : "");
+}
+
+void Scheduler::RemindWaiting(const std::string& left) {
+  if (!Forming()) return wait_reminder_.Stop();
+  const std::string line = WaitingLine();
+  if (!line.empty()) common::Logger("scheduler")->info("still {}; {}", line, left);
 }
 
 v1::GetStatusResponse Scheduler::Status() const {

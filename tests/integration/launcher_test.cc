@@ -290,3 +290,64 @@ TEST_F(LauncherTest, JoinFalseReturnsOnceWorkersRunAndKeepsSupervising) {
 
 }  // namespace
 }  // namespace gangrun::testing
+
+namespace gangrun::testing {
+namespace {
+
+// A TCP listener on a free loopback port that answers anything with an HTTP/1.1 error, as a
+// web server on the master port would.
+class ForeignListener {
+ public:
+  explicit ForeignListener(const std::string& dir) {
+    port = FreePort();
+    program = Launch({"/usr/bin/python3", "-c",
+                      "import socket,sys\n"
+                      "s=socket.socket(); s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+                      "s.bind(('127.0.0.1'," +
+                          port +
+                          ")); s.listen(16)\n"
+                          "print('listening', flush=True)\n"
+                          "while True:\n"
+                          "  c,_=s.accept(); c.recv(64)\n"
+                          "  c.sendall(b'HTTP/1.1 400 Bad Request\\r\\n\\r\\n'); c.close()\n"},
+                     {}, dir, dir);
+    EXPECT_TRUE(WaitForStdout(program, "listening", std::chrono::seconds(20)));
+  }
+  ~ForeignListener() {
+    kill(program.pid, SIGKILL);
+    WaitExit(program.pid, std::chrono::seconds(10));
+  }
+  std::string port;
+  Launched program;
+};
+
+TEST_F(LauncherTest, AForeignProgramOnTheMasterPortIsNamedAtOnce) {
+  ForeignListener foreign(dir_.path());
+  // A job of two nodes: its master's port is the other program's.
+  const auto started = std::chrono::steady_clock::now();
+  auto run = Start({"--worker_num", "2", "--local_worker_num", "1", "--master_port", foreign.port,
+                    "--node_rank", "0"},
+                   {});
+  EXPECT_EQ(RunToEnd(run).code, 3) << run.Stderr();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(6));
+  EXPECT_NE(run.Stderr().find("another program, not a gangrun scheduler, listens on 127.0.0.1:" +
+                              foreign.port),
+            std::string::npos)
+      << run.Stderr();
+  EXPECT_EQ(run.Stderr().find("joining it as a node"), std::string::npos) << run.Stderr();
+}
+
+TEST_F(LauncherTest, ASingleHostJobOnATakenPortSaysWhichPortItTook) {
+  ForeignListener foreign(dir_.path());
+  auto run =
+      Start({"--worker_num", "1", "--local_worker_num", "1", "--master_port", foreign.port}, {});
+  EXPECT_EQ(RunToEnd(run).code, 0) << run.Stderr();
+  EXPECT_NE(
+      run.Stderr().find("port " + foreign.port + " is taken; the scheduler listens on 127.0.0.1:"),
+      std::string::npos)
+      << run.Stderr();
+  EXPECT_NE(run.Stderr().find("instead (gangrun status --master 127.0.0.1:"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gangrun::testing

@@ -1,9 +1,13 @@
 #include "scheduler/scheduler.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
 
+#include <algorithm>
 #include <csignal>
+#include <sstream>
 
+#include "common/logging.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/scheduler_fakes.h"
 
@@ -50,6 +54,44 @@ class SchedulerTest : public ::testing::Test {
   std::unique_ptr<Scheduler> scheduler;
   std::optional<v1::JobOutcome> outcome;
 };
+
+// What the scheduler logs while a test runs (its "scheduler" logger), for lines users read.
+class LogCapture {
+ public:
+  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)) {
+    common::Logger("scheduler")->sinks().push_back(sink_);
+  }
+  ~LogCapture() {
+    auto& sinks = common::Logger("scheduler")->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  }
+  std::string text() const { return text_.str(); }
+
+ private:
+  std::ostringstream text_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+};
+
+TEST_F(SchedulerTest, AWaitForNodesIsSaidAgainWithWhatIsMissingAndTheTimeLeft) {
+  LogCapture log;
+  Make(4, seconds(600), seconds(300));  // a node timeout that outlasts the test's silence
+  RecordingLink a, b;
+  Join(a, "hosta", "10.0.0.1", 0, 2);
+  EXPECT_NE(log.text().find("waiting for 2 of 4 workers (1 node(s) joined: hosta; node rank 1 "
+                            "has not joined); 10 m 0 s left"),
+            std::string::npos)
+      << log.text();
+  clock.Advance(seconds(10));
+  EXPECT_NE(log.text().find("still waiting for 2 of 4 workers (1 node(s) joined: hosta; node "
+                            "rank 1 has not joined); 9 m 50 s left"),
+            std::string::npos)
+      << log.text();
+  Join(b, "hostb", "10.0.0.2", 1, 2);
+  ASSERT_EQ(a.commands.size(), 1u);  // formed
+  const size_t said = log.text().size();
+  clock.Advance(seconds(120));
+  EXPECT_EQ(log.text().find("still waiting", said), std::string::npos) << log.text();
+}
 
 TEST_F(SchedulerTest, StartsGenerationOneWhenAllWorkersJoined) {
   Make(4);
