@@ -1,6 +1,8 @@
 #include "cli/client.h"
 
+#include <cctype>
 #include <cstdio>
+#include <regex>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
@@ -122,17 +124,51 @@ std::unique_ptr<grpc::ClientContext> CallContext(int seconds) {
 absl::StatusOr<std::vector<int>> ParseRankList(const std::string& text, const char* usage) {
   std::vector<int> ranks;
   if (text.empty()) return ranks;
+  auto bad = [&](absl::string_view item) {
+    return UsageError(usage, "--rank: '" + std::string(item) +
+                                 "' is not a rank or a range of ranks (0, 2-5, 0-3,7)");
+  };
   for (absl::string_view item : absl::StrSplit(text, ',')) {
-    int rank = -1;
-    if (!absl::SimpleAtoi(item, &rank) || rank < 0) {
-      return UsageError(usage, "--rank: '" + std::string(item) + "' is not a rank (0, 1, ...)");
+    // R or R-S, as `gangrun status` prints them.
+    const size_t dash = item.find('-');
+    int first = -1, last = -1;
+    if (!absl::SimpleAtoi(item.substr(0, dash), &first) || first < 0 ||
+        (dash != absl::string_view::npos &&
+         (!absl::SimpleAtoi(item.substr(dash + 1), &last) || last < first))) {
+      return bad(item);
     }
-    ranks.push_back(rank);
+    if (dash == absl::string_view::npos) last = first;
+    // Bounded as a job's ranks are (launcher::kMaxWorkers), whatever the text asks.
+    if (last >= launcher::kMaxWorkers ||
+        ranks.size() + static_cast<size_t>(last - first) + 1 > size_t{launcher::kMaxWorkers}) {
+      return UsageError(usage, "--rank: '" + std::string(item) + "' names more than " +
+                                   std::to_string(launcher::kMaxWorkers) + " ranks");
+    }
+    for (int rank = first; rank <= last; ++rank) ranks.push_back(rank);
   }
   return ranks;
 }
 
 absl::Status CallFailed(const grpc::Status& status) {
+  // gRPC's own words for a target nobody answers at ("failed to connect to all addresses;
+  // last error: UNKNOWN: ipv4:127.0.0.1:29999: Failed to connect to remote host: Connection
+  // refused"), said once in gangrun's.
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    static const std::regex unreachable(
+        R"(failed to connect to all addresses.*?(?:ipv4|ipv6):(\S+?): (?:Failed to connect to remote host: )?(.*)$)");
+    std::smatch match;
+    const std::string message = status.error_message();
+    if (std::regex_search(message, match, unreachable)) {
+      std::string why = match[2];
+      if (!why.empty()) why[0] = static_cast<char>(std::tolower(why[0]));
+      return absl::UnavailableError("no gangrun scheduler or daemon answers at " +
+                                    std::string(match[1]) + ": " + why);
+    }
+  }
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::UnavailableError("no answer in time from the gangrun scheduler or daemon (" +
+                                  status.error_message() + ")");
+  }
   switch (status.error_code()) {
     case grpc::StatusCode::INVALID_ARGUMENT:
     case grpc::StatusCode::FAILED_PRECONDITION:

@@ -15,7 +15,7 @@ namespace gangrun::cli {
 namespace {
 
 constexpr char kLogsUsage[] =
-    "usage: gangrun logs --master HOST:PORT [--rank R[,R...]] [--follow] [--tail N] [--job ID]";
+    "usage: gangrun logs --master HOST:PORT [--rank R[-S][,...]] [--follow] [--tail N] [--job ID]";
 // A line longer than this (a rank writing without newlines) is printed in pieces.
 constexpr size_t kMaxLineBytes = 1 << 20;
 
@@ -77,10 +77,13 @@ CommandResult RunLogs(const CommandArgs& command) {
   AddStoreOptions(app, target);
   std::string ranks_text, job_id;
   bool follow = false;
-  int64_t tail = 0;
-  app.add_option("--rank", ranks_text, "R[,R...]: only these ranks (default: every rank)");
+  int64_t tail = -1;  // not given: the whole log
+  app.add_option("--rank", ranks_text,
+                 "R, R-S, ...: only these ranks (0-3,7; default: every rank)");
   app.add_flag("--follow,-f", follow, "keep printing what the ranks write until they end");
-  app.add_option("--tail", tail, "start at each rank's last N lines (default: the whole log)")
+  app.add_option("--tail", tail,
+                 "start at each rank's last N lines; 0: only what they write from now on, as "
+                 "tail -n 0 -f (default: the whole log)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   app.add_option("--job", job_id, "a daemon's job id (default: its only running job)");
   if (auto done = ParseArgs(app, "logs", command.args)) return *done;
@@ -92,7 +95,7 @@ CommandResult RunLogs(const CommandArgs& command) {
   request.set_job_id(job_id);
   for (int rank : *ranks) request.add_ranks(rank);
   request.set_follow(follow);
-  request.set_tail_lines(tail);
+  request.set_tail_lines(tail < 0 ? 0 : tail == 0 ? -1 : tail);
   LinePrinter printer;
   bool any = false;
   grpc::Status status(grpc::StatusCode::UNIMPLEMENTED, "");

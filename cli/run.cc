@@ -32,18 +32,25 @@ absl::StatusOr<std::optional<launcher::Options>> Configure(const CommandArgs& co
     return std::optional<launcher::Options>();
   }
   launcher::Options& options = parsed.options;
+  // One interpreter rule for every personality (torchrun's parser reads it too).
+  if (options.python_exec.empty()) options.python_exec = command.env("PYTHON_EXEC").value_or("");
+  // Warnings are said once the options are known to be valid: an invalid command line is
+  // one line, never a warning and then the error.
+  std::vector<std::string> infos, warnings;
   if (personality != launcher::Personality::kTorchrun) {
     // torchrun reads no Slurm variables: its recipes pass them on its command line.
     ASSIGN_OR_RETURN(launcher::SlurmApplied slurm,
                      launcher::ApplySlurm(options, parsed.given, command.env));
-    if (!slurm.taken.empty()) common::Logger("launcher")->info("{}", slurm.taken);
-    for (const auto& warning : slurm.warnings) common::Logger("launcher")->warn("{}", warning);
+    if (!slurm.taken.empty()) infos.push_back(slurm.taken);
+    warnings = slurm.warnings;
   }
-  for (const auto& warning : launcher::ApplyMsrunRules(options, command.env)) {
-    common::Logger("launcher")->warn("{}", warning);
+  for (auto& warning : launcher::ApplyMsrunRules(options, command.env)) {
+    warnings.push_back(std::move(warning));
   }
-  for (const auto& warning : parsed.warnings) common::Logger("launcher")->warn("{}", warning);
+  for (auto& warning : parsed.warnings) warnings.push_back(std::move(warning));
   RETURN_IF_ERROR(launcher::Validate(options));
+  for (const auto& info : infos) common::Logger("launcher")->info("{}", info);
+  for (const auto& warning : warnings) common::Logger("launcher")->warn("{}", warning);
   return std::optional<launcher::Options>(std::move(options));
 }
 

@@ -15,7 +15,7 @@ namespace gangrun::cli {
 namespace {
 
 constexpr char kStacksUsage[] =
-    "usage: gangrun stacks --master HOST:PORT [--rank R[,R...]] [--job ID] [--json] "
+    "usage: gangrun stacks --master HOST:PORT [--rank R[-S][,...]] [--job ID] [--json] "
     "[--timeout S]";
 
 std::string Format(const v1::StacksResponse& response) {
@@ -58,7 +58,8 @@ CommandResult RunStacks(const CommandArgs& command) {
   std::string ranks_text, job_id;
   bool json = false;
   double timeout = 0;
-  app.add_option("--rank", ranks_text, "R[,R...]: only these ranks (default: every rank)");
+  app.add_option("--rank", ranks_text,
+                 "R, R-S, ...: only these ranks (0-3,7; default: every rank)");
   app.add_option("--job", job_id, "a daemon's job id (default: its only running job)");
   app.add_flag("--json", json, "print JSON instead of text");
   app.add_option("--timeout", timeout,

@@ -86,8 +86,10 @@ std::string FormatJobStatus(const v1::GetStatusResponse& s) {
     // Sorted by cause (the map on the wire has no order).
     std::map<std::string, uint64_t> failures(s.failures().begin(), s.failures().end());
     std::vector<std::string> parts;
-    for (const auto& [cause, count] : failures) parts.push_back(absl::StrCat(cause, " ", count));
-    out += "failures: " + absl::StrJoin(parts, ", ") + "\n";
+    for (const auto& [cause, count] : failures) {
+      if (count > 0) parts.push_back(absl::StrCat(cause, " ", count));  // only what happened
+    }
+    if (!parts.empty()) out += "failures: " + absl::StrJoin(parts, ", ") + "\n";
   }
   if (s.has_outcome()) {
     out += "outcome: " + proto::Name(s.outcome().kind());

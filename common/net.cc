@@ -211,41 +211,55 @@ bool WaitFor(int fd, short events, std::chrono::steady_clock::time_point deadlin
   return left.count() > 0 && poll(&p, 1, static_cast<int>(left.count())) == 1;
 }
 
-Http2Probe ProbeConnected(int fd, std::chrono::steady_clock::time_point deadline) {
+// What the peer of a connected `fd` answers to the HTTP/2 client preface: its result, and
+// whether its first bytes were another protocol's (neither HTTP/2 nor a TLS record).
+struct Probed {
+  Http2Probe result = Http2Probe::kNoAnswer;
+  bool another_protocol = false;
+};
+
+Probed ProbeConnected(int fd, std::chrono::steady_clock::time_point deadline) {
   // The client preface and an empty SETTINGS frame (RFC 9113 3.4).
   static const char kPreface[] =
       "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
   if (send(fd, kPreface, sizeof(kPreface) - 1, MSG_NOSIGNAL) < 0) {
-    return Http2Probe::kNotPlaintextHttp2;
+    return {Http2Probe::kNotPlaintextHttp2, false};
   }
   unsigned char header[9];
   size_t have = 0;
+  bool closed = false;
   while (have < sizeof(header)) {
-    if (!WaitFor(fd, POLLIN, deadline)) {
-      return have == 0 ? Http2Probe::kNoAnswer : Http2Probe::kNotPlaintextHttp2;
-    }
+    if (!WaitFor(fd, POLLIN, deadline)) break;
     ssize_t n = recv(fd, header + have, sizeof(header) - have, 0);
-    if (n <= 0) return Http2Probe::kNotPlaintextHttp2;  // closed or reset: it wanted TLS
+    if (n <= 0) {  // closed or reset: it wanted TLS, or it said its piece
+      closed = true;
+      break;
+    }
     have += static_cast<size_t>(n);
   }
+  if (have == 0) {
+    // Nothing said: a close or reset means it wanted TLS; silence is no answer.
+    return {closed ? Http2Probe::kNotPlaintextHttp2 : Http2Probe::kNoAnswer, false};
+  }
   // A SETTINGS frame (type 4) on stream 0.
-  const bool settings = header[3] == 0x04 && (header[5] & 0x7f) == 0 && header[6] == 0 &&
-                        header[7] == 0 && header[8] == 0;
-  return settings ? Http2Probe::kPlaintextHttp2 : Http2Probe::kNotPlaintextHttp2;
+  const bool settings = have == sizeof(header) && header[3] == 0x04 && (header[5] & 0x7f) == 0 &&
+                        header[6] == 0 && header[7] == 0 && header[8] == 0;
+  if (settings) return {Http2Probe::kPlaintextHttp2, false};
+  // A TLS record: content type 20..23 (an alert, most likely), then major version 3.
+  const bool tls = header[0] >= 0x14 && header[0] <= 0x17 && (have < 2 || header[1] == 0x03);
+  return {Http2Probe::kNotPlaintextHttp2, !tls};
 }
 
-}  // namespace
-
-Http2Probe ProbeHttp2(const std::string& target, std::chrono::milliseconds timeout) {
+Probed Probe(const std::string& target, std::chrono::milliseconds timeout) {
   auto address = ParseHostPort(target, "target");
-  if (!address.ok()) return Http2Probe::kNoAnswer;
+  if (!address.ok()) return {};
   sockaddr_storage storage;
   socklen_t len = ToSockaddr(address->host, address->port, &storage);
-  if (len == 0) return Http2Probe::kNoAnswer;
+  if (len == 0) return {};
   int fd = socket(storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return Http2Probe::kNoAnswer;
+  if (fd < 0) return {};
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  Http2Probe result = Http2Probe::kNoAnswer;
+  Probed result;
   int error = 0;
   socklen_t error_len = sizeof(error);
   if (connect(fd, reinterpret_cast<sockaddr*>(&storage), len) == 0 ||
@@ -255,6 +269,16 @@ Http2Probe ProbeHttp2(const std::string& target, std::chrono::milliseconds timeo
   }
   close(fd);
   return result;
+}
+
+}  // namespace
+
+Http2Probe ProbeHttp2(const std::string& target, std::chrono::milliseconds timeout) {
+  return Probe(target, timeout).result;
+}
+
+bool AnswersAnotherProtocol(const std::string& target, std::chrono::milliseconds timeout) {
+  return Probe(target, timeout).another_protocol;
 }
 
 bool PortIsFree(const std::string& address, int port) {

@@ -58,6 +58,10 @@ enum class Http2Probe {
 // Connects to `target` (HOST:PORT, numeric host), sends the HTTP/2 client preface and an
 // empty SETTINGS frame, and looks at the first bytes that come back within `timeout`.
 Http2Probe ProbeHttp2(const std::string& target, std::chrono::milliseconds timeout);
+// True when `target` answers that probe with bytes of another protocol: neither HTTP/2 nor a
+// TLS record (a web server's "HTTP/1.1 400", an SSH banner). What a gangrun scheduler's port
+// never does, with TLS or without.
+bool AnswersAnotherProtocol(const std::string& target, std::chrono::milliseconds timeout);
 
 // True when a TCP listener could bind `address`:`port` right now (nobody listens there).
 bool PortIsFree(const std::string& address, int port);

@@ -89,6 +89,7 @@ absl::StatusOr<std::vector<std::string>> ExpandAbbreviations(
       std::vector<std::string> candidates;
       for (auto it = spellings.lower_bound(name);
            it != spellings.end() && it->first.compare(0, name.size(), name) == 0; ++it) {
+        if (it->second.exact_only) continue;
         dests.insert(it->second.dest);
         candidates.push_back(it->first);
       }

@@ -46,6 +46,9 @@ absl::Status ApplyOption(const OptionRow& def, const std::optional<std::string>&
 struct Spelling {
   std::string dest;
   bool takes_value = true;
+  // Only its full spelling names it (gangrun's own options under torchrun: torch's own win
+  // every prefix, as `--node 0` is torch's --node_rank, not gangrun's --node_timeout).
+  bool exact_only = false;
 };
 absl::StatusOr<std::vector<std::string>> ExpandAbbreviations(
     const std::vector<std::string>& args, const std::map<std::string, Spelling>& spellings);

@@ -154,6 +154,11 @@ absl::StatusOr<HostFacts> GatherHostFacts(const Options& options) {
   facts.scheduler_port =
       options.personality == Personality::kMsrun ? options.master_port + 1 : options.master_port;
   facts.run_id = options.run_id.empty() ? RandomRunId() : options.run_id;
+  // torchrun's default run id, "none", stays the workers' (TORCHELASTIC_RUN_ID, as torch's);
+  // the pages and the metrics' job label need one that two jobs never share.
+  facts.job_label = options.personality == Personality::kTorchrun && facts.run_id == "none"
+                        ? "torchrun-" + RandomRunId()
+                        : facts.run_id;
   facts.log_dir = options.log_dir;
   ASSIGN_OR_RETURN(facts.token, rpc::ResolveToken(options.access));
   std::string path_env = "/usr/local/bin:/usr/bin:/bin";

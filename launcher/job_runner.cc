@@ -316,7 +316,11 @@ void JobRunner::OnProcessStarted(const node::ProcessSpec& spec, pid_t pid) {
                            std::to_string(spec.rank) + "] is exported.\n");
   }
   ran_worker_ = true;
-  log->info("rank {} started (pid {}), log {}", spec.rank, pid, spec.log_path);
+  // Each rank's start is a debug line (GANGRUN_LOG_LEVEL=debug); the generation's line says
+  // once that they all run, with their ranks and where their logs are.
+  log->debug("rank {} started (pid {}), log {}", spec.rank, pid, spec.log_path);
+  started_ranks_.push_back(spec.rank);
+  started_log_ = spec.log_path;
   filters_->Follow(spec.log_path);
   if (options_.join && Tailed(options_, spec.rank, spec.local_rank)) {
     std::string prefix = absl::StrReplaceAll(options_.log_prefix,
@@ -328,9 +332,20 @@ void JobRunner::OnProcessStarted(const node::ProcessSpec& spec, pid_t pid) {
 }
 
 void JobRunner::OnGenerationRunning(uint64_t generation) {
+  std::sort(started_ranks_.begin(), started_ranks_.end());
+  std::string ranks;
+  if (!started_ranks_.empty()) {
+    ranks = started_ranks_.size() == 1 ? "rank " + std::to_string(started_ranks_.front())
+                                       : "ranks " + std::to_string(started_ranks_.front()) + "-" +
+                                             std::to_string(started_ranks_.back());
+    const size_t slash = started_log_.rfind('/');
+    ranks += ", logs in " +
+             (slash == std::string::npos ? std::string(".") : started_log_.substr(0, slash));
+  }
   common::Logger("launcher")
-      ->info("generation {}: all {} local process(es) running", generation,
-             options_.local_worker_num);
+      ->info("generation {}: all {} local process(es) running{}", generation,
+             options_.local_worker_num, ranks.empty() ? "" : " (" + ranks + ")");
+  started_ranks_.clear();
   ready_.Running();
   SetNodeHealth(true);
 }

@@ -126,7 +126,10 @@ class JobRunner {
   std::unique_ptr<node::Node> node_;
   boost::asio::signal_set signals_;
   std::optional<v1::JobOutcome> outcome_;
-  bool ran_worker_ = false;   // a spare that was never needed ran none
+  bool ran_worker_ = false;  // a spare that was never needed ran none
+  // The ranks started in this generation and one of their logs, for its "running" line.
+  std::vector<int> started_ranks_;
+  std::string started_log_;
   bool keeper_lost_ = false;  // its outcome stands; the reaper ends the loop
   std::thread reaper_;        // kills what a lost keeper left behind, off the loop
 };

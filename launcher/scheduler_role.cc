@@ -50,11 +50,9 @@ absl::StatusOr<std::unique_ptr<scheduler::SchedulerServer>> StartServer(boost::a
   }
   if (!server.ok()) {
     if (facts.single_host) return server.status();
-    // A plaintext scheduler's port answers gRPC's HTTP/2 preface; a port that answers
-    // something else is another program's (a TLS job's port cannot be told apart this way).
-    if (!options.access.uses_tls() &&
-        common::ProbeHttp2(server_options.listen_address, std::chrono::seconds(3)) ==
-            common::Http2Probe::kNotPlaintextHttp2) {
+    // A scheduler's port answers gRPC's HTTP/2 preface with HTTP/2 (plaintext) or a TLS
+    // alert or close (TLS); a port that answers another protocol is another program's.
+    if (common::AnswersAnotherProtocol(server_options.listen_address, std::chrono::seconds(3))) {
       return absl::UnavailableError(
           "another program, not a gangrun scheduler, listens on " + server_options.listen_address +
           " (it does not answer gRPC): --master_port " + std::to_string(options.master_port) +
@@ -77,7 +75,8 @@ absl::StatusOr<SchedulerRole> BuildRole(common::Clock& clock, const Options& opt
   if (!options.event_log.empty()) {
     ASSIGN_OR_RETURN(role.event_log, scheduler::EventLog::Open(options.event_log));
   }
-  role.telemetry = std::make_unique<scheduler::Telemetry>(facts.run_id, role.event_log.get());
+  role.telemetry = std::make_unique<scheduler::Telemetry>(
+      facts.job_label.empty() ? facts.run_id : facts.job_label, role.event_log.get());
   role.scheduler->SetTelemetry(role.telemetry.get());
   role.store = std::make_unique<scheduler::KvStore>(clock, KvLimitsFor(options));
   return role;

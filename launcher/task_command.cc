@@ -3,23 +3,54 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <utility>
+
 #include "absl/strings/match.h"
 #include "common/spawn.h"
+#include "common/status.h"
 
 namespace gangrun::launcher {
 
 namespace {
 
-absl::StatusOr<TaskCommand> Executable(const std::string& script, const std::string& path_env) {
+// What the script is called in messages: torchrun's word under torchrun, msrun's otherwise.
+std::string Noun(TaskMode mode) {
+  return mode == TaskMode::kInfer ? "task script " : "training script ";
+}
+
+// One rule in every personality (README "Use"): PYTHON_EXEC when given, else the python3 on
+// PATH (what torchrun's sys.executable would be), else python.
+absl::StatusOr<std::pair<std::string, std::string>> FindPython(const std::string& script,
+                                                               const std::string& path_env,
+                                                               const std::string& python_exec) {
+  if (!python_exec.empty()) {
+    auto python = common::FindExecutable(python_exec, path_env);
+    if (!python.ok()) {
+      return absl::InvalidArgumentError("PYTHON_EXEC " + python_exec + " is not an executable");
+    }
+    return std::make_pair(*python, python_exec);
+  }
+  for (const char* name : {"python3", "python"}) {
+    auto python = common::FindExecutable(name, path_env);
+    if (python.ok()) return std::make_pair(*python, std::string(name));
+  }
+  return absl::InvalidArgumentError("cannot run " + script +
+                                    ": neither python3 nor python is on PATH");
+}
+
+absl::StatusOr<TaskCommand> Executable(const std::string& script, const std::string& path_env,
+                                       TaskMode mode) {
   TaskCommand command;
   auto exec = common::FindExecutable(script, path_env);
   struct stat st;
   if (!exec.ok() || stat(exec->c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
     if (access(script.c_str(), F_OK) == 0) {
-      return absl::InvalidArgumentError("task script " + script +
-                                        " is neither executable nor a .py file");
+      return absl::InvalidArgumentError(Noun(mode) + script +
+                                        (mode == TaskMode::kInfer
+                                             ? " is neither executable nor a .py file"
+                                             : " is not executable (--no_python runs it as is)"));
     }
-    return absl::InvalidArgumentError("task script " + script + " not found");
+    return absl::InvalidArgumentError(Noun(mode) + script + " not found");
   }
   command.exec_path = *exec;
   command.argv.push_back(script);
@@ -30,21 +61,13 @@ absl::StatusOr<TaskCommand> Executable(const std::string& script, const std::str
 absl::StatusOr<TaskCommand> TorchPython(const std::string& script, const std::string& path_env,
                                         bool module, const std::string& python_exec) {
   TaskCommand command;
-  absl::StatusOr<std::string> python = python_exec.empty()
-                                           ? common::FindExecutable("python3", path_env)
-                                           : common::FindExecutable(python_exec, path_env);
-  if (!python.ok() && python_exec.empty()) python = common::FindExecutable("python", path_env);
-  if (!python.ok()) {
-    return absl::InvalidArgumentError(
-        python_exec.empty() ? "cannot run " + script + ": neither python3 nor python is on PATH"
-                            : "PYTHON_EXEC " + python_exec + " is not an executable");
-  }
+  ASSIGN_OR_RETURN(auto python, FindPython(script, path_env, python_exec));
   if (!module && access(script.c_str(), R_OK) != 0) {
     return absl::InvalidArgumentError("training script " + script +
                                       " does not exist or is not readable");
   }
-  command.exec_path = *python;
-  command.argv = {python_exec.empty() ? "python3" : python_exec, "-u"};
+  command.exec_path = python.first;
+  command.argv = {python.second, "-u"};
   if (module) command.argv.push_back("-m");
   command.argv.push_back(script);
   return command;
@@ -63,7 +86,7 @@ absl::StatusOr<TaskCommand> ResolveTaskCommand(const std::string& script,
   TaskCommand command;
   if (mode != TaskMode::kInfer) {
     auto resolved = mode == TaskMode::kExec
-                        ? Executable(script, path_env)
+                        ? Executable(script, path_env, mode)
                         : TorchPython(script, path_env, mode == TaskMode::kModule, python_exec);
     if (!resolved.ok()) return resolved.status();
     command = std::move(*resolved);
@@ -77,16 +100,11 @@ absl::StatusOr<TaskCommand> ResolveTaskCommand(const std::string& script,
       return absl::InvalidArgumentError("task script " + script + " does not exist or is not " +
                                         "readable");
     }
-    auto python = common::FindExecutable("python", path_env);
-    if (!python.ok()) python = common::FindExecutable("python3", path_env);
-    if (!python.ok()) {
-      return absl::InvalidArgumentError("cannot run " + script +
-                                        ": neither python nor python3 is on PATH");
-    }
-    command.exec_path = *python;
-    command.argv = {"python", script};
+    ASSIGN_OR_RETURN(auto python, FindPython(script, path_env, python_exec));
+    command.exec_path = python.first;
+    command.argv = {python.second, script};
   } else {
-    auto resolved = Executable(script, path_env);
+    auto resolved = Executable(script, path_env, mode);
     if (!resolved.ok()) return resolved.status();
     command = std::move(*resolved);
   }

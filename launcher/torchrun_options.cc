@@ -112,17 +112,19 @@ absl::StatusOr<Values> ReadTorchValues(const std::map<std::string, CLI::Option*>
 
 std::map<std::string, Spelling> AllSpellings() {
   std::map<std::string, Spelling> all;
-  auto add = [&all](const std::string& names, const std::string& dest, bool takes_value) {
+  auto add = [&all](const std::string& names, const std::string& dest, bool takes_value,
+                    bool exact_only) {
     for (absl::string_view name : absl::StrSplit(names, ',')) {
-      all[std::string(name)] = {dest, takes_value};
+      all[std::string(name)] = {dest, takes_value, exact_only};
     }
   };
-  for (const auto& option : TorchOptions()) add(option.names, option.dest, !option.flag);
+  for (const auto& option : TorchOptions()) add(option.names, option.dest, !option.flag, false);
+  // gangrun's own options by their full names only: torch's own win every abbreviation.
   for (const auto& def : GangrunOptionRows()) {
-    if (!IsTorchOption(def.name)) add(Spellings(def.name), def.name, true);
+    if (!IsTorchOption(def.name)) add(Spellings(def.name), def.name, true, true);
   }
-  add("-h,--help", "help", false);
-  add("--version", "version", false);
+  add("-h,--help", "help", false, false);
+  add("--version", "version", false, false);
   return all;
 }
 

@@ -95,6 +95,9 @@ class InheritedEnv {
 EnvList CommonEnv(const Options& options, const HostFacts& facts, int world_size,
                   uint64_t generation) {
   EnvList env;
+  // MindSpore's variables are msrun's and gangrun's personalities' (a gangrun job serves
+  // both frameworks); torchrun's workers get torch's only, as under torchrun.
+  const bool mindspore = options.personality != Personality::kTorchrun;
   // A simulation keeps msrun's sizes: the whole job's, not the one simulated process's.
   const int size = Simulating(options) ? options.worker_num : world_size;
   std::string rank_size = std::to_string(size);
@@ -103,16 +106,18 @@ EnvList CommonEnv(const Options& options, const HostFacts& facts, int world_size
       rank_size = std::string(*given);
     }
   }
-  Add(env, env::kRankSize, rank_size);
-  if (!options.rank_table_file.empty()) Add(env, env::kRankTableFile, options.rank_table_file);
-  if (Simulating(options)) {
-    Add(env, env::kMsSimulationLevel, options.sim_level);
-  }
-  Add(env, env::kMsWorkerNum, size);
-  if (!Simulating(options)) {
-    Add(env, env::kMsSchedHost, facts.master_ip);
-    Add(env, env::kMsSchedPort, options.master_port);
-    Add(env, env::kMsTopoTimeout, options.cluster_time_out);
+  if (mindspore) {
+    Add(env, env::kRankSize, rank_size);
+    if (!options.rank_table_file.empty()) Add(env, env::kRankTableFile, options.rank_table_file);
+    if (Simulating(options)) {
+      Add(env, env::kMsSimulationLevel, options.sim_level);
+    }
+    Add(env, env::kMsWorkerNum, size);
+    if (!Simulating(options)) {
+      Add(env, env::kMsSchedHost, facts.master_ip);
+      Add(env, env::kMsSchedPort, options.master_port);
+      Add(env, env::kMsTopoTimeout, options.cluster_time_out);
+    }
   }
   Add(env, env::kScheduler, JoinHostPort(facts.scheduler_host, facts.scheduler_port));
   Add(env, env::kRunId, facts.run_id);
@@ -196,10 +201,12 @@ absl::StatusOr<std::vector<node::ProcessSpec>> PlanProcesses(const Options& opti
     spec.rank = rank_id;
     spec.local_rank = i;
     EnvList env = common;
-    if (!simulating) Add(env, env::kMsRole, "MS_WORKER");
-    Add(env, env::kRankId, rank_id);
-    if (!simulating) Add(env, env::kMsNodeId, rank_id);
-    Add(env, env::kDeviceId, i);
+    if (options.personality != Personality::kTorchrun) {  // MindSpore's (CommonEnv says why)
+      if (!simulating) Add(env, env::kMsRole, "MS_WORKER");
+      Add(env, env::kRankId, rank_id);
+      if (!simulating) Add(env, env::kMsNodeId, rank_id);
+      Add(env, env::kDeviceId, i);
+    }
     BindWorker(options, facts, i, assignment.local_worker_num(), env, spec);
     Add(env, env::kRank, rank_id);
     if (options.virtual_local_rank) {

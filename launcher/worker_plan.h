@@ -26,6 +26,7 @@ struct HostFacts {
   bool is_master = true;       // this host owns master_addr
   bool single_host = true;     // local_worker_num == worker_num
   std::string run_id;
+  std::string job_label;              // the job's name on its pages and metrics (a unique run id)
   std::string log_dir;                // "" = current directory
   std::string token;                  // resolved from --token / --token_file / GANGRUN_TOKEN
   std::vector<std::string> base_env;  // the launcher's environment, internal variables removed

@@ -60,7 +60,11 @@ LogPiece ReadLogPiece(const std::string& path, int64_t offset, int64_t tail_line
   }
   struct stat st;
   const int64_t size = fstat(fd, &st) == 0 ? st.st_size : 0;
-  if (offset < 0) offset = tail_lines > 0 ? TailOffset(fd, size, tail_lines) : 0;
+  // The first read: tail_lines back from the end, from the end itself (< 0: `gangrun logs
+  // --tail 0`, only what is written from now on), or the whole log (0).
+  if (offset < 0) {
+    offset = tail_lines > 0 ? TailOffset(fd, size, tail_lines) : tail_lines < 0 ? size : 0;
+  }
   offset = std::min(offset, size);  // a log truncated under us: from its end
   piece.data.resize(static_cast<size_t>(std::min<int64_t>(size - offset, max_bytes)));
   const ssize_t n =

@@ -111,8 +111,12 @@ void Node::OnLinkLost(const std::string& reason, bool unauthenticated) {
   v1::JobOutcome outcome;
   if (generation_ == 0) {
     outcome.set_kind(v1::JobOutcome::KIND_FORMATION_FAILED);
-    // An unauthenticated refusal says itself what is wrong with the token.
-    outcome.set_message(unauthenticated ? reason : "cannot join the scheduler: " + reason);
+    // A refusal that names the token mismatch itself is said as it is (never "token
+    // mismatch ...: ... (a token mismatch)").
+    outcome.set_message(!unauthenticated ? "cannot join the scheduler: " + reason
+                        : reason.find("token mismatch") != std::string::npos
+                            ? reason
+                            : "token mismatch with the scheduler: " + reason);
     FinishLocally(std::move(outcome));
     return;
   }
@@ -324,7 +328,12 @@ void Node::OnProcessExited(const ProcessSpec& spec, pid_t pid, common::ExitStatu
   }
   OnWorkerGone(spec, pid);
   if (spec.rank >= 0) {
-    log->info("rank {} (pid {}) {}", spec.rank, pid, status.ToString());
+    // A rank that ended as asked (0, or stopped by us) is a debug line: the job's own lines
+    // say as much once ("job succeeded", the report's "stopped because of it"). Anything
+    // else is said.
+    const bool usual = stopped_by_us || (status.signal == 0 && status.code == 0);
+    log->log(usual ? spdlog::level::debug : spdlog::level::info, "rank {} (pid {}) {}", spec.rank,
+             pid, status.ToString());
   } else {
     log->info("MindSpore scheduler process (pid {}) {}", pid, status.ToString());
   }

@@ -3,21 +3,76 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
 
 namespace gangrun::proto {
+
+namespace {
+
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+using Json = nlohmann::ordered_json;
+
+bool Is64Bit(const FieldDescriptor& field) {
+  return field.cpp_type() == FieldDescriptor::CPPTYPE_INT64 ||
+         field.cpp_type() == FieldDescriptor::CPPTYPE_UINT64;
+}
+
+// A 64-bit integer protobuf's JSON wrote as a string ("7"), as the number it is.
+void Number(Json& value, const FieldDescriptor& field) {
+  if (!value.is_string()) return;
+  const std::string text = value.get<std::string>();
+  if (field.cpp_type() == FieldDescriptor::CPPTYPE_INT64) {
+    value = static_cast<int64_t>(std::stoll(text));
+  } else {
+    value = static_cast<uint64_t>(std::stoull(text));
+  }
+}
+
+// Walks `json` (a message of `type`, field names as in the .proto) and turns every 64-bit
+// integer back into a number: protobuf's JSON mapping writes them as strings for JavaScript,
+// which gave `status --json` "generation": "1" beside numbers.
+void Numbers(Json& json, const Descriptor& type) {
+  if (!json.is_object()) return;
+  for (int i = 0; i < type.field_count(); ++i) {
+    const FieldDescriptor& field = *type.field(i);
+    auto it = json.find(field.name());
+    if (it == json.end()) continue;
+    if (field.is_map()) {
+      const FieldDescriptor& value = *field.message_type()->map_value();
+      for (auto& [key, item] : it->items()) {
+        if (Is64Bit(value)) Number(item, value);
+        if (value.message_type() != nullptr) Numbers(item, *value.message_type());
+      }
+    } else if (field.is_repeated() && it->is_array()) {
+      for (auto& item : *it) {
+        if (Is64Bit(field)) Number(item, field);
+        if (field.message_type() != nullptr) Numbers(item, *field.message_type());
+      }
+    } else {
+      if (Is64Bit(field)) Number(*it, field);
+      if (field.message_type() != nullptr) Numbers(*it, *field.message_type());
+    }
+  }
+}
+
+}  // namespace
 
 std::string ToJson(const google::protobuf::Message& message, bool pretty) {
   std::string json;
   google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = pretty;
   options.always_print_primitive_fields = true;
   options.preserve_proto_field_names = true;
   (void)google::protobuf::util::MessageToJsonString(message, &json, options);
-  return json;
+  Json parsed = Json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return json;
+  Numbers(parsed, *message.GetDescriptor());
+  return parsed.dump(pretty ? 1 : -1, ' ', false, Json::error_handler_t::replace);
 }
 namespace {
 

@@ -221,7 +221,12 @@ void Scheduler::BeginStopping(StopReason reason) {
   if (!Live()) return;  // already stopping: the first reason stands
   Enter(State::kStopping, reason.message);
   capture_.reset();
-  const std::string message = reason.message;
+  // A hang's verdict (where every group of ranks was, ~300 characters) is said once, in the
+  // job's report; the progress lines of the stop carry its first clause.
+  const std::string message =
+      reason.kind == StopReason::Kind::kHung
+          ? "the job hung: " + reason.message.substr(0, reason.message.find("; "))
+          : reason.message;
   stopping_ = std::move(reason);
   AbortAll(message);
 }

@@ -72,7 +72,7 @@ absl::StatusOr<uint64_t> Scheduler::OpenLogs(const v1::LogsRequest& request,
   stream.id = id;
   stream.sink = std::move(sink);
   stream.follow = request.follow();
-  stream.tail_lines = std::max<int64_t>(0, request.tail_lines());
+  stream.tail_lines = std::max<int64_t>(-1, request.tail_lines());  // -1: from the end
   stream.ranks = std::move(ranks);
   common::Logger("scheduler")
       ->debug("gangrun logs: stream {} of {} rank(s){}", id, stream.ranks.size(),

@@ -194,7 +194,10 @@ void Scheduler::FinishCapture() {
                         {"message", reason.message},
                         {"rank", reason.root_cause.rank()},
                         {"groups", std::move(json_groups)}});
-  common::Logger("scheduler")->error("hang: {}", reason.message);
+  // The whole verdict is the job's report (and the event above); this line names the culprit.
+  common::Logger("scheduler")
+      ->error("hang in generation {}: {}", generation_,
+              reason.message.substr(0, reason.message.find("; ")));
   BeginStopping(std::move(reason));
 }
 

@@ -39,8 +39,8 @@ std::string Scheduler::WaitingLine() const {
     ++count;
     if (count <= 8) names += (names.empty() ? "" : ", ") + node.join.node_name;
     ranks.insert(node.join.requested_rank);
-    ranked =
-        ranked && node.join.requested_rank >= 0 && (size == 0 || size == node.join.local_worker_num);
+    ranked = ranked && node.join.requested_rank >= 0 &&
+             (size == 0 || size == node.join.local_worker_num);
     size = node.join.local_worker_num;
   }
   if (workers >= options_.world_size) return "";

@@ -115,7 +115,8 @@ TEST_F(OperationsTest, EveryPersonalityAndCommandAnswersVersionWithOneLine) {
   // After the task script, --version is the task's.
   auto task = Start({"--worker_num", "1", "--local_worker_num", "1"}, {"--version"});
   EXPECT_EQ(RunToEnd(task).code, 0) << task.Stderr();
-  EXPECT_NE(task.Stderr().find("rank 0 started"), std::string::npos) << task.Stderr();
+  EXPECT_NE(task.Stderr().find("all 1 local process(es) running (rank 0"), std::string::npos)
+      << task.Stderr();
   EXPECT_EQ(task.Stdout().find("gangrun 0."), std::string::npos) << task.Stdout();
 }
 

@@ -82,7 +82,8 @@ TEST_F(RecoveryTest, AFailingHealthCheckKeepsTheNodeOutAndTheSpareRuns) {
   auto bad = Node(2, {"--spare_nodes", "1", "--health_check", "echo no GPU here; exit 3"}, {});
   EXPECT_EQ(RunToEnd(bad).code, 6) << bad.Stderr();
   EXPECT_NE(bad.Stderr().find("no GPU here"), std::string::npos) << bad.Stderr();
-  EXPECT_EQ(bad.Stderr().find("started (pid"), std::string::npos) << "it never ran a worker";
+  EXPECT_EQ(bad.Stderr().find("local process(es) running"), std::string::npos)
+      << "it never ran a worker";
   auto good = Node(2, opts, {});
   EXPECT_EQ(RunToEnd(master).code, 0) << master.Stderr();
   EXPECT_EQ(RunToEnd(good).code, 0) << good.Stderr();
@@ -98,7 +99,8 @@ TEST_F(RecoveryTest, AHealthCheckThatHangsIsKilledAtItsTimeoutAndExcludesTheNode
       launcher.Stderr().find("took longer than --health_check_timeout 0.5 s: checking the GPUs"),
       std::string::npos)
       << launcher.Stderr();
-  EXPECT_EQ(launcher.Stderr().find("started (pid"), std::string::npos) << launcher.Stderr();
+  EXPECT_EQ(launcher.Stderr().find("local process(es) running"), std::string::npos)
+      << launcher.Stderr();
   // Without --log_dir its log is in the current directory (it was once "/health_check.log",
   // shared by every job of the host).
   EXPECT_EQ(ReadFile(dir_.File("health_check.log")), "checking the GPUs\n");
@@ -110,7 +112,7 @@ TEST_F(RecoveryTest, ANodeThatFailsEveryGenerationIsExcludedAfterTwo) {
   auto master = Node(2, opts, {});
   ASSERT_TRUE(WaitForStderr(master, "waiting for", seconds(20))) << master.Stderr();
   auto bad = Node(2, opts, {"--exit", "1"});  // every generation, its rank fails here
-  ASSERT_TRUE(WaitForStderr(bad, "started (pid", seconds(20))) << bad.Stderr();
+  ASSERT_TRUE(WaitForStderr(bad, "local process(es) running", seconds(20))) << bad.Stderr();
   auto spare = Node(2, opts, {});
   EXPECT_EQ(RunToEnd(bad).code, 6) << bad.Stderr();
   EXPECT_NE(bad.Stderr().find("root cause of 2 failed generations in a row"), std::string::npos)

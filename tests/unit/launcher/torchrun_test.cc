@@ -117,6 +117,19 @@ TEST(TorchrunOptionsTest, AUniquePrefixIsItsOptionAndAnAmbiguousOneIsRefusedNami
   EXPECT_NE(ambiguous.find("ambiguous option: --n could match --nnodes"), std::string::npos)
       << ambiguous;
   EXPECT_NE(ambiguous.find("--nproc-per-node"), std::string::npos) << ambiguous;
+  EXPECT_EQ(ambiguous.find("--node_timeout"), std::string::npos) << "gangrun's own: full names";
+}
+
+TEST(TorchrunOptionsTest, TorchsOwnOptionsWinAPrefixAndGangrunsAreReachedByTheirFullNames) {
+  // torch accepts these (--node_rank, --max_restarts); gangrun's --node_timeout and
+  // --max_no_progress_restarts share the prefixes but never take them.
+  const Options o = Parse({"--node", "1", "--max", "3", "--nnodes", "2", "--master_addr", "h0",
+                           "--node_timeout", "7", "t.py"})
+                        .options;
+  EXPECT_EQ(o.node_rank, 1);
+  EXPECT_EQ(o.max_restarts, 3);
+  EXPECT_EQ(o.node_timeout, 7);
+  EXPECT_NE(Error({"--node_time", "7", "t.py"}).find("--node_time"), std::string::npos);
 }
 
 TEST(TorchrunOptionsTest, SignalsToHandleStopOnStopSignalsAndForwardTheOthers) {

@@ -43,6 +43,22 @@ class WorkerPlanTest : public ::testing::Test {
   v1::RankAssignment assignment;
 };
 
+TEST_F(WorkerPlanTest, TorchrunsWorkersGetTorchsAndGangrunsVariablesButNotMindSpores) {
+  options.personality = Personality::kTorchrun;
+  auto plan = PlanProcesses(options, facts, assignment, 1, 0);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->size(), 2u);
+  auto env = EnvMap((*plan)[1].env);
+  for (const char* mindspore :
+       {"MS_ROLE", "MS_SCHED_HOST", "MS_SCHED_PORT", "MS_WORKER_NUM", "MS_TOPO_TIMEOUT",
+        "MS_NODE_ID", "RANK_ID", "RANK_SIZE", "DEVICE_ID"}) {
+    EXPECT_EQ(env.count(mindspore), 0u) << mindspore;
+  }
+  EXPECT_EQ(env["RANK"], "3");
+  EXPECT_EQ(env["LOCAL_RANK"], "1");
+  EXPECT_EQ(env["GANGRUN_RUN_ID"], "run42");
+}
+
 TEST_F(WorkerPlanTest, EveryWorkerGetsMsrunTorchrunAndGangrunVariables) {
   auto plan = PlanProcesses(options, facts, assignment, 1, 0);
   ASSERT_TRUE(plan.ok());
