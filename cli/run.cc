@@ -22,21 +22,31 @@ namespace gangrun::cli {
 namespace {
 
 // The options this launch runs with, from the command line, GANGRUN_*, Slurm and msrun's
-// rules; nullopt after --help (printed).
-absl::StatusOr<std::optional<launcher::Options>> Configure(const CommandArgs& command) {
+// rules, and what to say of them once the launch is known to be valid (an invalid one is
+// one line, never a warning and then the error).
+struct Configured {
+  launcher::Options options;
+  std::vector<std::string> infos, warnings;
+  void Say() const {
+    for (const auto& info : infos) common::Logger("launcher")->info("{}", info);
+    for (const auto& warning : warnings) common::Logger("launcher")->warn("{}", warning);
+  }
+};
+
+// nullopt after --help (printed).
+absl::StatusOr<std::optional<Configured>> Configure(const CommandArgs& command) {
   const auto personality = launcher::PersonalityFromArgv0(command.argv0);
   ASSIGN_OR_RETURN(launcher::ParseResult parsed,
                    launcher::ParseCommandLine(personality, command.args, command.env));
   if (!parsed.help.empty()) {
     std::fputs(parsed.help.c_str(), stdout);
-    return std::optional<launcher::Options>();
+    return std::optional<Configured>();
   }
+  Configured configured;
   launcher::Options& options = parsed.options;
   // One interpreter rule for every personality (torchrun's parser reads it too).
   if (options.python_exec.empty()) options.python_exec = command.env("PYTHON_EXEC").value_or("");
-  // Warnings are said once the options are known to be valid: an invalid command line is
-  // one line, never a warning and then the error.
-  std::vector<std::string> infos, warnings;
+  std::vector<std::string>&infos = configured.infos, &warnings = configured.warnings;
   if (personality != launcher::Personality::kTorchrun) {
     // torchrun reads no Slurm variables: its recipes pass them on its command line.
     ASSIGN_OR_RETURN(launcher::SlurmApplied slurm,
@@ -49,9 +59,8 @@ absl::StatusOr<std::optional<launcher::Options>> Configure(const CommandArgs& co
   }
   for (auto& warning : parsed.warnings) warnings.push_back(std::move(warning));
   RETURN_IF_ERROR(launcher::Validate(options));
-  for (const auto& info : infos) common::Logger("launcher")->info("{}", info);
-  for (const auto& warning : warnings) common::Logger("launcher")->warn("{}", warning);
-  return std::optional<launcher::Options>(std::move(options));
+  configured.options = std::move(options);
+  return std::optional<Configured>(std::move(configured));
 }
 
 bool IsHelpOrVersion(const std::vector<std::string>& args) {
@@ -70,9 +79,10 @@ CommandResult RunLaunch(const CommandArgs& command) {
   auto configured = Configure(command);
   if (!configured.ok()) return configured.status();
   if (!*configured) return absl::OkStatus();  // --help
-  const launcher::Options& options = **configured;
-  auto facts = launcher::GatherHostFacts(options);
+  const launcher::Options& options = (*configured)->options;
+  auto facts = launcher::GatherHostFacts(options);  // the task script is found here
   if (!facts.ok()) return facts.status();
+  (*configured)->Say();
   if (options.dry_run) {
     std::fputs(launcher::FormatPlan(options, *facts).c_str(), stdout);
     return absl::OkStatus();

@@ -257,8 +257,12 @@ absl::Status ValidateValues(const Options& o) {
   }
   if (absl::Status s = CheckStore(o); !s.ok()) return s;
   if (o.task_script.empty()) {
-    return Invalid("missing task script (usage: " + PersonalityName(o.personality) +
-                   " [options] <task_script> [task_script_args...])");
+    // torch's own words under torchrun, msrun's otherwise.
+    return Invalid(o.personality == Personality::kTorchrun
+                       ? "missing training script (usage: torchrun [options] <training_script> "
+                         "[training_script_args...])"
+                       : "missing task script (usage: " + PersonalityName(o.personality) +
+                             " [options] <task_script> [task_script_args...])");
   }
   return absl::OkStatus();
 }

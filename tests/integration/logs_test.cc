@@ -97,6 +97,14 @@ TEST_F(LogsTest, EveryRanksLinesFromEveryHostPrefixedAndInOrder) {
             (std::vector<std::string>{"rank 3 line 48", "rank 3 line 49"}));
   EXPECT_EQ(LinesOf(tail.Stdout(), "[" + host + ":1] ").size(), 2u);
   EXPECT_TRUE(LinesOf(tail.Stdout(), "[" + host + ":0] ").empty());
+  // A range of ranks, as `gangrun status` prints them.
+  auto range = Logs({"--rank", "1-3", "--tail", "1"});
+  ASSERT_EQ(RunToEnd(range).code, 0) << range.Stderr();
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(LinesOf(range.Stdout(), "[" + host + ":" + std::to_string(rank) + "] ").size(),
+              rank == 0 ? 0u : 1u)
+        << range.Stdout();
+  }
   // Bad requests: one line each, exit 2.
   auto no_rank = Logs({"--rank", "7"});
   EXPECT_EQ(RunToEnd(no_rank).code, 2);
@@ -126,6 +134,16 @@ TEST_F(LogsTest, FollowPrintsWhatTheRanksWriteUntilTheJobEnds) {
     }
     EXPECT_EQ(after, 20) << follow.Stdout();
   }
+}
+
+TEST_F(LogsTest, FollowFromTailZeroPrintsOnlyWhatIsWrittenFromThenOn) {
+  StartJob({"LINES=5", "AFTER=20"});
+  auto follow = Logs({"--follow", "--tail", "0"});
+  EndJob();
+  ASSERT_EQ(RunToEnd(follow).code, 0) << follow.Stderr();
+  // As `tail -n 0 -f`: nothing written before it started (what it shows after is whatever
+  // the ranks wrote once it was reading).
+  EXPECT_EQ(follow.Stdout().find(" line "), std::string::npos) << follow.Stdout();
 }
 
 // 100 MB is read in ~1.2 s in the Release build and ~4 s under AddressSanitizer, but in 35 to

@@ -50,6 +50,9 @@ TEST_F(OperationsTest, StatusShowsNodesRanksAndPidsAndStopEndsTheJobCleanly) {
   ASSERT_EQ(json_code, 0) << json_text;
   auto json = nlohmann::json::parse(json_text.substr(0, json_text.rfind('}') + 1));
   EXPECT_EQ(json["phase"], "JOB_PHASE_RUNNING");
+  // Numbers as numbers, 64-bit ones included (protobuf's JSON writes those as strings).
+  EXPECT_TRUE(json["generation"].is_number()) << json_text;
+  EXPECT_EQ(json["generation"], 1) << json_text;
   EXPECT_EQ(json["nodes"][0]["workers"].size(), 2u);
   EXPECT_EQ(json["nodes"][0]["launcher_pid"], job.pid);
 
@@ -59,8 +62,15 @@ TEST_F(OperationsTest, StatusShowsNodesRanksAndPidsAndStopEndsTheJobCleanly) {
   for (const auto& r : ready) EXPECT_TRUE(WaitGone(r.pid, seconds(5)));
   EXPECT_NE(job.Stderr().find("job stopped: stopped by gangrun stop"), std::string::npos)
       << job.Stderr();
-  // The job is gone: status now cannot reach it (3), and bad usage is 2.
-  EXPECT_EQ(Command({"status", "--master", "127.0.0.1:" + port}).first, 3);
+  // The job is gone: status now cannot reach it (3, one line of gangrun's own), and bad
+  // usage is 2.
+  auto [gone_code, gone_text] = Command({"status", "--master", "127.0.0.1:" + port});
+  EXPECT_EQ(gone_code, 3);
+  EXPECT_NE(gone_text.find("no gangrun scheduler or daemon answers at 127.0.0.1:" + port +
+                           ": connection refused"),
+            std::string::npos)
+      << gone_text;
+  EXPECT_EQ(gone_text.find("failed to connect"), std::string::npos) << gone_text;
   EXPECT_EQ(Command({"status"}).first, 2);
   EXPECT_EQ(Command({"stop", "--bogus"}).first, 2);
 }

@@ -5,11 +5,13 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 
+#include "nlohmann/json.hpp"
 #include "tests/integration/launcher_fixture.h"
 
 namespace gangrun::testing {
@@ -299,6 +301,40 @@ main()
             std::string::npos)
       << report;
   EXPECT_NE(report.find("in load_shard"), std::string::npos) << report;
+}
+
+TEST_F(TorchrunTest, AnInvalidLaunchIsOneLineWithNoWarningBeforeIt) {
+  // torchrun warns of OMP_NUM_THREADS for several processes per node, but only once the
+  // launch is valid: a missing script is the one line.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--nproc_per_node", "2", "missing.py"},
+        std::vector<std::string>{"--nproc_per_node", "2"}}) {
+    auto run = Torchrun(args);  // OMP_NUM_THREADS unset, as torchrun warns then
+    EXPECT_EQ(RunToEnd(run).code, 2) << run.Stderr();
+    const std::string err = run.Stderr();
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    EXPECT_NE(err.find("training script"), std::string::npos) << err;
+    EXPECT_EQ(err.find("OMP_NUM_THREADS"), std::string::npos) << err;
+  }
+}
+
+TEST_F(TorchrunTest, TheDefaultRunIdIsTorchsButThePagesAndMetricsGetAUniqueJobLabel) {
+  const std::string port = FreePort();
+  auto job = Torchrun({"--nnodes", "1", "--nproc-per-node=1", "--rdzv-backend=c10d",
+                       "--rdzv-endpoint=127.0.0.1:" + port, "--no-python", TestWorkerBinary(),
+                       "--env", dir_.File("env"), "--wait-file", dir_.File("go")});
+  ASSERT_EQ(WaitReady(1).size(), 1u) << job.Stderr();
+  auto status = Launch({GangrunBinary(), "status", "--master", "127.0.0.1:" + port, "--json"}, {},
+                       dir_.path(), dir_.path());
+  ASSERT_EQ(RunToEnd(status).code, 0) << status.Stderr();
+  const auto json = nlohmann::json::parse(status.Stdout());
+  const std::string label = json.value("job_id", "");
+  EXPECT_EQ(label.rfind("torchrun-", 0), 0u) << status.Stdout();
+  EXPECT_GT(label.size(), std::string("torchrun-").size());
+  std::ofstream(dir_.File("go")) << "go\n";
+  EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr();
+  // The workers keep torch's default, as under torchrun.
+  EXPECT_NE(ReadFile(dir_.File("env.0")).find("\nTORCHELASTIC_RUN_ID=none\n"), std::string::npos);
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 #include "launcher/task_command.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <cstdio>
 #include <fstream>
 
 #include "launcher/launch_spec.h"
@@ -13,6 +15,32 @@
 
 namespace gangrun::launcher {
 namespace {
+
+TEST(TaskCommandTest, APyScriptRunsUnderOneInterpreterRuleInEveryPersonality) {
+  // A PATH where `python` and `python3` differ (a venv, pyenv): python3 first, as torchrun's
+  // sys.executable would be; PYTHON_EXEC wins over both.
+  testing::TempDir dir;
+  const std::string script = dir.File("t.py");
+  { std::ofstream(script) << "print(1)\n"; }
+  for (const char* name : {"python", "python3"}) {
+    std::ofstream(dir.File(name)) << "#!/bin/sh\n";
+    chmod(dir.File(name).c_str(), 0755);
+  }
+  for (TaskMode mode : {TaskMode::kInfer, TaskMode::kPython}) {
+    auto command = ResolveTaskCommand(script, {}, dir.path(), mode);
+    ASSERT_TRUE(command.ok()) << command.status();
+    EXPECT_EQ(command->exec_path, dir.File("python3"));
+    EXPECT_EQ(command->argv.front(), "python3");
+    auto given = ResolveTaskCommand(script, {}, dir.path(), mode, "python");
+    ASSERT_TRUE(given.ok()) << given.status();
+    EXPECT_EQ(given->exec_path, dir.File("python"));
+  }
+  // Only `python`: that one.
+  std::remove(dir.File("python3").c_str());
+  auto fallback = ResolveTaskCommand(script, {}, dir.path(), TaskMode::kInfer);
+  ASSERT_TRUE(fallback.ok()) << fallback.status();
+  EXPECT_EQ(fallback->exec_path, dir.File("python"));
+}
 
 TEST(TorchrunTaskTest, PythonModuleAndExecutableCommands) {
   testing::TempDir dir;
