@@ -3,6 +3,7 @@
 // the job's end; a rank that wrote 100 MB, read whole, with the launchers' memory flat; and
 // bad requests.
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -60,10 +61,28 @@ class LogsTest : public LauncherTest {
                 {GangrunBinary(), "logs", "--master", "127.0.0.1:" + port_, "--token", "l0gs"});
     return Launch(args, {}, dir_.path(), dir_.path());
   }
+  // Releases every rank waiting on the GO fifo, also one that opens it late (a write and
+  // close at once would leave it blocked in open() for ever): the fifo is written to each
+  // time a reader has it open, until every launcher has ended.
   void EndJob() {
-    std::ofstream(go_) << "go\n";
-    for (const auto& launcher : launchers_)
-      EXPECT_EQ(RunToEnd(launcher).code, 0) << launcher.Stderr();
+    const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+    size_t ended = 0;
+    std::vector<common::ExitStatus> ends;
+    while (ended < launchers_.size() && std::chrono::steady_clock::now() < deadline) {
+      const int fd = open(go_.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+      if (fd >= 0) {
+        (void)!write(fd, "go\n", 3);
+        close(fd);
+      }
+      if (auto end = WaitExit(launchers_[ended].pid, std::chrono::milliseconds(100))) {
+        ends.push_back(*end);
+        ++ended;
+      }
+    }
+    ASSERT_EQ(ended, launchers_.size()) << "the job did not end";
+    for (size_t i = 0; i < ends.size(); ++i) {
+      EXPECT_EQ(ends[i].code, 0) << launchers_[i].Stderr();
+    }
   }
   std::string port_ = FreePort();
   std::string go_ = dir_.File("go");
