@@ -164,8 +164,8 @@ TEST_F(HookTest, StacksOfALiveJobNameEveryRankAndTheJobGoesOn) {
     int ranks = 0;
     // Steps (the optimizer's) and step times come from the hook too: stragglers need them.
     for (const auto& worker : json["nodes"][0]["workers"]) {
-      ranks += worker.value("collectives", std::string()) == "8" &&
-               worker.value("step", std::string()) == "8" && worker.value("step_seconds", 0.0) > 0;
+      ranks += worker.value("collectives", int64_t{0}) == 8 &&
+               worker.value("step", int64_t{0}) == 8 && worker.value("step_seconds", 0.0) > 0;
     }
     return ranks == 4;
   };
@@ -192,7 +192,7 @@ TEST_F(HookTest, StacksOfALiveJobNameEveryRankAndTheJobGoesOn) {
   auto json = nlohmann::json::parse(one.Stdout());
   ASSERT_EQ(json["stacks"].size(), 1u) << one.Stdout();
   EXPECT_EQ(json["stacks"][0]["rank"], 2);
-  EXPECT_EQ(json["stacks"][0]["collectives"], "8");
+  EXPECT_EQ(json["stacks"][0]["collectives"], 8);  // a number, as every count
   EXPECT_EQ(json["stacks"][0]["kind"], "python");
   auto refused = Launch(Args({"stacks", "--master", master, "--token", "wrong"}), {}, dir_.path(),
                         dir_.path());

@@ -225,8 +225,8 @@ time.sleep(3600)
     if (code != 0) continue;
     auto json = nlohmann::json::parse(json_text.substr(0, json_text.rfind('}') + 1));
     const auto& worker = json["nodes"][0]["workers"][0];
-    if (worker.value("step", std::string("0")) == "424242") {
-      reports = std::stoll(worker["reports"].get<std::string>());
+    if (worker.value("step", int64_t{0}) == 424242) {
+      reports = worker["reports"].get<int64_t>();
     }
   }
   EXPECT_GT(reports, 0) << "the last step never showed in status";
