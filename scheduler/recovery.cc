@@ -57,7 +57,8 @@ void Scheduler::OnFormationTimeout() {
   outcome.set_message("--cluster_time_out (" + std::to_string(seconds) + " s) passed with " +
                       std::to_string(workers) + " of " + std::to_string(options_.world_size) +
                       " workers joined (present: " + (present.empty() ? "none" : present) + "); " +
-                      std::to_string(options_.world_size - workers) + " worker(s) never came");
+                      std::to_string(options_.world_size - workers) + " worker(s) never came" +
+                      (refused_.empty() ? "" : "; refused: " + RefusedText()));
   CountFailure(FailureCause::kFormationTimeout);
   Finish(std::move(outcome));
 }

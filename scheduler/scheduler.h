@@ -96,6 +96,9 @@ class Scheduler {
   ~Scheduler();
 
   void Start();  // arms the formation timeout and the heartbeat sweep
+  // A launcher at `peer` (HOST:PORT) was refused at its session's opening, for `why` (its
+  // token, its TLS): said in the wait's lines and the formation's failure.
+  void NoteRefused(const std::string& peer, const std::string& why);
   int AddNode(NodeLink* link);
   void OnNodeEvent(int node_id, const v1::NodeEvent& event);
   void OnNodeDisconnected(int node_id);
@@ -365,6 +368,9 @@ class Scheduler {
   void SignalWorkers(int signal, const std::string& why);
   // status.cc
   void LogProgress();
+  // Who was refused before they could join, "HOST (why)" with a count, for the wait's line
+  // and the formation's failure: the job's owner learns that a launcher tried.
+  std::string RefusedText() const;
   // "waiting for 2 of 4 workers (1 node(s) joined: a; node rank 1 has not joined)", or ""
   // when no worker is missing.
   std::string WaitingLine() const;
@@ -420,6 +426,10 @@ class Scheduler {
   std::unique_ptr<common::Timer> formation_timer_;
   // When the wait for nodes ends in failure (--cluster_time_out); none without a limit.
   std::optional<common::TimePoint> formation_deadline_;
+  // Launchers refused at the session's opening (their token, their TLS): host and why ->
+  // how often. At most kRefusedKept entries; the first ones stay.
+  static constexpr size_t kRefusedKept = 8;
+  std::map<std::pair<std::string, std::string>, int> refused_;
   // The wait's line again while the job waits for nodes (scheduler/wait_reminder.h).
   WaitReminder wait_reminder_{clock_, [this](const std::string& left) { RemindWaiting(left); }};
   std::unique_ptr<common::Timer> last_call_timer_;

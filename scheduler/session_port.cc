@@ -255,6 +255,12 @@ void Handshake::Start(const std::string& magic) {
       [this](rpc::FrameType type, std::string_view payload) { return OnFrame(type, payload); },
       [this](const std::string& why, bool malformed) {
         if (malformed) port_->Warn(conn_->peer(), why);
+        // A launcher checks the scheduler's proof of the token first and leaves when it is
+        // not its own: the scheduler learns of a mismatch only this way.
+        if (challenged_ && !refused_ && !port_->options.token.empty()) {
+          port_->sessions.scheduler().NoteRefused(
+              conn_->peer(), "it left at the token's challenge: its token is not the job's");
+        }
         Done();
       });
   v1::SessionRefused refused;
@@ -272,6 +278,7 @@ void Handshake::Start(const std::string& magic) {
     refused.set_reason(
         "the scheduler at this port uses TLS, but this launcher does not (give it "
         "the job's --tls_ca/--tls_cert/--tls_key)");
+    port_->sessions.scheduler().NoteRefused(conn_->peer(), "it does not use the job's TLS");
     Refuse(refused, false);
   }
 }
@@ -298,6 +305,7 @@ bool Handshake::OnHello(std::string_view payload) {
         "the scheduler's job has no token, but this launcher has one (a token "
         "mismatch: give both the same --token_file, or neither)");
     refused.set_unauthenticated(true);
+    port_->sessions.scheduler().NoteRefused(conn_->peer(), "it has a token, the job has none");
     return Refuse(refused);
   }
   challenged_ = true;
@@ -333,6 +341,9 @@ bool Handshake::OnOpen(std::string_view payload) {
   if (!rpc::MacsEqual(open.proof(), rpc::NodeProof(key, handshake_))) {
     refused.set_reason("the scheduler refused this launcher's token (wrong or missing)");
     refused.set_unauthenticated(true);
+    if (resumed == nullptr) {
+      port_->sessions.scheduler().NoteRefused(conn_->peer(), "its token is not the job's");
+    }
     return Refuse(refused);
   }
   if (port_->closed) return Fail("the scheduler is closing");

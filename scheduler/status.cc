@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
+#include "common/net.h"
 #include "scheduler/job_record.h"
 #include "scheduler/scheduler.h"
 
@@ -58,9 +59,32 @@ std::string Scheduler::WaitingLine() const {
                        absent.size() > 1 ? " have" : " has", " not joined");
     }
   }
+  const std::string refused = RefusedText();
   return absl::StrCat("waiting for ", options_.world_size - workers, " of ", options_.world_size,
                       " workers (", count, " node(s) joined", names.empty() ? "" : ": ", names,
-                      missing, ")");
+                      missing, refused.empty() ? "" : "; refused: " + refused, ")");
+}
+
+void Scheduler::NoteRefused(const std::string& peer, const std::string& why) {
+  GANGRUN_ON_STRAND(strand_);
+  auto host = common::ParseHostPort(peer, "peer");
+  const std::pair<std::string, std::string> key{host.ok() ? host->host : peer, why};
+  auto it = refused_.find(key);
+  if (it != refused_.end()) {
+    ++it->second;
+  } else if (refused_.size() < kRefusedKept) {
+    refused_.emplace(key, 1);
+    common::Logger("scheduler")->warn("refused a launcher at {}: {}", key.first, why);
+  }
+}
+
+std::string Scheduler::RefusedText() const {
+  std::vector<std::string> parts;
+  for (const auto& [key, count] : refused_) {
+    parts.push_back(key.first + " (" + key.second +
+                    (count > 1 ? ", " + std::to_string(count) + " times" : "") + ")");
+  }
+  return absl::StrJoin(parts, ", ");
 }
 
 void Scheduler::LogProgress() {

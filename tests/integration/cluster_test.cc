@@ -284,6 +284,16 @@ TEST_F(ClusterTest, WrongTokenIsRejected) {
   EXPECT_EQ(RunToEnd(b).code, 3) << b.Stderr();
   EXPECT_NE(b.Stderr().find("token mismatch"), std::string::npos) << b.Stderr();
   EXPECT_EQ(RunToEnd(a).code, 3) << a.Stderr();
+  // The master names whom it refused, and why, when it says and when it ends.
+  EXPECT_NE(
+      a.Stderr().find(
+          "refused a launcher at 127.0.0.1: it left at the token's challenge: its token is not"),
+      std::string::npos)
+      << a.Stderr();
+  EXPECT_NE(a.Stderr().find("1 worker(s) never came; refused: 127.0.0.1 (it left at the token's "
+                            "challenge: its token is not the job's"),
+            std::string::npos)
+      << a.Stderr();
 }
 
 TEST_F(ClusterTest, DuplicateNodeRankIsRefusedByName) {
