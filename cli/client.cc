@@ -1,10 +1,12 @@
 #include "cli/client.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <regex>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/env_names.h"
 #include "common/net.h"
@@ -50,6 +52,15 @@ std::optional<CommandResult> ParseArgs(CLI::App& app, const std::string& command
   } catch (const CLI::CallForVersion&) {
     std::fputs((common::VersionLine(app.get_name()) + "\n").c_str(), stdout);
     return absl::OkStatus();
+  } catch (const CLI::ExtrasError& e) {
+    // CLI11's "The following arguments were not expected: --job 3", in gangrun's words.
+    // The arguments were given to CLI11 reversed (ParseArgs): back in the user's order.
+    std::string text = e.what();
+    text = text.substr(text.find(':') == std::string::npos ? 0 : text.find(':') + 2);
+    std::vector<std::string> extras = absl::StrSplit(text, ' ', absl::SkipEmpty());
+    std::reverse(extras.begin(), extras.end());
+    return absl::InvalidArgumentError("unknown option or argument: " + absl::StrJoin(extras, " ") +
+                                      " (see gangrun " + command + " --help)");
   } catch (const CLI::ParseError& e) {
     return absl::InvalidArgumentError(std::string(e.what()) + " (see gangrun " + command +
                                       " --help)");

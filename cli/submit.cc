@@ -92,6 +92,12 @@ absl::StatusOr<v1::SubmitJob> MakeJob(const std::vector<std::string>& launch,
     if (parsed->flags.count(chosen))
       return SubmitUsage(std::string("--") + chosen + " is chosen by the daemon");
   }
+  if (parsed->flags.count("run_id")) {
+    // Never taken in silence: a submitted job's run id is the id the daemon gives it.
+    return SubmitUsage(
+        "--run_id is chosen by the daemon: a submitted job's run id is its job id "
+        "(TORCHELASTIC_RUN_ID and GANGRUN_RUN_ID; `gangrun status` lists it)");
+  }
   launcher::Options& options = parsed->options;
   *access = options.access;  // the daemon's token may come as a launcher option
   if (options.elastic())
@@ -273,7 +279,8 @@ CommandResult RunSubmit(const CommandArgs& command) {
     std::printf(
         "%s\nRuns the job on the agents registered with the daemon at --master and exits with "
         "its outcome.\nLauncher options (see gangrun --help) apply to the job; the daemon "
-        "chooses --master_addr, --master_port, --node_rank and --join.\nThe job runs in this "
+        "chooses --master_addr, --master_port, --node_rank, --join and --run_id (the job's "
+        "id).\nThe job runs in this "
         "working directory (it must exist on every agent's host) with this environment: "
         "--export ALL (the default), NONE (the agent's) or VAR[,VAR...] (those over the "
         "agent's); GANGRUN_*, SLURM_* and the service manager's variables are never carried.\n",

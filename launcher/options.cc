@@ -30,11 +30,13 @@ absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
                    ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
                    ->type_name("VALUE");
   }
-  app.footer(std::string("Usage: ") + program +
-             " [options] <task_script> [task_script_args...]\n"
-             "Every option can also be set as GANGRUN_<OPTION> (e.g. GANGRUN_WORKER_NUM=4).\n"
-             "Other commands (each with --help): gangrun status|stop|scale|health|kv|progress "
-             "(a running job), gangrun scheduler|agent|submit (daemon mode).");
+  // CLI11 2.1's first line is "Usage: gangrun [OPTIONS]": its label completes it with the task.
+  app.get_formatter()->label("OPTIONS", "options] <task_script> [task_script_args...");
+  app.footer(
+      "Every option can also be set as GANGRUN_<OPTION> (e.g. GANGRUN_WORKER_NUM=4).\n"
+      "Other commands (each with --help): gangrun status|stop|scale|stacks|logs|health|kv|"
+      "progress (a running job), gangrun scheduler|agent|submit (daemon mode), gangrun generate "
+      "man|completion|token.");
 
   ASSIGN_OR_RETURN(std::string help, RunParser(app, args));
   ParseResult result;

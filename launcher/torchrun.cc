@@ -403,8 +403,9 @@ absl::StatusOr<ParseResult> ParseTorchrunCommandLine(const std::vector<std::stri
                           ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
                           ->type_name("VALUE");
   }
+  // CLI11 2.1's first line is "Usage: torchrun [OPTIONS]": its label completes it.
+  app.get_formatter()->label("OPTIONS", "options] <training_script> [training_script_args...");
   app.footer(
-      "Usage: torchrun [options] <training_script> [training_script_args...]\n"
       "torchrun's options also come from PET_<OPTION> (e.g. PET_NPROC_PER_NODE=4), gangrun's "
       "own from GANGRUN_<OPTION>.");
   ASSIGN_OR_RETURN(const std::vector<std::string> expanded,
