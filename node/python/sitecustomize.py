@@ -22,6 +22,24 @@ def _gangrun_stacks():
         stream = open(_gangrun_os.path.join(directory, name), "w")
         faulthandler.register(int(signum), file=stream, all_threads=True, chain=False)
         _gangrun_sys._gangrun_stack_stream = stream  # open for the process's whole life
+        # Looking never hurts: the signal is taken by a thread of its own, which waits for
+        # ever, so that no other thread's system call is interrupted by it. faulthandler's
+        # handler has no SA_RESTART, and calls that are never restarted anyway (poll, connect
+        # with a timeout: torch's TCPStore) failed with "Interrupted system call" when the
+        # main thread took the signal. The thread starts with the signal unblocked; then
+        # this (the main) thread blocks it, and so does every thread it starts later.
+        import signal
+        import threading
+        ready = threading.Event()
+
+        def take_stack_signals():
+            ready.set()
+            threading.Event().wait()
+
+        threading.Thread(target=take_stack_signals, name="gangrun-stacks", daemon=True).start()
+        ready.wait()
+        signal.siginterrupt(int(signum), False)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {int(signum)})
     except Exception:
         pass
 

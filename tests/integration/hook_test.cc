@@ -6,6 +6,7 @@
 // --progress_hook False and with python -I (and the launcher says the rule cannot fire); the
 // flight recorder's dump is triggered and kept (a stand-in for torch's reader of the pipe).
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -272,6 +273,55 @@ collective_stuck()
         ReadFile(dir_.File("logs/worker_" + std::to_string(rank) + ".flight_recorder"));
     EXPECT_EQ(kept, "flight recorder of rank " + std::to_string(rank));
   }
+}
+
+// Looking never hurts (issue #47): `gangrun stacks` while every rank is blocked in torch's
+// TCPStore connect (a store that is not there yet) takes each rank's stack, and the ranks go on
+// and connect once the store is there. The capture's signal used to fail that connect with
+// "Interrupted system call" (its handler is faulthandler's, without SA_RESTART, and connect
+// with a timeout is never restarted anyway): now a thread of the hook's own takes it.
+TEST_F(HookTest, StacksOfRanksBlockedInTorchsStoreConnectDoNotBreakIt) {
+  const std::string master = "127.0.0.1:" + FreePort(), store_port = FreePort();
+  std::ofstream(dir_.File("client.py"))
+      << "import datetime, os, sys\n"
+         "import torch.distributed as dist\n"
+         "with open(os.environ['GANGRUN_TEST_READY'], 'w') as fifo:\n"
+         "    fifo.write('ready %s %d 0\\n' % (os.environ['RANK'], os.getpid()))\n"
+         "store = dist.TCPStore('127.0.0.1', int(sys.argv[1]), 3, False,\n"
+         "                      timeout=datetime.timedelta(seconds=60))\n"
+         "store.add('arrived', 1)\n"
+         "print('connected', flush=True)\n";
+  auto job = Run({"--worker_num", "2", "--local_worker_num", "2", "--master_port",
+                  master.substr(master.rfind(':') + 1), "--log_dir", "logs", kPython, "client.py",
+                  store_port});
+  ASSERT_EQ(WaitReady(2).size(), 2u) << job.Stderr();
+  // Until both stacks show the rank inside the TCPStore call (the signal lands mid-connect).
+  const auto deadline = std::chrono::steady_clock::now() + seconds(30);
+  for (;;) {
+    auto stacks = Launch(Args({"stacks", "--master", master}), {}, dir_.path(), dir_.path());
+    ASSERT_EQ(RunToEnd(stacks).code, 0) << stacks.Stderr();
+    const std::string out = stacks.Stdout();
+    size_t inside = 0;
+    for (size_t at = out.find("client.py\", line 5"); at != std::string::npos;
+         at = out.find("client.py\", line 5", at + 1)) {
+      ++inside;
+    }
+    if (inside >= 2) break;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << out;
+  }
+  auto store = Launch({kPython, "-c",
+                       "import datetime, sys, torch.distributed as dist\n"
+                       "s = dist.TCPStore('127.0.0.1', int(sys.argv[1]), 3, True,\n"
+                       "                  timeout=datetime.timedelta(seconds=60))\n"
+                       "s.add('arrived', 1)\n"
+                       "s.wait(['done'])\n",
+                       store_port},
+                      {}, dir_.path(), dir_.path());
+  EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr() << Log(0) << Log(1);
+  EXPECT_NE(Log(0).find("connected"), std::string::npos) << Log(0);
+  EXPECT_NE(Log(1).find("connected"), std::string::npos) << Log(1);
+  kill(store.pid, SIGKILL);
+  RunToEnd(store);
 }
 
 }  // namespace
