@@ -63,6 +63,7 @@ absl::StatusOr<DaemonSetup> Prepare(const std::string& listen, ServiceOptions se
   ASSIGN_OR_RETURN(setup.address,
                    common::ParseHostPort(listen, "--listen", /*allow_zero_port=*/true));
   ASSIGN_OR_RETURN(service.access.token, rpc::ResolveToken(service.access));
+  rpc::WarnIfWeakToken(service.access.token);
   RETURN_IF_ERROR(CheckDoor(listen, setup.address.host, service.access, insecure));
   ASSIGN_OR_RETURN(setup.credentials, rpc::MakeServerCredentials(service.access));
   if (!service.event_log.empty()) {

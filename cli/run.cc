@@ -17,6 +17,7 @@
 #include "launcher/launcher.h"
 #include "launcher/slurm.h"
 #include "node/keeper_client.h"
+#include "rpc/credentials.h"
 
 namespace gangrun::cli {
 namespace {
@@ -83,6 +84,7 @@ CommandResult RunLaunch(const CommandArgs& command) {
   auto facts = launcher::GatherHostFacts(options);  // the task script is found here
   if (!facts.ok()) return facts.status();
   (*configured)->Say();
+  rpc::WarnIfWeakToken(facts->token);
   if (options.dry_run) {
     std::fputs(launcher::FormatPlan(options, *facts).c_str(), stdout);
     return absl::OkStatus();

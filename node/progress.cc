@@ -1,6 +1,7 @@
 #include "node/progress.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -129,7 +130,12 @@ bool ProgressTracker::OnDatagram(int rank, absl::string_view datagram, common::T
         r.step = -1;
         r.recent_steps.clear();
       }
-      NoteStep(r, parsed->step >= 0 ? parsed->step : r.step + 1, now);
+      // A bare `step` counts on, saturating: never past INT64_MAX into negative steps.
+      NoteStep(r,
+               parsed->step >= 0                               ? parsed->step
+               : r.step == std::numeric_limits<int64_t>::max() ? r.step
+                                                               : r.step + 1,
+               now);
       break;
     case ProgressDatagram::Kind::kHook:
       OnHook(r, *parsed, now);

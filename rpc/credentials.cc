@@ -5,6 +5,7 @@
 #include <openssl/x509.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cctype>
 #include <fstream>
 #include <memory>
@@ -165,6 +166,22 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
   ssl.pem_private_key = pems->key;
   ssl.pem_cert_chain = pems->cert;
   return grpc::SslCredentials(ssl);
+}
+
+// A token a guess can find: the scheduler's proof of the token lets whoever records one
+// opening test guesses offline (docs/WIRE.md), so its strength is its length. 32 characters
+// hold 128 bits as hex, the least a generated token has (`gangrun generate token`: 256).
+constexpr size_t kShortestStrongToken = 32;
+
+void WarnIfWeakToken(const std::string& token) {
+  if (token.empty() || token.size() >= kShortestStrongToken) return;
+  static std::atomic<bool> said{false};  // once per process, whatever reads the token again
+  if (said.exchange(true)) return;
+  common::Logger("launcher")
+      ->warn(
+          "the token has {} characters: a short token can be guessed offline from one "
+          "recorded connection; use {} hex digits or more (gangrun generate token makes one)",
+          token.size(), kShortestStrongToken);
 }
 
 }  // namespace gangrun::rpc

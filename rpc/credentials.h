@@ -46,6 +46,11 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
 // The shared secret: --token, else the content of --token_file (whitespace stripped);
 // InvalidArgument when the file is empty or unreadable. Warns (on the launcher's log) when the
 // file can be read by others than its owner.
+// Warns (once per process) when `token` is shorter than 32 characters: the job's owner (a
+// launcher that hosts a job, a daemon) says so; clients and workers, which only use the token,
+// do not.
+void WarnIfWeakToken(const std::string& token);
+
 absl::StatusOr<std::string> ResolveToken(const Access& access);
 
 // Checks the TLS files before anything listens or connects, so that a bad file is named as

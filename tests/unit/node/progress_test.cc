@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "node/file_timer.h"
 #include "node/stacks.h"
 #include "scheduler/hang_report.h"
@@ -51,6 +53,16 @@ TEST(ProgressTrackerTest, NoRulesNeverHang) {
   tracker.AddRank(0, kT0);
   EXPECT_TRUE(HungRanks(tracker, kT0 + seconds(100000)).empty());
   EXPECT_FALSE(tracker.NextDeadline().has_value());
+}
+
+TEST(ProgressTrackerTest, ABareStepAfterTheLargestStepSaturatesInsteadOfOverflowing) {
+  ProgressTracker tracker(Rules(10));
+  tracker.AddRank(0, kT0);
+  tracker.OnDatagram(0, "step 9223372036854775807", kT0);
+  tracker.OnDatagram(0, "step", kT0 + seconds(1));
+  auto hung = tracker.CheckHangs(kT0 + seconds(20));
+  ASSERT_EQ(hung.size(), 1u);
+  EXPECT_EQ(hung[0].step(), std::numeric_limits<int64_t>::max());
 }
 
 TEST(ProgressTrackerTest, SteadyBoundCountsFromTheLastReportAndOnlyAfterTheFirst) {
