@@ -178,6 +178,28 @@ absl::StatusOr<HostFacts> GatherHostFacts(const Options& options) {
   facts.cpu_count = CpuCount();
   if (!options.numa_binding.empty() || options.bind_numa.mode != BindNuma::Mode::kOff) {
     facts.numa = ReadNumaTopology();
+    // The ids --bind_numa names are this host's, or the launch is refused now (not each rank
+    // at its spawn).
+    const long configured = sysconf(_SC_NPROCESSORS_CONF);  // the ids, online or not
+    const int cpu_ids = configured > 0 ? static_cast<int>(configured) : facts.cpu_count;
+    for (const auto& [device, cpus] : options.bind_numa.bind_cpu) {
+      for (int cpu : cpus) {
+        if (cpu >= cpu_ids) {
+          return absl::InvalidArgumentError("--bind_numa: bind_cpu." + device + " names CPU " +
+                                            std::to_string(cpu) + "; this host has CPUs 0-" +
+                                            std::to_string(cpu_ids - 1));
+        }
+      }
+    }
+    for (const auto& [device, nodes] : options.bind_numa.bind_memory) {
+      for (int node : nodes) {
+        if (node >= static_cast<int>(std::max<size_t>(facts.numa.node_cpus.size(), 1))) {
+          return absl::InvalidArgumentError(
+              "--bind_numa: bind_memory." + device + " names NUMA node " + std::to_string(node) +
+              "; this host has " + std::to_string(facts.numa.node_cpus.size()) + " node(s)");
+        }
+      }
+    }
     if (facts.numa.node_cpus.size() < 2) {
       common::Logger("launcher")
           ->info("{}: this host has {} NUMA node; nothing to bind to a node",

@@ -1,6 +1,9 @@
 #include "launcher/numa.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -32,6 +35,8 @@ std::vector<int> ParseCpuList(const std::string& text) {
     last = first;
     if (range.size() == 2 && !absl::SimpleAtoi(range[1], &last)) continue;
     for (int cpu = first; cpu <= last && cpu - first < 4096; ++cpu) cpus.push_back(cpu);
+    // Bounded whatever the text asks (a hostile --bind_numa list): more than any machine has.
+    if (cpus.size() > (size_t{1} << 16)) break;
   }
   return cpus;
 }
@@ -90,8 +95,78 @@ absl::StatusOr<NumaMode> ParseNumaMode(const std::string& text) {
 
 namespace {
 
+// What --bind_numa may be, whoever wrote it (its JSON reaches the launcher's parser before
+// anything checks it): text or file at most kMaxBindNumaBytes, nested at most
+// kMaxBindNumaDepth deep (the parser and its error messages recurse), ids 0..kMaxBindNumaId
+// (a CPU or memory node number; past it an id was a mistake, not a machine), at most
+// kMaxBindNumaIds of them in all.
+constexpr size_t kMaxBindNumaBytes = 1 << 20;
+constexpr int kMaxBindNumaDepth = 8;
+constexpr int kMaxBindNumaId = 65535;
+constexpr size_t kMaxBindNumaIds = 1 << 16;
+
+// The deepest nesting of [ and { outside strings, counted without a parser.
+int JsonDepth(const std::string& text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+// A .json file's text: a regular file (not a FIFO, a device, a directory, whatever a link
+// points at) of at most kMaxBindNumaBytes.
+absl::StatusOr<std::string> ReadBindFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return absl::InvalidArgumentError("a readable .json file");
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::InvalidArgumentError("a .json file that is a regular file");
+  }
+  if (st.st_size > static_cast<off_t>(kMaxBindNumaBytes)) {
+    close(fd);
+    return absl::InvalidArgumentError("a .json file of at most 1 MiB");
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  const ssize_t n = text.empty() ? 0 : pread(fd, text.data(), text.size(), 0);
+  close(fd);
+  if (n < 0) return absl::InvalidArgumentError("a readable .json file");
+  text.resize(static_cast<size_t>(n));
+  return text;
+}
+
+// "numa", the default, or the string `value` holds; anything else is refused.
+absl::StatusOr<std::string> Mode(const nlohmann::json& config, const char* name) {
+  auto it = config.find(name);
+  if (it == config.end()) return std::string("numa");
+  if (!it->is_string()) return absl::InvalidArgumentError(std::string(name) + " as a string");
+  return it->get<std::string>();
+}
+
+// At most 60 characters of `value`, for messages.
+std::string Shown(const nlohmann::json& value) {
+  std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+}
+
 absl::Status ReadIntLists(const nlohmann::json& value, const char* name,
-                          std::map<std::string, std::vector<int>>& out) {
+                          std::map<std::string, std::vector<int>>& out, size_t& ids) {
   if (value.is_null()) return absl::OkStatus();
   if (!value.is_object()) return absl::InvalidArgumentError(std::string(name) + " as a dict");
   for (const auto& [key, items] : value.items()) {
@@ -100,14 +175,26 @@ absl::Status ReadIntLists(const nlohmann::json& value, const char* name,
     }
     std::vector<int>& list = out[key];
     for (const auto& item : items) {
-      std::vector<int> ids = item.is_number_integer()
-                                 ? std::vector<int>{item.get<int>()}
-                                 : ParseCpuList(item.is_string() ? item.get<std::string>() : "");
-      if (ids.empty()) {
-        return absl::InvalidArgumentError("ids or ranges in " + std::string(name) + "." + key +
-                                          ", not " + item.dump());
+      std::vector<int> found;
+      if (item.is_number_integer()) {
+        const int64_t id = item.get<int64_t>();
+        if (id >= 0 && id <= kMaxBindNumaId) found.push_back(static_cast<int>(id));
+      } else if (item.is_string()) {
+        found = ParseCpuList(item.get<std::string>());
       }
-      list.insert(list.end(), ids.begin(), ids.end());
+      const bool in_range = std::all_of(found.begin(), found.end(),
+                                        [](int id) { return id >= 0 && id <= kMaxBindNumaId; });
+      if (found.empty() || !in_range) {
+        return absl::InvalidArgumentError("ids or ranges of 0.." + std::to_string(kMaxBindNumaId) +
+                                          " in " + std::string(name) + "." + key + ", not " +
+                                          Shown(item));
+      }
+      ids += found.size();
+      if (ids > kMaxBindNumaIds) {
+        return absl::InvalidArgumentError("at most " + std::to_string(kMaxBindNumaIds) +
+                                          " ids in bind_cpu and bind_memory");
+      }
+      list.insert(list.end(), found.begin(), found.end());
     }
   }
   return absl::OkStatus();
@@ -126,10 +213,15 @@ absl::StatusOr<BindNuma> ParseBindNuma(const std::string& text) {
   }
   std::string json_text = text;
   if (absl::EndsWith(text, ".json")) {
-    std::ifstream in(text);
-    if (!in) return absl::InvalidArgumentError("a readable .json file");
-    json_text.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSIGN_OR_RETURN(json_text, ReadBindFile(text));
     bind.file = text;
+  }
+  if (json_text.size() > kMaxBindNumaBytes) {
+    return absl::InvalidArgumentError("a JSON dict of at most 1 MiB");
+  }
+  if (JsonDepth(json_text) > kMaxBindNumaDepth) {
+    return absl::InvalidArgumentError("a JSON dict nested at most " +
+                                      std::to_string(kMaxBindNumaDepth) + " deep");
   }
   auto json = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (!json.is_object()) {
@@ -137,20 +229,24 @@ absl::StatusOr<BindNuma> ParseBindNuma(const std::string& text) {
         "False, True, a JSON dict or a .json file with bind_config, bind_cpu and bind_memory");
   }
   bind.mode = BindNuma::Mode::kConfig;
-  const auto config = json.value("bind_config", nlohmann::json::object());
+  auto config_it = json.find("bind_config");
+  const nlohmann::json config = config_it == json.end() ? nlohmann::json::object() : *config_it;
   if (!config.is_object()) return absl::InvalidArgumentError("bind_config as a dict");
-  bind.cpu_mode = config.value("bind_cpu_mode", std::string("numa"));
-  bind.memory_mode = config.value("bind_memory_mode", std::string("numa"));
+  ASSIGN_OR_RETURN(bind.cpu_mode, Mode(config, "bind_cpu_mode"));
+  ASSIGN_OR_RETURN(bind.memory_mode, Mode(config, "bind_memory_mode"));
   if (bind.cpu_mode != "numa" && bind.cpu_mode != "cpu" && bind.cpu_mode != "none") {
     return absl::InvalidArgumentError("bind_cpu_mode numa, cpu or none");
   }
   if (bind.memory_mode != "numa" && bind.memory_mode != "none") {
     return absl::InvalidArgumentError("bind_memory_mode numa or none");
   }
-  RETURN_IF_ERROR(
-      ReadIntLists(json.value("bind_cpu", nlohmann::json()), "bind_cpu", bind.bind_cpu));
-  RETURN_IF_ERROR(
-      ReadIntLists(json.value("bind_memory", nlohmann::json()), "bind_memory", bind.bind_memory));
+  size_t ids = 0;
+  auto field = [&json](const char* name) {
+    auto it = json.find(name);
+    return it == json.end() ? nlohmann::json() : *it;
+  };
+  RETURN_IF_ERROR(ReadIntLists(field("bind_cpu"), "bind_cpu", bind.bind_cpu, ids));
+  RETURN_IF_ERROR(ReadIntLists(field("bind_memory"), "bind_memory", bind.bind_memory, ids));
   return bind;
 }
 

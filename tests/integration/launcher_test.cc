@@ -191,6 +191,9 @@ TEST_F(LauncherTest, InvalidInputExitsTwoWithOneLineAndStartsNothing) {
       {"--event_log", missing + "/events.jsonl"},
       {"--bind_core", "{\"device0\": [\"99999\"]}"},
       {"--kv_max_bytes", "10"},
+      // A CPU this host does not have: refused at once, not at each rank's spawn.
+      {"--bind_numa",
+       R"({"bind_config": {"bind_cpu_mode": "cpu"}, "bind_cpu": {"device0": [60000]}})"},
   };
   for (const auto& args : cases) {
     auto run = Start(args, {"--lines", "1"});

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -119,6 +120,44 @@ TEST_F(NumaTest, MsrunsBindNumaTrueADictOrAFile) {
   EXPECT_FALSE(ParseBindNuma(R"({"bind_cpu": {"device0": "0-3"}})").ok());
   EXPECT_FALSE(ParseBindNuma(dir_.File("missing.json")).ok());
   EXPECT_FALSE(ParseBindNuma("maybe").ok());
+}
+
+// Hostile --bind_numa (issue #47): each refused in one line, nothing crashes, hangs or
+// allocates what the text asks.
+TEST_F(NumaTest, HostileBindNumaIsRefusedWithinItsBounds) {
+  auto refused = [](const std::string& text) {
+    auto parsed = ParseBindNuma(text);
+    EXPECT_FALSE(parsed.ok()) << text.substr(0, 80);
+    return parsed.ok() ? std::string() : std::string(parsed.status().message());
+  };
+  // A field of the wrong type.
+  EXPECT_NE(refused(R"({"bind_config": {"bind_cpu_mode": 7}})").find("bind_cpu_mode as a string"),
+            std::string::npos);
+  // 100,000 nested lists.
+  EXPECT_NE(refused("{\"bind_cpu\": {\"d\": " + std::string(100000, '[') +
+                    std::string(100000, ']') + "}}")
+                .find("nested at most"),
+            std::string::npos);
+  // 20 MB of ranges.
+  std::string ranges = "{\"bind_cpu\": {\"d\": [\"";
+  while (ranges.size() < (20 << 20)) ranges += "0-4095,";
+  EXPECT_NE(refused(ranges + "\"]}}").find("at most 1 MiB"), std::string::npos);
+  // Ranges that expand past the bound within 1 MiB.
+  std::string many = "{\"bind_cpu\": {\"d\": [\"";
+  while (many.size() < (1 << 19)) many += "0-4095,";
+  EXPECT_NE(refused(many + "\"]}}").find("at most 65536 ids"), std::string::npos);
+  // CPU id 2^40, not CPU 0; a negative one.
+  EXPECT_NE(refused(R"({"bind_cpu": {"d": [1099511627776]}})").find("0..65535"), std::string::npos);
+  EXPECT_NE(refused(R"({"bind_cpu": {"d": [-1]}})").find("0..65535"), std::string::npos);
+  // Files that are not regular files: a device, a FIFO, a directory, a link to a device.
+  const std::string fifo = dir_.File("fifo.json"), directory = dir_.File("dir.json"),
+                    link = dir_.File("zero.json");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  ASSERT_EQ(mkdir(directory.c_str(), 0700), 0);
+  ASSERT_EQ(symlink("/dev/zero", link.c_str()), 0);
+  for (const std::string& path : {fifo, directory, link}) {
+    EXPECT_NE(refused(path).find("regular file"), std::string::npos) << path;
+  }
 }
 
 }  // namespace
