@@ -156,8 +156,14 @@ TEST_F(LogsTest, FollowPrintsWhatTheRanksWriteUntilTheJobEnds) {
 }
 
 TEST_F(LogsTest, FollowFromTailZeroPrintsOnlyWhatIsWrittenFromThenOn) {
-  StartJob({"LINES=5", "AFTER=20"});
+  // Debug lines: the scheduler says when the stream is open, so that the job ends after it.
+  StartJob({"LINES=5", "AFTER=20", "GANGRUN_LOG_LEVEL=debug"});
   auto follow = Logs({"--follow", "--tail", "0"});
+  const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+  while (!WaitForStderr(launchers_[0], "gangrun logs: stream", std::chrono::milliseconds(100)) &&
+         !WaitForStderr(launchers_[1], "gangrun logs: stream", std::chrono::milliseconds(100))) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the follow never reached the job";
+  }
   EndJob();
   ASSERT_EQ(RunToEnd(follow).code, 0) << follow.Stderr();
   // As `tail -n 0 -f`: nothing written before it started (what it shows after is whatever
