@@ -173,6 +173,7 @@ class SubmitSession {
     } else if (reply.has_accepted()) {
       const bool followed = !job_id_.empty();
       accepted_ = true;
+      adoptable_ = adoptable_ || reply.accepted().adoptable();
       job_id_ = reply.accepted().job_id();
       follow_deadline_.reset();
       common::Stderr().Write(followed ? "gangrun submit: following job " + job_id_ +
@@ -205,16 +206,20 @@ class SubmitSession {
   }
 
   // Several daemons on one store: a standby (or one that is down) refuses; the next is
-  // asked. A job that was accepted is followed to the daemon that adopts it.
+  // asked. A job that was accepted is followed to the daemon that adopts it, also when the
+  // daemon has one address only: on a store, the daemon started again there adopts the job
+  // (systemd's Restart=on-failure), and the submit must exit with the job's own outcome.
   bool TryNextDaemon(const grpc::Status& status) {
-    if (masters_.size() < 2 || status.error_code() != grpc::StatusCode::UNAVAILABLE) return false;
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return false;
+    if (masters_.size() < 2 && !(accepted_ && adoptable_)) return false;
     const auto now = std::chrono::steady_clock::now();
     if (!follow_deadline_) {
       follow_deadline_ = now + kFollowTime;
       if (accepted_) {
-        common::Stderr().Write("gangrun submit: lost the daemon at " + masters_[current_] + " (" +
-                               status.error_message() + "); following job " + job_id_ +
-                               " to the next one\n");
+        common::Stderr().Write(
+            "gangrun submit: lost the daemon at " + masters_[current_] + " (" +
+            status.error_message() + "); following job " + job_id_ +
+            (masters_.size() < 2 ? " to the daemon that adopts it there\n" : " to the next one\n"));
       }
     }
     if (now > *follow_deadline_) return false;
@@ -264,6 +269,7 @@ class SubmitSession {
   std::unique_ptr<Stream> stream_;
   std::optional<CommandResult> result_;
   bool accepted_ = false;
+  bool adoptable_ = false;  // the daemon said it is on a store (JobAccepted.adoptable)
   int signals_seen_ = 0;
 };
 

@@ -195,6 +195,7 @@ absl::Status Daemon::StartJob(Job& job, std::vector<std::pair<int, int>> placeme
   v1::SubmitReply accepted;
   accepted.mutable_accepted()->set_job_id(job.id);
   accepted.mutable_accepted()->set_port(job.server->port());
+  accepted.mutable_accepted()->set_adoptable(options_.store != nullptr);
   nlohmann::json names = nlohmann::json::array();
   for (size_t rank = 0; rank < job.placement.size(); ++rank) {
     auto [agent_id, workers] = job.placement[rank];

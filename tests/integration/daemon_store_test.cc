@@ -141,5 +141,33 @@ TEST_F(DaemonStoreTest, ADaemonPausedPastItsLeaseStepsDownTouchingNothing) {
   StopDaemon(second);
 }
 
+// One daemon on a store, no standby (the shipped unit's Restart=on-failure): it is killed
+// while a job runs and started again on the same address; it adopts the job, and the submit,
+// which has that one address, follows the job there and exits with the job's own code.
+TEST_F(DaemonStoreTest, ADaemonStartedAgainOnItsAddressAdoptsTheJobAndTheSubmitGetsItsOutcome) {
+  ASSERT_NO_FATAL_FAILURE(StartStore());
+  a_ = "127.0.0.1:" + FreePort();
+  first_ = Scheduler({"--listen", a_, "--store", etcd_->Url()});
+  ASSERT_TRUE(WaitForStderr(first_, "is now the active one", seconds(10))) << first_.Stderr();
+  auto agent = Gangrun({"agent", "--master", a_, "--slots", "2", "--name", "agent-a"});
+  const std::string go = dir_.File("go");
+  auto submit = Gangrun({"submit", "--master", a_, "--worker_num", "2", "--node_timeout", "2",
+                         TestWorkerBinary(), "--wait-file", go, "--then-exit", "5"});
+  const auto before = WaitReady(2);
+  ASSERT_EQ(kill(first_.pid, SIGKILL), 0);
+  EXPECT_EQ(RunToEnd(first_).signal, SIGKILL);
+  second_ = Scheduler({"--listen", a_, "--store", etcd_->Url()});
+  ASSERT_TRUE(
+      WaitForStderr(second_, "goes on under this scheduler: 2 of 2 worker(s) back", seconds(30)))
+      << second_.Stderr();
+  for (const auto& ready : before) EXPECT_EQ(kill(ready.pid, 0), 0);
+  std::ofstream(go) << "go\n";
+  EXPECT_EQ(RunToEnd(submit).code, 5) << submit.Stderr() << "\nthe daemon:\n" << second_.Stderr();
+  EXPECT_NE(submit.Stderr().find("to the daemon that adopts it there"), std::string::npos)
+      << submit.Stderr();
+  StopDaemon(agent);
+  StopDaemon(second_);
+}
+
 }  // namespace
 }  // namespace gangrun::testing
