@@ -24,6 +24,7 @@
 #include "launcher/launcher.h"
 #include "proto/conversions.h"
 #include "rpc/channel.h"
+#include "rpc/session_auth.h"
 
 namespace gangrun::agent {
 
@@ -222,7 +223,7 @@ void Agent::Run(const v1::RunLauncher& run) {
     close_pipes();
     return fail(std::string(workers_env.status().message()));
   }
-  spawn.env = LauncherOwnEnvironment(agent_env);
+  spawn.env = LauncherOwnEnvironment(agent_env, run.job_id());
   spawn.cwd = spec.cwd();
   if (options_.run_as) spawn.run_as = options_.run_as->credentials;
   int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -300,17 +301,23 @@ void Agent::SetIdentity(std::vector<std::string>& env) const {
   env.push_back("LOGNAME=" + options_.run_as->name);
 }
 
-std::vector<std::string> Agent::LauncherOwnEnvironment(
-    const std::vector<std::string>& agent_env) const {
+std::vector<std::string> Agent::LauncherOwnEnvironment(const std::vector<std::string>& agent_env,
+                                                       const std::string& job_id) const {
   std::vector<std::string> env;
+  const std::string token_file = std::string(env::kToken) + "_FILE";
   for (const auto& entry : agent_env) {
     const std::string key = entry.substr(0, entry.find('='));
-    // systemd's notify socket and watchdog belong to the agent, not to its jobs.
+    // systemd's notify socket and watchdog belong to the agent, not to its jobs; so does the
+    // daemon's token.
     if (key == "NOTIFY_SOCKET" || absl::StartsWith(key, "WATCHDOG_") ||
-        absl::StartsWith(key, "LISTEN_")) {
+        absl::StartsWith(key, "LISTEN_") || key == env::kToken || key == token_file) {
       continue;
     }
     env.push_back(entry);
+  }
+  // The job's own token (rpc::JobToken): it reaches the job's scheduler and nothing else.
+  if (!options_.token.empty()) {
+    env.push_back(std::string(env::kToken) + "=" + rpc::JobToken(options_.token, job_id));
   }
   if (options_.run_as) SetIdentity(env);
   env.push_back(std::string(env::kNodeOnly) + "=1");

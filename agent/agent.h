@@ -83,7 +83,8 @@ class Agent {
   void ReadPipe(const std::shared_ptr<Launcher>& launcher, Pipe& pipe);
   // A memfd holding `env` (NUL-separated), for a launcher's descriptor 3.
   static absl::StatusOr<int> WorkerEnvironmentFile(const std::vector<std::string>& env);
-  std::vector<std::string> LauncherOwnEnvironment(const std::vector<std::string>& agent_env) const;
+  std::vector<std::string> LauncherOwnEnvironment(const std::vector<std::string>& agent_env,
+                                                  const std::string& job_id) const;
   // HOME, USER and LOGNAME of the --run_as user.
   void SetIdentity(std::vector<std::string>& env) const;
   // Unless the job names its log directory, its logs go under --log_root (made the run-as

@@ -11,6 +11,7 @@
 #include "daemon/daemon.h"
 #include "launcher/launch_spec.h"
 #include "proto/conversions.h"
+#include "rpc/session_auth.h"
 
 namespace gangrun::daemon {
 
@@ -159,7 +160,9 @@ absl::Status Daemon::StartScheduler(Job& job) {
   job.scheduler = std::make_unique<Scheduler>(clock_, job.config.scheduler);
   job.scheduler->SetTelemetry(job.telemetry.get());
   job.store = std::make_unique<KvStore>(clock_, job.config.kv);
-  scheduler::ServerOptions server_options{options_.listen_host + ":0", options_.token,
+  // The job's own token: its launchers and workers hold that one, never the daemon's.
+  scheduler::ServerOptions server_options{options_.listen_host + ":0",
+                                          rpc::JobToken(options_.token, job.id),
                                           options_.credentials, job.config.scheduler.run_id};
   if (options_.listen_host.find(':') != std::string::npos) {
     server_options.listen_address = "[" + options_.listen_host + "]:0";

@@ -21,6 +21,8 @@ class DaemonServer::Service : public v1::Daemon::CallbackService {
  public:
   Service(boost::asio::io_context& io, Daemon& daemon, std::string token)
       : io_(io), daemon_(daemon), auth_(std::move(token)) {}
+  // CallAuth.Challenge, whose challenges this service's calls are bound to.
+  grpc::Service* challenges() { return auth_.service(); }
 
   grpc::ServerBidiReactor<v1::AgentEvent, v1::AgentCommand>* Agent(
       grpc::CallbackServerContext* context) override {
@@ -39,9 +41,9 @@ class DaemonServer::Service : public v1::Daemon::CallbackService {
   }
 
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* context,
-                                   const v1::DaemonStatusRequest*,
+                                   const v1::DaemonStatusRequest* request,
                                    v1::DaemonStatusResponse* response) override {
-    return rpc::ServeOnStrand(io_, context, auth_, rpc::MethodPath<v1::Daemon>("Status"),
+    return rpc::ServeOnStrand(io_, context, auth_, rpc::MethodPath<v1::Daemon>("Status"), *request,
                               [this, response](grpc::ServerUnaryReactor* r) {
                                 *response = daemon_.Status();
                                 r->Finish(grpc::Status::OK);
@@ -52,7 +54,7 @@ class DaemonServer::Service : public v1::Daemon::CallbackService {
                                  const v1::StopJobRequest* request,
                                  v1::StopJobResponse* response) override {
     return rpc::ServeOnStrand(
-        io_, context, auth_, rpc::MethodPath<v1::Daemon>("Stop"),
+        io_, context, auth_, rpc::MethodPath<v1::Daemon>("Stop"), *request,
         [this, request, response](grpc::ServerUnaryReactor* r) {
           if (absl::Status standby = daemon_.Standby(); !standby.ok()) {
             r->Finish(rpc::ToGrpcStatus(standby));
@@ -74,7 +76,7 @@ class DaemonServer::Service : public v1::Daemon::CallbackService {
   grpc::ServerUnaryReactor* Stacks(grpc::CallbackServerContext* context,
                                    const v1::StacksRequest* request,
                                    v1::StacksResponse* response) override {
-    return rpc::ServeOnStrand(io_, context, auth_, rpc::MethodPath<v1::Daemon>("Stacks"),
+    return rpc::ServeOnStrand(io_, context, auth_, rpc::MethodPath<v1::Daemon>("Stacks"), *request,
                               [this, request, response](grpc::ServerUnaryReactor* r) {
                                 daemon_.Stacks(*request, [r, response](auto answer) {
                                   if (answer.ok()) *response = std::move(*answer);
@@ -86,7 +88,7 @@ class DaemonServer::Service : public v1::Daemon::CallbackService {
   grpc::ServerWriteReactor<v1::LogChunk>* Logs(grpc::CallbackServerContext* context,
                                                const v1::LogsRequest* request) override {
     return scheduler::StartLogsStream(
-        io_, auth_.Check(*context, rpc::MethodPath<v1::Daemon>("Logs")), *request,
+        io_, auth_.Check(*context, rpc::MethodPath<v1::Daemon>("Logs"), request), *request,
         [this, job_id = request->job_id()] { return daemon_.SchedulerOf(job_id); });
   }
 
@@ -96,7 +98,7 @@ class DaemonServer::Service : public v1::Daemon::CallbackService {
   template <typename Stream, typename Add, typename OnEvent, typename OnGone>
   Stream* Open(grpc::CallbackServerContext* context, std::string_view method, Add add,
                OnEvent on_event, OnGone on_gone) {
-    absl::Status authorized = auth_.Check(*context, rpc::MethodPath<v1::Daemon>(method));
+    absl::Status authorized = auth_.Check(*context, rpc::MethodPath<v1::Daemon>(method), nullptr);
     if (authorized.ok()) authorized = daemon_.Standby();  // a standby serves no stream
     auto handle = std::make_shared<typename Stream::Handle>();
     auto id = std::make_shared<int>(0);  // set on the io_context before any event is posted
@@ -129,7 +131,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(
     return absl::UnavailableError("cannot listen on " + listen_address + " (" +
                                   std::string(port.status().message()) + ")");
   }
-  auto started = rpc::Server::Start("", credentials, {server->service_.get()});
+  auto started =
+      rpc::Server::Start("", credentials, {server->service_.get(), server->service_->challenges()});
   if (!started.ok()) return started.status();
   server->server_ = std::move(*started);
   server->port_ = std::move(*port);

@@ -119,6 +119,8 @@ std::vector<std::string> LauncherEnvironment(const v1::LaunchSpec& spec,
     const std::string key = KeyOf(entry);
     if (key == "NOTIFY_SOCKET" || absl::StartsWith(key, "WATCHDOG_")) continue;
     if (key == "PWD" && !spec.cwd().empty()) continue;
+    // The agent's token is the daemon's: the launcher gives its workers their job's own.
+    if (key == env::kToken || key == std::string(env::kToken) + "_FILE") continue;
     const bool agents_own = absl::StartsWith(key, env::kPrefix);
     if (agents_own || (!spec.env_all() && exported.count(key) == 0)) env.push_back(entry);
   }

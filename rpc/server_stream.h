@@ -29,15 +29,15 @@ inline grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
-// A unary call of `method`: refused when `auth` refuses it, otherwise `work(reactor)` runs on
-// the io_context (the owner's strand) and finishes the call there.
+// A unary call of `method` with `request`: refused when `auth` refuses it, otherwise
+// `work(reactor)` runs on the io_context (the owner's strand) and finishes the call there.
 template <typename Work>
 grpc::ServerUnaryReactor* ServeOnStrand(boost::asio::io_context& io,
                                         grpc::CallbackServerContext* context,
                                         CallAuthenticator& auth, std::string_view method,
-                                        Work work) {
+                                        const google::protobuf::Message& request, Work work) {
   auto* reactor = context->DefaultReactor();
-  if (absl::Status allowed = auth.Check(*context, method); !allowed.ok()) {
+  if (absl::Status allowed = auth.Check(*context, method, &request); !allowed.ok()) {
     reactor->Finish(ToGrpcStatus(allowed));
     return reactor;
   }

@@ -16,6 +16,7 @@ namespace {
 
 // Labels keep each use of the token apart: a MAC made for one purpose is no proof for another.
 constexpr std::string_view kTokenLabel = "gangrun/v2 token";
+constexpr std::string_view kJobTokenLabel = "gangrun/v1 job token";
 constexpr std::string_view kSchedulerLabel = "gangrun/v2 scheduler proof";
 constexpr std::string_view kNodeLabel = "gangrun/v2 node proof";
 constexpr std::string_view kResumeLabel = "gangrun/v2 resume key";
@@ -118,6 +119,17 @@ std::string TokenKey(std::string_view token) {
   unsigned int length = 0;
   EVP_Digest(message.data(), message.size(), digest, &length, EVP_sha256(), nullptr);
   return std::string(reinterpret_cast<char*>(digest), length);
+}
+
+std::string JobToken(std::string_view daemon_token, std::string_view job_id) {
+  if (daemon_token.empty()) return "";
+  std::string hex;
+  for (unsigned char c : Mac(TokenKey(daemon_token), {kJobTokenLabel, job_id})) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    hex += kDigits[c >> 4];
+    hex += kDigits[c & 15];
+  }
+  return hex;
 }
 
 std::string SchedulerProof(std::string_view token_key, const Handshake& h) {

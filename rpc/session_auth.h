@@ -52,6 +52,10 @@ struct Handshake {
 
 // The job's token as a key (32 bytes, also for "").
 std::string TokenKey(std::string_view token);
+// A daemon job's own token ("" when the daemon has none): what the daemon's job scheduler
+// checks and what the job's launchers and workers are given instead of the daemon's token, so
+// that they reach their own job's scheduler and nothing else (64 hex characters).
+std::string JobToken(std::string_view daemon_token, std::string_view job_id);
 // The proofs of each side: `key` is TokenKey(token) for a new session, the session's resume
 // key for a resumed one (the scheduler proves itself with the token key either way).
 std::string SchedulerProof(std::string_view token_key, const Handshake& handshake);

@@ -187,17 +187,19 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
         store_(store),
         sessions_(sessions),
         auth_(std::move(token)) {}
+  // CallAuth.Challenge, whose challenges these services' calls are bound to.
+  grpc::Service* challenges() { return auth_.service(); }
 
   grpc::ServerBidiReactor<v1::NodeEvent, v1::NodeCommand>* Session(
       grpc::CallbackServerContext* context) override {
     return OpenSession(io_, sessions_, *context,
-                       auth_.Check(*context, MethodPath<v1::Scheduler>("Session")));
+                       auth_.Check(*context, MethodPath<v1::Scheduler>("Session"), nullptr));
   }
 
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
-                                      const v1::GetStatusRequest*,
+                                      const v1::GetStatusRequest* request,
                                       v1::GetStatusResponse* response) override {
-    return Serve<v1::Scheduler>(context, "GetStatus",
+    return Serve<v1::Scheduler>(context, "GetStatus", *request,
                                 [this, response](grpc::ServerUnaryReactor* reactor) {
                                   *response = scheduler_.Status();
                                   reactor->Finish(grpc::Status::OK);
@@ -207,7 +209,7 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
   grpc::ServerUnaryReactor* Scale(grpc::CallbackServerContext* context,
                                   const v1::ScaleRequest* request, v1::ScaleResponse*) override {
     return Serve<v1::Scheduler>(
-        context, "Scale", [this, request](grpc::ServerUnaryReactor* reactor) {
+        context, "Scale", *request, [this, request](grpc::ServerUnaryReactor* reactor) {
           reactor->Finish(ToGrpcStatus(scheduler_.Scale(request->worker_num())));
         });
   }
@@ -216,7 +218,7 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
                                  const v1::StopJobRequest* request,
                                  v1::StopJobResponse* response) override {
     return Serve<v1::Scheduler>(
-        context, "Stop", [this, request, response](grpc::ServerUnaryReactor* reactor) {
+        context, "Stop", *request, [this, request, response](grpc::ServerUnaryReactor* reactor) {
           response->set_stopped(scheduler_.finished() ? 0 : 1);
           scheduler_.Stop(StopSignal(request->signal()),
                           request->reason().empty() ? "stopped by gangrun stop"
@@ -229,7 +231,7 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
                                    const v1::StacksRequest* request,
                                    v1::StacksResponse* response) override {
     return Serve<v1::Scheduler>(
-        context, "Stacks", [this, request, response](grpc::ServerUnaryReactor* reactor) {
+        context, "Stacks", *request, [this, request, response](grpc::ServerUnaryReactor* reactor) {
           scheduler_.RequestStacks(*request, [reactor, response](auto answer) {
             if (answer.ok()) *response = std::move(*answer);
             reactor->Finish(ToGrpcStatus(answer.status()));
@@ -239,20 +241,22 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
 
   grpc::ServerWriteReactor<v1::LogChunk>* Logs(grpc::CallbackServerContext* context,
                                                const v1::LogsRequest* request) override {
-    return StartLogsStream(io_, auth_.Check(*context, MethodPath<v1::Scheduler>("Logs")), *request,
+    return StartLogsStream(io_, auth_.Check(*context, MethodPath<v1::Scheduler>("Logs"), request),
+                           *request,
                            [this]() -> absl::StatusOr<Scheduler*> { return &scheduler_; });
   }
 
   grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext* context, const v1::PutRequest* request,
                                 v1::PutResponse*) override {
-    return Serve<v1::KeyValue>(context, "Put", [this, request](grpc::ServerUnaryReactor* reactor) {
-      reactor->Finish(ToGrpcStatus(store_.Put(request->key(), request->value())));
-    });
+    return Serve<v1::KeyValue>(
+        context, "Put", *request, [this, request](grpc::ServerUnaryReactor* reactor) {
+          reactor->Finish(ToGrpcStatus(store_.Put(request->key(), request->value())));
+        });
   }
 
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context, const v1::GetRequest* request,
                                 v1::GetResponse* response) override {
-    if (auto refused = Refused<v1::KeyValue>(context, "Get")) return refused;
+    if (auto refused = Refused<v1::KeyValue>(context, "Get", *request)) return refused;
     auto* call = new WaitingCall(io_, store_);
     call->Begin([this, request, response](auto finish) {
       return store_.Get(request->key(), WaitFromMs(request->wait_ms()),
@@ -266,7 +270,7 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
 
   grpc::ServerUnaryReactor* Add(grpc::CallbackServerContext* context, const v1::AddRequest* request,
                                 v1::AddResponse* response) override {
-    return Serve<v1::KeyValue>(context, "Add",
+    return Serve<v1::KeyValue>(context, "Add", *request,
                                [this, request, response](grpc::ServerUnaryReactor* reactor) {
                                  auto value = store_.Add(request->key(), request->delta());
                                  if (value.ok()) response->set_value(*value);
@@ -277,7 +281,7 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
   grpc::ServerUnaryReactor* Delete(grpc::CallbackServerContext* context,
                                    const v1::DeleteRequest* request,
                                    v1::DeleteResponse* response) override {
-    return Serve<v1::KeyValue>(context, "Delete",
+    return Serve<v1::KeyValue>(context, "Delete", *request,
                                [this, request, response](grpc::ServerUnaryReactor* reactor) {
                                  response->set_existed(store_.Delete(request->key()));
                                  reactor->Finish(grpc::Status::OK);
@@ -287,7 +291,7 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
   grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* context,
                                     const v1::BarrierRequest* request,
                                     v1::BarrierResponse*) override {
-    if (auto refused = Refused<v1::KeyValue>(context, "Barrier")) return refused;
+    if (auto refused = Refused<v1::KeyValue>(context, "Barrier", *request)) return refused;
     auto* call = new WaitingCall(io_, store_);
     call->Begin([this, request](auto finish) {
       return store_.Barrier(request->name(), request->count(), WaitFromMs(request->wait_ms()),
@@ -299,13 +303,15 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
  private:
   template <typename Service, typename Work>
   grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context, std::string_view method,
-                                  Work work) {
-    return rpc::ServeOnStrand(io_, context, auth_, MethodPath<Service>(method), std::move(work));
+                                  const google::protobuf::Message& request, Work work) {
+    return rpc::ServeOnStrand(io_, context, auth_, MethodPath<Service>(method), request,
+                              std::move(work));
   }
   // A refused call's reactor (finished), or null for a call that may go on.
   template <typename Service>
-  grpc::ServerUnaryReactor* Refused(grpc::CallbackServerContext* context, std::string_view method) {
-    absl::Status allowed = auth_.Check(*context, MethodPath<Service>(method));
+  grpc::ServerUnaryReactor* Refused(grpc::CallbackServerContext* context, std::string_view method,
+                                    const google::protobuf::Message& request) {
+    absl::Status allowed = auth_.Check(*context, MethodPath<Service>(method), &request);
     if (allowed.ok()) return nullptr;
     auto* reactor = context->DefaultReactor();
     reactor->Finish(ToGrpcStatus(allowed));
@@ -358,7 +364,7 @@ rpc::Server* SchedulerServer::Grpc() {
   if (server_ || !grpc_error_.ok()) return server_.get();
   const std::vector<grpc::Service*> services = {
       static_cast<v1::Scheduler::CallbackService*>(services_.get()),
-      static_cast<v1::KeyValue::CallbackService*>(services_.get())};
+      static_cast<v1::KeyValue::CallbackService*>(services_.get()), services_->challenges()};
   auto started = rpc::Server::Start("", credentials_, services);
   if (!started.ok()) {
     grpc_error_ = started.status();

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "common/net.h"
@@ -115,6 +116,49 @@ TEST_F(DaemonTest, TheExportedEnvironmentReachesTheWorkersButNeverTheLauncher) {
   std::replace(launcher_env.begin(), launcher_env.end(), '\0', '\n');
   EXPECT_EQ(launcher_env.find("SUBMITTER_MARK"), std::string::npos) << launcher_env;
   EXPECT_EQ(launcher_env.find("LD_PRELOAD"), std::string::npos) << launcher_env;
+  kill(job.pid, SIGTERM);
+  RunToEnd(job);
+  StopDaemon(agent);
+  StopDaemon(scheduler);
+}
+
+// Workers are not the daemon: a submitted job's workers (and launchers) hold a token of
+// their own job, which reaches that job's store and nothing of the daemon's.
+TEST_F(DaemonTest, AWorkersTokenReachesItsOwnJobAndNothingOfTheDaemon) {
+  const std::string master = "127.0.0.1:" + FreePort();
+  const std::string token = "a-daemon-token-of-forty-characters-long!";
+  const std::vector<std::string> with_token = {"GANGRUN_TOKEN=" + token};
+  auto scheduler = Scheduler({"--listen", master}, with_token);
+  auto agent = Gangrun({"agent", "--master", master, "--slots", "1"}, with_token);
+  auto job = Gangrun({"submit", "--master", master, "--worker_num", "1", TestWorkerBinary(),
+                      "--env", dir_.File("env"), "--hang"},
+                     with_token);
+  auto ready = WaitReady(1);
+  ASSERT_EQ(ready.size(), 1u);
+  std::map<std::string, std::string> worker_env;
+  for (const auto& line : Split(ReadFile(dir_.File("env.0")), '\n')) {
+    const size_t eq = line.find('=');
+    if (eq != std::string::npos) worker_env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  const std::string job_token = worker_env["GANGRUN_TOKEN"];
+  ASSERT_FALSE(job_token.empty());
+  EXPECT_EQ(ReadFile(dir_.File("env.0")).find(token), std::string::npos)
+      << "the daemon's token reached a worker";
+  std::string launcher_env =
+      ReadFile("/proc/" + std::to_string(LauncherOf(ready[0].pid)) + "/environ");
+  EXPECT_EQ(launcher_env.find(token), std::string::npos) << "the daemon's token reached a launcher";
+  // With the worker's token: its job's store answers, the daemon refuses.
+  const std::vector<std::string> as_worker = {
+      "GANGRUN_TOKEN=" + job_token, "GANGRUN_SCHEDULER=" + worker_env["GANGRUN_SCHEDULER"]};
+  auto put = Gangrun({"kv", "put", "k", "v"}, as_worker);
+  EXPECT_EQ(RunToEnd(put).code, 0) << put.Stderr();
+  auto status = Gangrun({"status", "--master", master}, as_worker);
+  EXPECT_EQ(RunToEnd(status).code, 3) << status.Stdout() << status.Stderr();
+  auto stop = Gangrun({"stop", "--master", master}, as_worker);
+  EXPECT_EQ(RunToEnd(stop).code, 3) << stop.Stderr();
+  auto owner = Gangrun({"status", "--master", master}, with_token);
+  EXPECT_EQ(RunToEnd(owner).code, 0) << owner.Stderr();
+  EXPECT_NE(owner.Stdout().find("jobs 1 running"), std::string::npos) << owner.Stdout();
   kill(job.pid, SIGTERM);
   RunToEnd(job);
   StopDaemon(agent);

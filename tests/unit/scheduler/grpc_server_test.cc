@@ -6,9 +6,11 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
+#include <future>
 #include <thread>
 
 #include "common/clock.h"
+#include "gangrun/v1/call.grpc.pb.h"
 #include "gangrun/v1/kv.grpc.pb.h"
 #include "gangrun/v1/session.grpc.pb.h"
 #include "node/grpc_link.h"
@@ -58,13 +60,18 @@ TEST_F(GrpcServerTest, CallsWithoutTheTokenAreRefused) {
 
 TEST_F(GrpcServerTest, ARecordedCallIsRefusedAndTheTokenIsNotInIt) {
   // What a wire tap sees of a call: its credential, which is not the token and proves it only
-  // for that method, that moment and that nonce.
-  const std::string credential =
-      rpc::CallCredential("s3cret", rpc::MethodPath<v1::KeyValue>("Put"), rpc::UnixMillis());
-  EXPECT_EQ(credential.find("s3cret"), std::string::npos);
-  auto plain = v1::KeyValue::NewStub(Channel(""));
+  // for this server's challenge, that call number, that method and that request.
+  grpc::ClientContext asking;
+  v1::ChallengeReply challenge;
+  ASSERT_TRUE(v1::CallAuth::NewStub(Channel(""))->Challenge(&asking, {}, &challenge).ok());
   v1::PutRequest put;
   put.set_key("k");
+  put.set_value("v");
+  const std::string put_bytes = rpc::RequestBytes(put);
+  const std::string credential = rpc::CallCredential(
+      "s3cret", challenge.challenge(), 1, rpc::MethodPath<v1::KeyValue>("Put"), &put_bytes);
+  EXPECT_EQ(credential.find("s3cret"), std::string::npos);
+  auto plain = v1::KeyValue::NewStub(Channel(""));
   v1::PutResponse response;
   grpc::ClientContext first;
   first.AddMetadata("authorization", credential);
@@ -74,13 +81,71 @@ TEST_F(GrpcServerTest, ARecordedCallIsRefusedAndTheTokenIsNotInIt) {
   grpc::Status again = plain->Put(&replayed, put, &response);
   EXPECT_EQ(again.error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_NE(again.error_message().find("replays"), std::string::npos) << again.error_message();
-  // The same credential for another method proves nothing.
+  // The same credential with another request body proves nothing.
+  v1::PutRequest forged = put;
+  forged.set_value("attacker");
+  grpc::ClientContext body;
+  body.AddMetadata("authorization", credential);
+  grpc::Status other_body = plain->Put(&body, forged, &response);
+  EXPECT_EQ(other_body.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(other_body.error_message().find("wrong or missing token"), std::string::npos)
+      << other_body.error_message();
+  // Nor for another method.
   grpc::ClientContext other;
   other.AddMetadata("authorization", credential);
   v1::DeleteResponse deleted;
   v1::DeleteRequest del;
   del.set_key("k");
   EXPECT_EQ(plain->Delete(&other, del, &deleted).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+// Two jobs with the same token (a daemon's jobs, or launchers given one token file): a call
+// made for one is refused by the other, whatever its body.
+TEST_F(GrpcServerTest, ACallMadeForOneJobIsRefusedByAnotherWithTheSameToken) {
+  scheduler::Scheduler::Options options;
+  options.world_size = 3;
+  options.run_id = "job-b";
+  scheduler::Scheduler other_scheduler(clock_, options);
+  scheduler::KvStore other_store(clock_);
+  auto other = scheduler::SchedulerServer::Start(io_, other_scheduler, other_store,
+                                                 {"127.0.0.1:0", kToken, nullptr, "job-b", 64});
+  ASSERT_TRUE(other.ok()) << other.status();
+  grpc::ClientContext asking;
+  v1::ChallengeReply challenge;
+  ASSERT_TRUE(v1::CallAuth::NewStub(Channel(""))->Challenge(&asking, {}, &challenge).ok());
+  v1::StopJobRequest stop;
+  stop.set_reason("stopped by its owner");
+  const std::string stop_bytes = rpc::RequestBytes(stop);
+  const std::string credential = rpc::CallCredential(
+      kToken, challenge.challenge(), 1, rpc::MethodPath<v1::Scheduler>("Stop"), &stop_bytes);
+  auto other_channel = rpc::MakeChannel("127.0.0.1:" + std::to_string((*other)->port()), nullptr,
+                                        "", "", std::chrono::seconds(30));
+  for (const char* reason : {"stopped by its owner", "attacker"}) {
+    v1::StopJobRequest replayed;
+    replayed.set_reason(reason);
+    replayed.set_signal(9);
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", credential);
+    v1::StopJobResponse response;
+    const grpc::Status refused =
+        v1::Scheduler::NewStub(other_channel)->Stop(&context, replayed, &response);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED) << reason;
+  }
+  // The other job's own client (its channel asks it for a challenge) is served.
+  grpc::ClientContext own;
+  v1::GetStatusResponse status;
+  EXPECT_TRUE(
+      v1::Scheduler::NewStub(rpc::MakeChannel("127.0.0.1:" + std::to_string((*other)->port()),
+                                              nullptr, kToken, "", std::chrono::seconds(30)))
+          ->GetStatus(&own, {}, &status)
+          .ok());
+  EXPECT_EQ(status.world_size(), 3);  // the other job's
+  std::promise<void> stopped;
+  boost::asio::post(io_, [&] {
+    other_store.CancelAll();
+    (*other)->ShutdownAsync(io_, [&] { stopped.set_value(); });
+  });
+  stopped.get_future().wait();
 }
 
 TEST_F(GrpcServerTest, HugeMessagesAreRefusedWithoutHarm) {
@@ -172,39 +237,76 @@ TEST_F(GrpcServerTest, AStreamThatDoesNotStartASessionIsRefused) {
 namespace gangrun::rpc {
 namespace {
 
-TEST(CallAuthenticatorTest, ACredentialPassesOnceWithinTheClockWindowOnly) {
+using std::chrono::seconds;
+using std::chrono::steady_clock;
+
+constexpr std::string_view kMethod = "/gangrun.v1.Scheduler/Stop";
+
+std::string Credential(std::string_view token, const std::string& challenge, uint64_t number,
+                       const std::string& request = "body") {
+  return CallCredential(token, challenge, number, kMethod, &request);
+}
+
+TEST(CallAuthenticatorTest, ACallPassesOnceOnTheServerItWasMadeFor) {
   CallAuthenticator auth("s3cret");
-  const int64_t now = 1'000'000'000'000;
-  const std::string method = "/gangrun.v1.Scheduler/GetStatus";
-  const std::string good = CallCredential("s3cret", method, now);
-  EXPECT_TRUE(auth.CheckCredential(good, method, now).ok());
-  EXPECT_FALSE(auth.CheckCredential(good, method, now).ok());  // replayed
-  EXPECT_FALSE(auth.CheckCredential(CallCredential("guess", method, now), method, now).ok());
-  EXPECT_FALSE(auth.CheckCredential("Bearer s3cret", method, now).ok());
-  EXPECT_FALSE(auth.CheckCredential("", method, now).ok());
-  const int64_t window = std::chrono::milliseconds(kMaxClockSkew).count();
-  EXPECT_TRUE(
-      auth.CheckCredential(CallCredential("s3cret", method, now - window + 1000), method, now)
-          .ok());
-  const absl::Status old =
-      auth.CheckCredential(CallCredential("s3cret", method, now - window - 1000), method, now);
-  EXPECT_FALSE(old.ok());
-  EXPECT_NE(old.message().find("clocks differ"), std::string::npos) << old;
+  const auto now = steady_clock::now();
+  const std::string challenge = auth.NewChallenge(now);
+  const std::string body = "body";
+  EXPECT_TRUE(auth.CheckCredential(Credential("s3cret", challenge, 1), kMethod, &body, now).ok());
+  EXPECT_FALSE(auth.CheckCredential(Credential("s3cret", challenge, 1), kMethod, &body, now).ok());
+  EXPECT_FALSE(auth.CheckCredential(Credential("guess", challenge, 2), kMethod, &body, now).ok());
+  EXPECT_FALSE(auth.CheckCredential("Bearer s3cret", kMethod, &body, now).ok());
+  EXPECT_FALSE(auth.CheckCredential("", kMethod, &body, now).ok());
+  // A stream's credential (no request) is not a unary call's, and the other way round.
   EXPECT_FALSE(
-      auth.CheckCredential(CallCredential("s3cret", method, now + window + 1000), method, now)
-          .ok());
-  // Remembered nonces expire with the window: memory does not grow for ever.
-  EXPECT_TRUE(auth.CheckCredential(CallCredential("s3cret", method, now + 3 * window), method,
-                                   now + 3 * window)
-                  .ok());
+      auth.CheckCredential(Credential("s3cret", challenge, 3), kMethod, nullptr, now).ok());
+  // Calls of one challenge may come out of order, each once.
+  for (uint64_t number : {7, 5, 6, 4}) {
+    EXPECT_TRUE(
+        auth.CheckCredential(Credential("s3cret", challenge, number), kMethod, &body, now).ok())
+        << number;
+  }
+  EXPECT_FALSE(auth.CheckCredential(Credential("s3cret", challenge, 5), kMethod, &body, now).ok());
+  // Another server with the same token (another job, the daemon's successor) refuses it.
+  CallAuthenticator other("s3cret");
+  const absl::Status elsewhere =
+      other.CheckCredential(Credential("s3cret", challenge, 8), kMethod, &body, now);
+  EXPECT_EQ(elsewhere.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_NE(elsewhere.message().find("another server"), std::string::npos) << elsewhere;
+  // A challenge is good for kChallengeLife.
+  const absl::Status late = auth.CheckCredential(Credential("s3cret", challenge, 9), kMethod, &body,
+                                                 now + kChallengeLife + seconds(1));
+  EXPECT_EQ(late.code(), absl::StatusCode::kUnavailable) << late;
+}
+
+// One token holder spending challenges as fast as it can: memory stays bounded, and another
+// caller's fresh challenge still passes.
+TEST(CallAuthenticatorTest, ChallengesInUseAreBoundedAndNobodyIsLockedOut) {
+  CallAuthenticator auth("s3cret");
+  const auto now = steady_clock::now();
+  const std::string body = "body";
+  const std::string first = auth.NewChallenge(now);
+  ASSERT_TRUE(auth.CheckCredential(Credential("s3cret", first, 1), kMethod, &body, now).ok());
+  for (size_t i = 0; i < kMaxChallengesInUse + 100; ++i) {
+    const std::string challenge = auth.NewChallenge(now);
+    ASSERT_TRUE(auth.CheckCredential(Credential("s3cret", challenge, 1), kMethod, &body, now).ok());
+  }
+  EXPECT_LE(auth.ChallengesInUse(), kMaxChallengesInUse);
+  // The oldest was forgotten: its next call is told to ask again, and never passes as new.
+  const absl::Status forgotten =
+      auth.CheckCredential(Credential("s3cret", first, 2), kMethod, &body, now);
+  EXPECT_EQ(forgotten.code(), absl::StatusCode::kUnavailable) << forgotten;
+  const std::string fresh = auth.NewChallenge(now);
+  EXPECT_TRUE(auth.CheckCredential(Credential("s3cret", fresh, 1), kMethod, &body, now).ok());
 }
 
 TEST(CallAuthenticatorTest, AServerWithoutATokenRefusesACallThatHasOne) {
   CallAuthenticator auth("");
-  const std::string method = "/gangrun.v1.KeyValue/Put";
-  EXPECT_TRUE(auth.CheckCredential("", method, UnixMillis()).ok());
+  const auto now = steady_clock::now();
+  const std::string body = "body";
+  EXPECT_TRUE(auth.CheckCredential("", kMethod, &body, now).ok());
   const absl::Status status =
-      auth.CheckCredential(CallCredential("mine", method, UnixMillis()), method, UnixMillis());
+      auth.CheckCredential(Credential("mine", auth.NewChallenge(now), 1), kMethod, &body, now);
   EXPECT_FALSE(status.ok());
   EXPECT_NE(status.message().find("token mismatch"), std::string::npos) << status;
 }
