@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "daemon/checks.h"
 #include "proto/conversions.h"
+#include "rpc/session_auth.h"
 #include "scheduler/metrics.h"
 
 namespace gangrun::cli {
@@ -129,9 +130,12 @@ absl::Status Serve(DaemonSetup& setup) {
   std::unique_ptr<scheduler::MetricsServer> metrics;
   if (setup.service.metrics_port >= 0) {
     ASSIGN_OR_RETURN(
-        metrics, scheduler::MetricsServer::Start(
-                     io, "0.0.0.0", setup.service.metrics_port, [&] { return daemon.Metrics(); },
-                     [&] { return proto::ToJson(daemon.Status()); }));
+        metrics,
+        scheduler::MetricsServer::Start(
+            io,
+            setup.service.metrics_host.empty() ? setup.address.host : setup.service.metrics_host,
+            setup.service.metrics_port, rpc::PageSecret(setup.service.access.token),
+            [&] { return daemon.Metrics(); }, [&] { return proto::ToJson(daemon.Status()); }));
   }
   common::Logger("daemon")->info("listening on {} (port {}); waiting for agents and jobs",
                                  setup.address.ToString(), (*server)->port());

@@ -3,7 +3,8 @@
 // launcher/torchrun_options.h) so that they cannot drift from what the parsers accept. The
 // build runs them for the Debian package (cpack -G DEB), which installs the msrun and torchrun
 // pages as gangrun-msrun(1) and gangrun-torchrun(1): `man torchrun` stays PyTorch's. And
-// gangrun generate token: a fresh shared secret (the package's postinst writes one).
+// gangrun generate token: a fresh shared secret (the package's postinst writes one); gangrun
+// generate page-secret: what the metrics and status pages of a job with a token ask for.
 
 #include <cstdio>
 #include <iterator>
@@ -15,6 +16,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "cli/client.h"
 #include "cli/command.h"
 #include "common/version.h"
 #include "launcher/option_table.h"
@@ -25,7 +27,8 @@ namespace gangrun::cli {
 namespace {
 
 constexpr char kGenerateUsage[] =
-    "usage: gangrun generate man|completion gangrun|msrun|torchrun | token";
+    "usage: gangrun generate man|completion gangrun|msrun|torchrun | token | page-secret "
+    "[TOKEN_FILE]";
 
 const char* const kCommands[] = {"status",    "stop",  "scale",  "health", "kv",  "progress",
                                  "scheduler", "agent", "submit", "stacks", "logs"};
@@ -133,7 +136,7 @@ _gangrun() {
   case " $_gangrun_commands " in
     *" $command "*)
       if [[ $command == generate && $COMP_CWORD -eq 2 ]]; then
-        COMPREPLY=($(compgen -W "man completion token" -- "$cur"))
+        COMPREPLY=($(compgen -W "man completion token page-secret" -- "$cur"))
       elif [[ $command == generate && $COMP_CWORD -eq 3 ]]; then
         COMPREPLY=($(compgen -W "gangrun msrun torchrun" -- "$cur"))
       elif [[ $command == kv && $COMP_CWORD -eq 2 ]]; then
@@ -196,6 +199,24 @@ CommandResult RunGenerate(const CommandArgs& command) {
   if (args.size() == 1 && args[0] == "token") {
     // 256 bits from the kernel's generator, as hex: what --token_file and GANGRUN_TOKEN take.
     std::printf("%s\n", absl::BytesToHexString(rpc::RandomBytes(32)).c_str());
+    return absl::OkStatus();
+  }
+  if ((args.size() == 1 || args.size() == 2) && args[0] == "page-secret") {
+    // What the HTTP pages of a job or daemon with this token ask for (rpc::PageSecret): from
+    // the token file given, else GANGRUN_TOKEN / GANGRUN_TOKEN_FILE.
+    rpc::Access access = ClientAccessFromEnv(launcher::ProcessEnv());
+    if (args.size() == 2) {
+      access = rpc::Access();
+      access.token_file = args[1];
+    }
+    auto token = rpc::ResolveToken(access);
+    if (!token.ok()) return UsageError(kGenerateUsage, std::string(token.status().message()));
+    if (token->empty()) {
+      return UsageError(kGenerateUsage,
+                        "page-secret needs the token: a token file, or GANGRUN_TOKEN_FILE or "
+                        "GANGRUN_TOKEN");
+    }
+    std::printf("%s\n", rpc::PageSecret(*token).c_str());
     return absl::OkStatus();
   }
   return UsageError(kGenerateUsage, args.empty() ? "what to generate?" : "cannot generate that");

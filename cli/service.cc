@@ -17,9 +17,15 @@ void AddServiceOptions(CLI::App& app, ServiceOptions& o, bool server) {
   }
   if (!server) return;
   app.add_option("--metrics_port", o.metrics_port,
-                 "serve Prometheus metrics on http://0.0.0.0:PORT/metrics (-1: off)")
+                 "serve Prometheus metrics on http://HOST:PORT/metrics and the status page on / "
+                 "(-1: off); with a token they ask for its page secret (gangrun generate "
+                 "page-secret)")
       ->envname(env::kMetricsPort)
       ->check(CLI::Range(-1, 65535));
+  app.add_option("--metrics_host", o.metrics_host,
+                 "the address --metrics_port listens on (default: the daemon's own, --listen's "
+                 "host; 0.0.0.0 for every interface)")
+      ->envname(env::kMetricsHost);
   app.add_option("--event_log", o.event_log, "append a JSON line per event to this file")
       ->envname(env::kEventLog);
 }

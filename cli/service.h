@@ -14,8 +14,9 @@ namespace gangrun::cli {
 
 struct ServiceOptions {
   rpc::Access access;
-  int metrics_port = -1;  // the daemon's /metrics
-  std::string event_log;  // the daemon's event log
+  int metrics_port = -1;     // the daemon's /metrics
+  std::string metrics_host;  // where it listens; "" = the daemon's own listening address
+  std::string event_log;     // the daemon's event log
 };
 
 // --token, --token_file and the TLS files; with `server`, also --metrics_port and --event_log.

@@ -82,6 +82,7 @@ inline constexpr char kLogLevel[] = "GANGRUN_LOG_LEVEL";
 inline constexpr char kHandshakeTimeoutMs[] = "GANGRUN_HANDSHAKE_TIMEOUT_MS";
 inline constexpr char kNoInit[] = "GANGRUN_NO_INIT";  // PID 1 without the init duties
 inline constexpr char kMetricsPort[] = "GANGRUN_METRICS_PORT";
+inline constexpr char kMetricsHost[] = "GANGRUN_METRICS_HOST";
 inline constexpr char kEventLog[] = "GANGRUN_EVENT_LOG";
 inline constexpr char kListen[] = "GANGRUN_LISTEN";
 inline constexpr char kInsecure[] = "GANGRUN_INSECURE";

@@ -240,8 +240,8 @@ node::ProcessSpec JobRunner::HealthCheckSpec() const {
 
 absl::StatusOr<node::Supervision> JobRunner::Supervision() {
   node::WorkerChannels::Sinks sinks;
-  sinks.on_progress = [this](int local_rank, absl::string_view datagram) {
-    if (node_) node_->OnProgressDatagram(local_rank, datagram);
+  sinks.on_progress = [this](int local_rank, pid_t sender, absl::string_view datagram) {
+    if (node_) node_->OnProgressDatagram(local_rank, sender, datagram);
   };
   sinks.on_timer_line = [this](absl::string_view line) {
     if (node_) node_->OnTimerLine(line);

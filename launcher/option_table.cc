@@ -204,10 +204,15 @@ std::vector<OptionRow> MakeGangrunRows() {
           "'[{host}:{rank}] ')",
           String(&Options::log_prefix)),
       Row("metrics_port",
-          "the scheduler serves Prometheus metrics on http://0.0.0.0:PORT/metrics (default -1: "
-          "off, 0: any free port)" +
+          "the scheduler serves Prometheus metrics on http://HOST:PORT/metrics and its status "
+          "page on / (default -1: off, 0: any free port); with a token they ask for its page "
+          "secret (gangrun generate page-secret)" +
               Range(-1, 65535),
           Int(&Options::metrics_port, -1, 65535)),
+      Row("metrics_host",
+          "the address --metrics_port listens on (default: the scheduler's own address; "
+          "0.0.0.0 for every interface)",
+          String(&Options::metrics_host)),
       Row("event_log", "the scheduler appends a JSON line per job event to this file",
           String(&Options::event_log)),
       Row("health_port",

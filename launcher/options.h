@@ -84,9 +84,10 @@ struct Options {
   bool dry_run = false;
   bool virtual_local_rank = false;  // every worker: LOCAL_RANK=0 and only its own GPU
   std::string log_prefix = "[{host}:{rank}] ";
-  int metrics_port = -1;  // the scheduler's Prometheus endpoint; -1 = none, 0 = any free port
-  std::string event_log;  // the scheduler's JSON-lines event log
-  int health_port = -1;   // this launcher's gRPC health service (probes); -1 = none
+  int metrics_port = -1;     // the scheduler's Prometheus endpoint; -1 = none, 0 = any free port
+  std::string metrics_host;  // where it listens; "" = the scheduler's own address
+  std::string event_log;     // the scheduler's JSON-lines event log
+  int health_port = -1;      // this launcher's gRPC health service (probes); -1 = none
   int64_t kv_max_bytes = int64_t{256} << 20;  // the key-value store's total size bound
   int kv_max_waits = 65536;                   // its pending gets and barrier arrivals
   // Progress supervision (README "Progress, hangs and stragglers"); 0 = off.

@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "launcher/launcher.h"
 #include "rpc/credentials.h"
+#include "rpc/session_auth.h"
 #include "scheduler/status_page.h"
 
 namespace gangrun::launcher {
@@ -82,13 +83,18 @@ absl::StatusOr<SchedulerRole> BuildRole(common::Clock& clock, const Options& opt
   return role;
 }
 
+// The metrics and the status page on --metrics_host (default: where the scheduler listens,
+// so a job on loopback shows them to this host only), asking for the page secret when the job
+// has a token.
 absl::Status StartMetrics(boost::asio::io_context& io, const Options& options,
+                          const HostFacts& facts, const std::string& scheduler_host,
                           SchedulerRole& role) {
   if (options.metrics_port < 0) return absl::OkStatus();
   ASSIGN_OR_RETURN(
       role.metrics,
       scheduler::MetricsServer::Start(
-          io, "0.0.0.0", options.metrics_port,
+          io, options.metrics_host.empty() ? scheduler_host : options.metrics_host,
+          options.metrics_port, rpc::PageSecret(facts.token),
           [&scheduler = *role.scheduler, &telemetry = *role.telemetry, &store = *role.store] {
             return scheduler::RenderMetrics({{&scheduler, &telemetry, &store}});
           },
@@ -121,7 +127,7 @@ absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io, co
     ASSIGN_OR_RETURN(role.server, StartServer(io, role, options, facts));
     if (!role.server) return SchedulerRole{};  // another launcher hosts it: join that one
   }
-  if (!simulating) RETURN_IF_ERROR(StartMetrics(io, options, role));
+  if (!simulating) RETURN_IF_ERROR(StartMetrics(io, options, facts, facts.scheduler_host, role));
   role.link = std::make_unique<LocalLink>(io, *role.scheduler);
   return role;
 }
@@ -137,7 +143,9 @@ absl::StatusOr<SchedulerRole> HostSchedulerAt(boost::asio::io_context& io, commo
   scheduler::ServerOptions server_options{listen_address, facts.token, credentials, facts.run_id};
   ASSIGN_OR_RETURN(role.server, scheduler::SchedulerServer::Start(io, *role.scheduler, *role.store,
                                                                   server_options));
-  if (absl::Status metrics = StartMetrics(io, options, role); !metrics.ok()) {
+  auto listen = common::ParseHostPort(listen_address, "the scheduler's address", true);
+  const std::string listen_host = listen.ok() ? listen->host : "0.0.0.0";
+  if (absl::Status metrics = StartMetrics(io, options, facts, listen_host, role); !metrics.ok()) {
     // A scheduler that took a job over must not fail for its metrics (the port may be the
     // lost host's, on a shared host): the job matters more.
     common::Logger("launcher")->warn("{}", std::string(metrics.message()));

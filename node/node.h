@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -136,8 +137,10 @@ class Node {
   void Detach(const std::string& reason);
   void Reattach(SchedulerLink& link);
   bool finished() const { return finished_; }
-  // A GANGRUN_PROGRESS datagram from the worker of `local_rank`.
-  void OnProgressDatagram(int local_rank, absl::string_view datagram);
+  // A GANGRUN_PROGRESS datagram on the socket of `local_rank`, from process `sender` (0:
+  // unknown). Dropped when the sender is another rank's worker or one of its processes, or,
+  // once this rank's worker is known to run, a process that is not of it.
+  void OnProgressDatagram(int local_rank, pid_t sender, absl::string_view datagram);
   // A line from the TORCHELASTIC_TIMER_FILE pipe.
   void OnTimerLine(absl::string_view line);
 
@@ -175,6 +178,8 @@ class Node {
   void OnReadLog(const v1::ReadLog& read);
   // The rank whose worker is `pid` or one of its descendants; nullopt if none of ours.
   std::optional<int> RankOfPid(pid_t pid) const;
+  // `sender` may report for `rank` (OnProgressDatagram).
+  bool MayReportFor(int rank, pid_t sender) const;
 
   ProcessBackend& backend_;
   common::Clock& clock_;
@@ -220,7 +225,11 @@ class Node {
   uint64_t refused_timers_ = 0;
   uint64_t malformed_timer_lines_ = 0;
   std::map<int, int> rank_of_local_;  // this generation's local rank -> rank
-  common::ThreadAffinity strand_;     // the io_context's thread: every entry point checks it
+  // Senders whose progress for another rank was refused, each warned about once; at most
+  // kMaxRefusedSenders remembered (then no more warnings).
+  static constexpr size_t kMaxRefusedSenders = 64;
+  std::set<pid_t> refused_senders_;
+  common::ThreadAffinity strand_;  // the io_context's thread: every entry point checks it
 };
 
 }  // namespace gangrun::node

@@ -1,7 +1,10 @@
 #include "node/progress_channel.h"
 
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include "common/logging.h"
 #include "node/progress.h"
@@ -33,6 +36,12 @@ absl::Status ProgressChannel::Open(int slots) {
     socket->open(datagram_protocol(), ec);
     if (!ec) socket->bind(datagram_protocol::endpoint(path), ec);
     if (!ec) socket->non_blocking(true, ec);
+    if (!ec) {
+      const int on = 1;
+      if (setsockopt(socket->native_handle(), SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)) != 0) {
+        ec = boost::system::error_code(errno, boost::system::system_category());
+      }
+    }
     if (ec) {
       return absl::InternalError("cannot bind the progress socket " + path + ": " + ec.message());
     }
@@ -77,18 +86,33 @@ bool ProgressChannel::ReadAvailable(int slot) {
     s.second_started = now;
     s.read_this_second = 0;
   }
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred))];
   while (s.read_this_second < kBudgetPerSecond) {
-    ssize_t n = recv(fd, buffer, sizeof(buffer), MSG_TRUNC);
+    iovec iov = {buffer, sizeof(buffer)};
+    msghdr message = {};
+    message.msg_iov = &iov;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof(control);
+    ssize_t n = recvmsg(fd, &message, MSG_TRUNC);
     if (n < 0) {
       if (errno == EINTR) continue;
       break;  // EAGAIN: drained
+    }
+    pid_t sender = 0;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
+        ucred credentials;
+        std::memcpy(&credentials, CMSG_DATA(c), sizeof(credentials));
+        sender = credentials.pid;
+      }
     }
     ++s.read_this_second;
     ++received_;
     // A cut datagram keeps one byte too many, so that it is rejected as too long.
     const size_t length = std::min(static_cast<size_t>(n), sizeof(buffer));
     auto alive = alive_;
-    on_datagram_(slot, absl::string_view(buffer, length));
+    on_datagram_(slot, sender, absl::string_view(buffer, length));
     if (!*alive) return false;
   }
   return true;

@@ -1,7 +1,9 @@
 #pragma once
 // GANGRUN_PROGRESS: one Unix datagram socket per local rank, bound in the node's runtime
 // directory (mode 0700: only this user can send). A datagram's socket says whose it is, so a
-// worker's subprocesses report as that rank and nobody can report as another.
+// worker's subprocesses report as that rank; the kernel's word on the sender (SO_PASSCRED)
+// comes with it, so that the node refuses a sibling rank's process sending to another rank's
+// socket (Node::OnProgressDatagram).
 //
 // Bounded: a datagram is read into a fixed buffer (longer ones arrive cut and are rejected),
 // and each socket is read at most kBudgetPerSecond times a second. Past that the node stops
@@ -10,6 +12,8 @@
 // CPU is bounded by the budget, whatever the workers send.
 //
 // Runs on the io_context's thread (the node's strand).
+
+#include <sys/types.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/datagram_protocol.hpp>
@@ -27,8 +31,9 @@ namespace gangrun::node {
 class ProgressChannel {
  public:
   static constexpr int kBudgetPerSecond = 10000;
-  // `on_datagram(slot, text)` for every datagram read.
-  using Handler = std::function<void(int slot, absl::string_view datagram)>;
+  // `on_datagram(slot, sender, text)` for every datagram read; `sender` is the sending
+  // process's pid as the kernel says it (0 when it said nothing).
+  using Handler = std::function<void(int slot, pid_t sender, absl::string_view datagram)>;
 
   ProgressChannel(boost::asio::io_context& io, std::string dir, Handler on_datagram);
   ~ProgressChannel();

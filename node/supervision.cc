@@ -101,10 +101,18 @@ void Node::OnWorkerGone(const ProcessSpec& spec, pid_t pid) {
   timers_.ClearPid(pid);
 }
 
-void Node::OnProgressDatagram(int local_rank, absl::string_view datagram) {
+void Node::OnProgressDatagram(int local_rank, pid_t sender, absl::string_view datagram) {
   GANGRUN_ON_STRAND(strand_);
   auto rank = rank_of_local_.find(local_rank);
   if (finished_ || !progress_ || rank == rank_of_local_.end()) return;
+  if (!MayReportFor(rank->second, sender)) {
+    if (refused_senders_.size() < kMaxRefusedSenders && refused_senders_.insert(sender).second) {
+      common::Logger("node")->warn(
+          "progress for rank {} sent by pid {}, which is not of that rank's worker: ignored",
+          rank->second, sender);
+    }
+    return;
+  }
   progress_->OnDatagram(rank->second, datagram, clock_.Now());
   ArmHangCheck();
 }
@@ -253,6 +261,17 @@ void Node::CheckTimers() {
     }
   }
   ArmTimerCheck();
+}
+
+bool Node::MayReportFor(int rank, pid_t sender) const {
+  if (sender <= 0 || !processes_) return true;  // the kernel said nothing: the socket says whose
+  if (const std::optional<int> of = RankOfPid(sender)) return *of == rank;
+  // Of no running worker: a report sent before the keeper's word that the worker runs reached
+  // this node (it counts), unless that worker is known to run and this is not of it.
+  for (const auto& [pid, process] : processes_->running()) {
+    if (process.rank == rank) return false;
+  }
+  return true;
 }
 
 std::optional<int> Node::RankOfPid(pid_t pid) const {

@@ -25,7 +25,8 @@ class FlightRecorder;
 class WorkerChannels {
  public:
   struct Sinks {
-    std::function<void(int local_rank, absl::string_view datagram)> on_progress;
+    // `sender`: the sending process's pid, as the kernel says it (0: unknown).
+    std::function<void(int local_rank, pid_t sender, absl::string_view datagram)> on_progress;
     std::function<void(absl::string_view line)> on_timer_line;
   };
 

@@ -24,6 +24,11 @@ inline constexpr uint32_t kMaxFramePayload = 8 << 20;
 // What a frame may carry before it is: the handshake's messages are a few dozen bytes, so a
 // peer that has proven nothing never makes the scheduler hold more than this per frame.
 inline constexpr uint32_t kMaxHandshakePayload = 1024;
+// What a frame may carry on an opened session that the scheduler has not answered yet (its
+// join): a join is a few hundred bytes (a few KiB for a node being adopted), and nothing larger
+// (logs, stacks) is sent before the scheduler's first command. So sessions that open and join
+// nothing hold at most this per frame in progress: 500 of them at most 32 MiB.
+inline constexpr uint32_t kMaxJoinPayload = 64 << 10;
 
 enum class FrameType : uint8_t {
   kHello = 1,      // node: v1::SessionHello

@@ -17,6 +17,7 @@ namespace {
 // Labels keep each use of the token apart: a MAC made for one purpose is no proof for another.
 constexpr std::string_view kTokenLabel = "gangrun/v2 token";
 constexpr std::string_view kJobTokenLabel = "gangrun/v1 job token";
+constexpr std::string_view kPageLabel = "gangrun/v1 page secret";
 constexpr std::string_view kSchedulerLabel = "gangrun/v2 scheduler proof";
 constexpr std::string_view kNodeLabel = "gangrun/v2 node proof";
 constexpr std::string_view kResumeLabel = "gangrun/v2 resume key";
@@ -121,15 +122,26 @@ std::string TokenKey(std::string_view token) {
   return std::string(reinterpret_cast<char*>(digest), length);
 }
 
-std::string JobToken(std::string_view daemon_token, std::string_view job_id) {
-  if (daemon_token.empty()) return "";
+namespace {
+std::string Hex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
   std::string hex;
-  for (unsigned char c : Mac(TokenKey(daemon_token), {kJobTokenLabel, job_id})) {
-    static constexpr char kDigits[] = "0123456789abcdef";
+  for (unsigned char c : bytes) {
     hex += kDigits[c >> 4];
     hex += kDigits[c & 15];
   }
   return hex;
+}
+}  // namespace
+
+std::string JobToken(std::string_view daemon_token, std::string_view job_id) {
+  if (daemon_token.empty()) return "";
+  return Hex(Mac(TokenKey(daemon_token), {kJobTokenLabel, job_id}));
+}
+
+std::string PageSecret(std::string_view token) {
+  if (token.empty()) return "";
+  return Hex(Mac(TokenKey(token), {kPageLabel}));
 }
 
 std::string SchedulerProof(std::string_view token_key, const Handshake& h) {

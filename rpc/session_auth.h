@@ -56,6 +56,10 @@ std::string TokenKey(std::string_view token);
 // checks and what the job's launchers and workers are given instead of the daemon's token, so
 // that they reach their own job's scheduler and nothing else (64 hex characters).
 std::string JobToken(std::string_view daemon_token, std::string_view job_id);
+// The secret the HTTP pages of a job or daemon with `token` ask for ("" when it has none): not
+// the token, which never crosses the wire, but derived from it (64 hex characters), so that
+// a scraper can hold it without holding the token (gangrun generate page-secret).
+std::string PageSecret(std::string_view token);
 // The proofs of each side: `key` is TokenKey(token) for a new session, the session's resume
 // key for a resumed one (the scheduler proves itself with the token key either way).
 std::string SchedulerProof(std::string_view token_key, const Handshake& handshake);

@@ -8,9 +8,15 @@
 #include <cmath>
 #include <deque>
 #include <sstream>
+#include <string_view>
 #include <tuple>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/strip.h"
 #include "common/logging.h"
+#include "common/net.h"
+#include "common/secret.h"
 #include "proto/conversions.h"
 #include "scheduler/status_page.h"
 
@@ -252,9 +258,10 @@ class MetricsServer::Acceptor : public std::enable_shared_from_this<Acceptor> {
   static constexpr std::chrono::seconds kRequestTimeout{10};
   static constexpr std::chrono::milliseconds kAcceptBackoff{250};
 
-  Acceptor(boost::asio::io_context& io, Render render, Render status_json)
+  Acceptor(boost::asio::io_context& io, std::string secret, Render render, Render status_json)
       : acceptor_(io),
         backoff_(io),
+        secret_(std::move(secret)),
         render_(std::move(render)),
         status_json_(std::move(status_json)) {}
 
@@ -355,6 +362,13 @@ class MetricsServer::Acceptor : public std::enable_shared_from_this<Acceptor> {
     };
     if (!self->render_) {
       c->response.result(http::status::service_unavailable);
+    } else if (!self->Allowed(c->request)) {
+      c->response.result(http::status::unauthorized);
+      c->response.set(http::field::www_authenticate, "Basic realm=\"gangrun\", charset=\"UTF-8\"");
+      c->response.set(http::field::content_type, "text/plain");
+      c->response.body() =
+          "this job has a token: send its page secret (gangrun generate page-secret) as a bearer "
+          "token or a basic-auth password\n";
     } else if (get && target == "/metrics") {
       answer("text/plain; version=0.0.4; charset=utf-8", self->render_());
     } else if (get && self->status_json_ && (target == "/" || target == "/index.html")) {
@@ -375,6 +389,27 @@ class MetricsServer::Acceptor : public std::enable_shared_from_this<Acceptor> {
     });
   }
 
+  // No secret, or the request carries it (Bearer, or Basic with any user name).
+  bool Allowed(const http::request<http::empty_body>& request) const {
+    if (secret_.empty()) return true;
+    auto it = request.find(http::field::authorization);
+    if (it == request.end()) return false;
+    absl::string_view value(it->value().data(), it->value().size());
+    std::string given;
+    if (absl::ConsumePrefix(&value, "Bearer ")) {
+      given = std::string(absl::StripAsciiWhitespace(value));
+    } else if (absl::ConsumePrefix(&value, "Basic ")) {
+      std::string decoded;
+      if (!absl::Base64Unescape(absl::StripAsciiWhitespace(value), &decoded)) return false;
+      const size_t colon = decoded.find(':');
+      if (colon == std::string::npos) return false;
+      given = decoded.substr(colon + 1);
+    } else {
+      return false;
+    }
+    return common::SecretsEqual(given, secret_);
+  }
+
   static void Done(const std::shared_ptr<Acceptor>& self, const std::shared_ptr<Connection>& c) {
     c->timer.cancel();
     boost::system::error_code ignored;
@@ -384,6 +419,7 @@ class MetricsServer::Acceptor : public std::enable_shared_from_this<Acceptor> {
 
   tcp::acceptor acceptor_;
   boost::asio::steady_timer backoff_;
+  const std::string secret_;  // "" = anyone may look
   Render render_;
   Render status_json_;
   int active_ = 0;
@@ -394,13 +430,23 @@ class MetricsServer::Acceptor : public std::enable_shared_from_this<Acceptor> {
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(boost::asio::io_context& io,
                                                                     const std::string& host,
-                                                                    int port, Render render,
+                                                                    int port, std::string secret,
+                                                                    Render render,
                                                                     Render status_json) {
   boost::system::error_code ec;
   auto address = boost::asio::ip::make_address(host, ec);
-  if (ec) return absl::InvalidArgumentError("--metrics_port: bad address '" + host + "'");
+  if (ec) {
+    // A host name (the scheduler's, as given): its first address.
+    auto resolved = common::ResolveHost(host);
+    if (resolved.ok() && !resolved->empty())
+      address = boost::asio::ip::make_address((*resolved)[0], ec);
+    if (ec || !resolved.ok() || resolved->empty()) {
+      return absl::InvalidArgumentError("--metrics_host: bad address '" + host + "'");
+    }
+  }
   std::unique_ptr<MetricsServer> server(new MetricsServer());
-  server->acceptor_ = std::make_shared<Acceptor>(io, std::move(render), std::move(status_json));
+  server->acceptor_ =
+      std::make_shared<Acceptor>(io, std::move(secret), std::move(render), std::move(status_json));
   ec = server->acceptor_->Listen(tcp::endpoint(address, static_cast<unsigned short>(port)));
   if (ec) {
     return absl::UnavailableError("cannot serve metrics on " + host + ":" + std::to_string(port) +

@@ -37,10 +37,13 @@ class MetricsServer {
   using Render = std::function<std::string()>;
   // Listens on host:port (port 0 = any). `render` runs on `io` for every GET /metrics;
   // `status_json`, when given, for every GET /status.json, and GET / is then the status page
-  // (scheduler/status_page.h).
+  // (scheduler/status_page.h). With a `secret` (rpc::PageSecret of the job's token) every
+  // request must carry it, as Prometheus sends it: "Authorization: Bearer SECRET" (a scrape
+  // config's `authorization: {credentials_file: ...}`) or basic auth with SECRET as the
+  // password (`basic_auth`, and a browser, which the 401 asks); others get 401.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(boost::asio::io_context& io,
                                                               const std::string& host, int port,
-                                                              Render render,
+                                                              std::string secret, Render render,
                                                               Render status_json = nullptr);
   ~MetricsServer();
   int port() const { return port_; }

@@ -61,6 +61,8 @@ class NodeSession : public NodeLink {
   uint64_t id() const { return id_; }
   const std::string& key() const { return key_; }
   uint64_t last_event() const { return last_event_; }
+  // The scheduler has sent it a command (it answered the node's join).
+  bool commanded() const { return next_seq_ > 1; }
   bool closing() const { return closing_; }
 
   // NodeLink, for the scheduler.

@@ -94,8 +94,18 @@ class FrameWire : public NodeSession::Wire {
   }
 
   // Starts reading the session's frames; `session` must hold this wire from now on.
+  // Frames are bounded by kMaxJoinPayload until the scheduler answers the node's join, then
+  // by kMaxFramePayload.
   void Start(NodeSession* session) {
     session_ = session;
+    if (session->commanded())
+      Answered();
+    else
+      conn_->set_max_payload(rpc::kMaxJoinPayload);
+  }
+  void Answered() {
+    if (answered_) return;
+    answered_ = true;
     conn_->set_max_payload(rpc::kMaxFramePayload);
   }
   bool OnFrame(rpc::FrameType type, std::string_view payload);
@@ -122,6 +132,7 @@ class FrameWire : public NodeSession::Wire {
     Seal(rpc::FrameType::kAccepted, accepted);
   }
   void SendCommand(const v1::NodeCommand& command) override {
+    Answered();
     Seal(rpc::FrameType::kCommand, command);
   }
   bool SendPong(uint64_t acked) override {
@@ -164,6 +175,7 @@ class FrameWire : public NodeSession::Wire {
   boost::asio::steady_timer linger_;
   NodeSession* session_ = nullptr;
   bool quiet_ = false;
+  bool answered_ = false;  // the scheduler sent a command: frames up to kMaxFramePayload
 };
 
 bool FrameWire::OnFrame(rpc::FrameType type, std::string_view payload) {

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <memory>
+#include <vector>
 
 #include "tests/integration/launcher_fixture.h"
 #include "tests/testing/session_client.h"
@@ -72,6 +74,46 @@ TEST_F(HostileTest, FiveHundredConnectionsThatProveNothingCostUnder64MiB) {
   EXPECT_LT(loaded - idle, 64 * 1024)
       << "idle " << idle << " KiB, with 500 connections " << loaded << " KiB";
   // The job's real node still joins.
+  auto node = Launch(Job("1"), {}, dir_.path(), dir_.path());
+  EXPECT_EQ(RunToEnd(node).code, 0) << node.Stderr();
+  EXPECT_EQ(RunToEnd(master).code, 0) << master.Stderr();
+}
+
+// Sessions that open (a job without a token lets anyone) and then send the start of a large
+// frame instead of a join: until the scheduler answers a join, a frame is bounded by
+// kMaxJoinPayload (64 KiB), so 500 of them cost the master under 64 MiB (each could hold 8 MiB
+// before), a frame announcing more ends its connection at the header, and the real node joins.
+TEST_F(HostileTest, FiveHundredOpenedSessionsThatNeverJoinCostUnder64MiB) {
+  auto master = Launch(Job("0"), {}, dir_.path(), dir_.path());
+  ASSERT_TRUE(WaitForStderr(master, "waiting for 1 of 2", seconds(20))) << master.Stderr();
+  RoundTrip();
+  const long idle = ProcStatusKiB(master.pid, "VmRSS");
+  auto header = [](uint32_t length) {
+    std::string bytes(4, '\0');
+    for (int i = 3; i >= 0; --i, length >>= 8) bytes[i] = static_cast<char>(length & 0xff);
+    return bytes + static_cast<char>(rpc::FrameType::kEvent);
+  };
+  std::vector<std::unique_ptr<SessionClient>> sessions;
+  const std::string partial =
+      header(rpc::kMaxJoinPayload) + std::string(rpc::kMaxJoinPayload - 1, 'x');
+  for (int i = 0; i < 500; ++i) {
+    auto client = std::make_unique<SessionClient>(std::stoi(port_), seconds(60));
+    ASSERT_TRUE(client->connected()) << "session " << i;
+    ASSERT_TRUE(client->Open("").accepted) << "session " << i;
+    ASSERT_TRUE(client->Send(partial)) << "session " << i;
+    sessions.push_back(std::move(client));
+  }
+  RoundTrip();
+  const long loaded = ProcStatusKiB(master.pid, "VmRSS");
+  std::printf("master resident memory: %ld KiB idle, %ld KiB with 500 opened sessions\n", idle,
+              loaded);
+  EXPECT_LT(loaded - idle, 64 * 1024)
+      << "idle " << idle << " KiB, with 500 opened sessions " << loaded << " KiB";
+  // A frame announcing 8 MiB before the join is answered ends its connection at once.
+  SessionClient big(std::stoi(port_), seconds(10));
+  ASSERT_TRUE(big.Open("").accepted);
+  ASSERT_TRUE(big.Send(header(rpc::kMaxFramePayload)));
+  EXPECT_TRUE(ClosedByPeer(big.fd()));
   auto node = Launch(Job("1"), {}, dir_.path(), dir_.path());
   EXPECT_EQ(RunToEnd(node).code, 0) << node.Stderr();
   EXPECT_EQ(RunToEnd(master).code, 0) << master.Stderr();

@@ -11,6 +11,8 @@
 #include <regex>
 #include <set>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "common/net.h"
 #include "tests/integration/launcher_fixture.h"
 #include "tests/testing/http.h"
@@ -153,6 +155,44 @@ TEST_F(OperationsTest, MetricsEndpointServesPrometheusText) {
   EXPECT_EQ(Sample(text, "gangrun_failures_total{job=\"" + id + "\",cause=\"worker_exit\"}"), 0);
   EXPECT_GE(Sample(text, "gangrun_heartbeat_lag_seconds{job=\"" + id + "\"}"), 0) << text;
   EXPECT_EQ(HttpGet(metrics, "/other").first, 404);
+  kill(job.pid, SIGTERM);
+  EXPECT_EQ(RunToEnd(job).code, 128 + SIGTERM);
+}
+
+// The pages ask who is looking: a job with a token serves /metrics, /status.json and its page
+// to a request with its page secret only (bearer or basic auth, as Prometheus sends it), and
+// listens where the scheduler does (loopback for a single-host job), not on 0.0.0.0.
+TEST_F(OperationsTest, ThePagesOfAJobWithATokenAskForItsPageSecret) {
+  const std::string port = FreePort(), metrics = FreePort();
+  const std::string token = dir_.File("token");
+  { std::ofstream(token) << "a-token-of-more-than-thirty-two-characters\n"; }
+  chmod(token.c_str(), 0600);
+  auto job = Start({"--worker_num", "1", "--local_worker_num", "1", "--master_port", port,
+                    "--metrics_port", metrics, "--token_file", token},
+                   {"--hang"});
+  ASSERT_EQ(WaitReady(1).size(), 1u);
+  ASSERT_TRUE(WaitForStderr(job, "all 1 local process(es) running", seconds(10)));
+  EXPECT_NE(job.Stderr().find("http://127.0.0.1:" + metrics + "/metrics"), std::string::npos)
+      << job.Stderr();
+  auto generate =
+      Launch({GangrunBinary(), "generate", "page-secret", token}, {}, dir_.path(), dir_.path());
+  ASSERT_EQ(RunToEnd(generate).code, 0) << generate.Stderr();
+  const std::string secret(absl::StripAsciiWhitespace(generate.Stdout()));
+  ASSERT_EQ(secret.size(), 64u) << secret;
+  EXPECT_EQ(secret.find("a-token"), std::string::npos);
+  for (const char* target : {"/metrics", "/status.json", "/"}) {
+    EXPECT_EQ(HttpGet(metrics, target).first, 401) << target;
+    EXPECT_EQ(HttpGet(metrics, target, "Bearer wrong").first, 401) << target;
+    EXPECT_EQ(HttpGet(metrics, target, "Bearer a-token-of-more-than-thirty-two-characters").first,
+              401)
+        << target << ": the token itself never crosses the wire";
+    EXPECT_EQ(HttpGet(metrics, target, "Bearer " + secret).first, 200) << target;
+    EXPECT_EQ(HttpGet(metrics, target, "Basic " + absl::Base64Escape("prometheus:" + secret)).first,
+              200)
+        << target;
+  }
+  auto [code, body] = HttpGet(metrics, "/status.json", "Bearer " + secret);
+  EXPECT_NE(body.find("\"nodes\""), std::string::npos) << body;
   kill(job.pid, SIGTERM);
   EXPECT_EQ(RunToEnd(job).code, 128 + SIGTERM);
 }

@@ -10,8 +10,10 @@
 
 namespace gangrun::testing {
 
-// GET http://127.0.0.1:port/target -> (status code, body); (0, error) when unreachable.
-inline std::pair<int, std::string> HttpGet(const std::string& port, const std::string& target) {
+// GET http://127.0.0.1:port/target -> (status code, body); (0, error) when unreachable. With
+// `authorization`, that header is sent ("Bearer X", "Basic ...").
+inline std::pair<int, std::string> HttpGet(const std::string& port, const std::string& target,
+                                           const std::string& authorization = "") {
   namespace http = boost::beast::http;
   try {
     boost::asio::io_context io;
@@ -20,6 +22,7 @@ inline std::pair<int, std::string> HttpGet(const std::string& port, const std::s
     stream.connect(resolver.resolve("127.0.0.1", port));
     http::request<http::empty_body> request(http::verb::get, target, 11);
     request.set(http::field::host, "127.0.0.1");
+    if (!authorization.empty()) request.set(http::field::authorization, authorization);
     http::write(stream, request);
     boost::beast::flat_buffer buffer;
     http::response<http::string_body> response;

@@ -68,6 +68,7 @@ const std::map<std::string, std::string>& Samples() {
       {"duplicate_stderr_filters", "Traceback"},
       {"log_prefix", "<{rank}> "},
       {"metrics_port", "9100"},
+      {"metrics_host", "10.0.0.5"},
       {"event_log", "/tmp/events.jsonl"},
       {"health_port", "9200"},
       {"token", "tok"},

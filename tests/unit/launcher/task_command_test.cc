@@ -78,11 +78,14 @@ TEST(SubmitExportTest, AllCarriesTheEnvironmentButGangrunsOwn) {
   EXPECT_EQ(std::vector<std::string>(spec.env().begin(), spec.env().end()),
             (std::vector<std::string>{"PATH=/venv/bin:/usr/bin", "FOO=bar"}));
   EXPECT_EQ(spec.cwd(), "/home/u/proj");
-  // The agent's own variables give way, but for its GANGRUN_* configuration.
-  const std::vector<std::string> agent = {"PATH=/usr/bin", "HOME=/root", "GANGRUN_TOKEN=agent",
-                                          "NOTIFY_SOCKET=/run/systemd/notify"};
+  // The agent's own variables give way, but for its GANGRUN_* configuration; its token (the
+  // daemon's) never reaches a worker: the launcher gives them their job's own.
+  const std::vector<std::string> agent = {
+      "PATH=/usr/bin",       "HOME=/root",
+      "GANGRUN_TOKEN=agent", "GANGRUN_TOKEN_FILE=/etc/t",
+      "GANGRUN_SLOTS=4",     "NOTIFY_SOCKET=/run/systemd/notify"};
   EXPECT_EQ(LauncherEnvironment(spec, agent),
-            (std::vector<std::string>{"GANGRUN_TOKEN=agent", "PATH=/venv/bin:/usr/bin", "FOO=bar",
+            (std::vector<std::string>{"GANGRUN_SLOTS=4", "PATH=/venv/bin:/usr/bin", "FOO=bar",
                                       "PWD=/home/u/proj"}));
 }
 

@@ -93,8 +93,10 @@ TEST_F(KeeperTest, BytesThatAreNotUtf8ReachTheWorkerWhole) {
 TEST_F(KeeperTest, AProgressSocketIsBoundWhenItsWorkerIsPreparedAndHearsItsReports) {
   std::vector<std::pair<int, std::string>> heard;
   WorkerChannels::Sinks sinks;
-  sinks.on_progress = [&](int local_rank, absl::string_view datagram) {
+  std::vector<pid_t> senders;
+  sinks.on_progress = [&](int local_rank, pid_t sender, absl::string_view datagram) {
     heard.emplace_back(local_rank, std::string(datagram));
+    senders.push_back(sender);
   };
   auto channels = WorkerChannels::Create(io, *keeper, std::move(sinks));
   ASSERT_TRUE(channels.ok()) << channels.status();
@@ -117,6 +119,7 @@ TEST_F(KeeperTest, AProgressSocketIsBoundWhenItsWorkerIsPreparedAndHearsItsRepor
   close(fd);
   ASSERT_TRUE(RunUntil([&] { return !heard.empty(); }));
   EXPECT_EQ(heard[0], std::make_pair(2, report));
+  EXPECT_EQ(senders[0], getpid());  // the kernel's word on who sent it
 }
 
 TEST_F(KeeperTest, SignalReachesTheProcessGroup) {

@@ -151,9 +151,9 @@ TEST_F(NodeSupervisionTest, ProgressTravelsAtTheHeartbeatRateAndAHangIsReportedO
   v1::ProgressRules rules;
   rules.set_hang_timeout_seconds(5);
   StartGeneration(rules);
-  for (int i = 0; i < 100; ++i) node->OnProgressDatagram(0, "step " + std::to_string(i));
-  node->OnProgressDatagram(1, "step 3");
-  node->OnProgressDatagram(7, "step 3");  // no such local rank: ignored
+  for (int i = 0; i < 100; ++i) node->OnProgressDatagram(0, 10, "step " + std::to_string(i));
+  node->OnProgressDatagram(1, 11, "step 3");
+  node->OnProgressDatagram(7, 10, "step 3");  // no such local rank: ignored
   EXPECT_TRUE(link.Of(&v1::NodeEvent::has_progress).empty());
   clock.Advance(seconds(1));
   auto progress = link.Of(&v1::NodeEvent::has_progress);
@@ -173,13 +173,36 @@ TEST_F(NodeSupervisionTest, ProgressTravelsAtTheHeartbeatRateAndAHangIsReportedO
   EXPECT_EQ(link.Of(&v1::NodeEvent::has_rank_hung).size(), 1u);
 }
 
+// A rank's socket takes reports of that rank's worker only: a sibling rank's worker (pid 11,
+// local rank 1) sending to local rank 0's socket is refused, and cannot hide rank 0's hang.
+TEST_F(NodeSupervisionTest, ASiblingCannotReportAsAnotherRank) {
+  v1::ProgressRules rules;
+  rules.set_hang_timeout_seconds(5);
+  StartGeneration(rules);
+  node->OnProgressDatagram(0, 10, "step 1");
+  node->OnProgressDatagram(0, 11, "step 777777");
+  node->OnProgressDatagram(0, 11, "section sibling");
+  clock.Advance(seconds(1));
+  auto progress = link.Of(&v1::NodeEvent::has_progress);
+  ASSERT_EQ(progress.size(), 1u);
+  ASSERT_EQ(progress[0].progress().ranks_size(), 1);
+  EXPECT_EQ(progress[0].progress().ranks(0).rank(), 4);
+  EXPECT_EQ(progress[0].progress().ranks(0).step(), 1);
+  // Nor keeps it from being found hung.
+  for (int i = 0; i < 6; ++i) {
+    node->OnProgressDatagram(0, 11, "step " + std::to_string(100 + i));
+    clock.Advance(seconds(1));
+  }
+  EXPECT_FALSE(link.Of(&v1::NodeEvent::has_rank_hung).empty());
+}
+
 // A worker may report (and exit) before the keeper's word that it runs reaches the launcher:
 // its report counts, and reaches the scheduler before its exit.
 TEST_F(NodeSupervisionTest, AReportSentBeforeTheStartIsHeardCountsAndPrecedesTheExit) {
   v1::ProgressRules rules;
   rules.set_hang_timeout_seconds(5);
   StartGeneration(rules, /*answer=*/false);
-  node->OnProgressDatagram(0, "step 1");
+  node->OnProgressDatagram(0, 10, "step 1");  // pid 10 is not known to run yet: it counts
   backend.Start(10);
   backend.Exit(10, common::ExitStatus::Exited(1));
   int progress_at = -1, exited_at = -1;
