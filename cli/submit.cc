@@ -180,6 +180,8 @@ class SubmitSession {
                                             " on the daemon at " + masters_[current_] + "\n"
                                       : "gangrun submit: job " + job_id_ + " running on " +
                                             absl::StrJoin(reply.accepted().agents(), ", ") + "\n");
+    } else if (reply.has_note()) {
+      common::Stderr().Write("gangrun submit: job " + job_id_ + ": " + reply.note() + "\n");
     } else if (reply.has_waiting()) {
       common::Stderr().Write("gangrun submit: " + reply.waiting() + "\n");
     } else if (reply.has_rejected()) {

@@ -169,6 +169,15 @@ absl::Status Daemon::StartScheduler(Job& job) {
   }
   ASSIGN_OR_RETURN(job.server,
                    SchedulerServer::Start(io_, *job.scheduler, *job.store, server_options));
+  // The job's owner reads on their own console why each generation ended.
+  job.scheduler->SetOnNote([this, id = job.id](const std::string& text) {
+    common::Logger("daemon")->info("job {}: {}", id, text);
+    if (Job* noted = FindJob(id)) {
+      v1::SubmitReply reply;
+      reply.set_note(text);
+      Reply(*noted, reply);
+    }
+  });
   job.scheduler->SetOnFinished([this, id = job.id](const v1::JobOutcome& outcome) {
     if (Job* finished = FindJob(id)) {
       finished->outcome = outcome;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/logging.h"
+#include "proto/conversions.h"
 #include "scheduler/scheduler.h"
 
 namespace gangrun::scheduler {
@@ -125,6 +126,32 @@ absl::Status Scheduler::Scale(int target) {
   return absl::OkStatus();
 }
 
+std::string Scheduler::EndedWhy() const {
+  if (!lost_node_.empty() && (!stopping_ || stopping_->kind == StopReason::Kind::kNodeLost)) {
+    return lost_node_;
+  }
+  if (!stopping_) return "the generation ended";
+  const v1::RootCause& cause = stopping_->root_cause;
+  const std::string who = cause.rank() >= 0 ? "rank " + std::to_string(cause.rank())
+                                            : std::string("the MindSpore scheduler process");
+  const std::string where = cause.host().empty() ? "" : " on " + cause.host();
+  const std::string log = cause.log_path().empty() ? "" : " (log: " + cause.log_path() + ")";
+  switch (stopping_->kind) {
+    case StopReason::Kind::kWorkerFailed:
+      return who + where + " " + proto::FromProto(cause.exit()).ToString() + log;
+    case StopReason::Kind::kHung:
+      return "the job hung: " + stopping_->message +
+             (cause.rank() >= 0 ? "; look at " + who + where + " first" + log : "");
+    default:
+      return stopping_->message;
+  }
+}
+
+void Scheduler::NoteEnded(const std::string& then) {
+  if (!on_note_) return;
+  on_note_("generation " + std::to_string(generation_) + " ended: " + EndedWhy() + "; " + then);
+}
+
 // Worked example: initial 1 s, cap 30 s: restarts wait 1, 2, 4, 8, 16, 30, 30, ... seconds.
 void Scheduler::ScheduleRestart() {
   ++restarts_used_;
@@ -143,6 +170,12 @@ void Scheduler::ScheduleRestart() {
              what, generation_,
              std::chrono::duration_cast<std::chrono::milliseconds>(delay).count(),
              options_.max_restarts - restarts_used_, options_.max_restarts);
+  const auto delay_ms = std::chrono::duration_cast<std::chrono::milliseconds>(delay).count();
+  NoteEnded("restarting in " +
+            (delay_ms % 1000 == 0 ? std::to_string(delay_ms / 1000) + " s"
+                                  : std::to_string(delay_ms) + " ms") +
+            " (restart " + std::to_string(restarts_used_) + " of " +
+            std::to_string(options_.max_restarts) + ")");
   Record(Event::kRestartScheduled,
          {{"generation", generation_},
           {"delay_ms", std::chrono::duration_cast<std::chrono::milliseconds>(delay).count()},

@@ -105,6 +105,9 @@ class Scheduler {
   void SetOnFinished(std::function<void(const v1::JobOutcome&)> on_finished) {
     on_finished_ = std::move(on_finished);
   }
+  // Each decision a job's owner should read where they are (a daemon sends it to the job's
+  // submit): why a generation ended and whether it is restarted, once per generation.
+  void SetOnNote(std::function<void(const std::string&)> on_note) { on_note_ = std::move(on_note); }
   // The job's record for a store, at every generation start and at the end (JSON:
   // generation, restarts_used, max_restarts, world_size, min_world_size, members, outcome).
   void SetOnRecord(std::function<void(nlohmann::json)> on_record) {
@@ -351,6 +354,10 @@ class Scheduler {
   bool Exclude(int node_id, FailureCause cause, const std::string& why);
   // After a failed generation: --no_restart_exit_codes, --max_no_progress_restarts,
   // --exclude_after, then the budget (the kStopping row of the table).
+  // What ended the generation being stopped, in a phrase ("rank 3 on h1 exited with code 7
+  // (log: ...)"), and the owner's note of it with what follows ("restarting in 1 s ...").
+  std::string EndedWhy() const;
+  void NoteEnded(const std::string& then);
   void AfterFailedGeneration(bool worker_failed);
   // Health rounds: before a generation after the first, every member and spare that has a
   // --health_check runs it; the generation starts once all answered. False when nothing
@@ -451,6 +458,7 @@ class Scheduler {
   std::optional<std::pair<uint64_t, common::TimePoint>> failed_at_;
   common::TimePoint last_progress_log_;
   std::function<void(const v1::JobOutcome&)> on_finished_;
+  std::function<void(const std::string&)> on_note_;
   std::function<void(nlohmann::json)> on_record_;
   void WriteRecord() const;                     // status.cc
   std::unique_ptr<common::Timer> fence_timer_;  // Form() again once the lease is confirmed

@@ -150,6 +150,7 @@ void Scheduler::AfterFailedGeneration(bool worker_failed) {
                      std::to_string(stopping_->root_cause.exit().exit_code()) +
                      " is one of --no_restart_exit_codes";
     common::Logger("scheduler")->error("{}", recovery_note_);
+    NoteEnded(recovery_note_);
     return Finish(CurrentOutcome());
   }
   const RecoveryPolicy::Verdict verdict =
@@ -157,10 +158,18 @@ void Scheduler::AfterFailedGeneration(bool worker_failed) {
   if (verdict.stop) {
     recovery_note_ = "not restarted: " + verdict.stop_why;
     common::Logger("scheduler")->error("{}", recovery_note_);
+    NoteEnded(recovery_note_);
     return Finish(CurrentOutcome());
   }
-  if (!lost_node_.empty()) return WaitForReplacement();
-  if (!BudgetLeft()) return Finish(CurrentOutcome());
+  if (!lost_node_.empty()) {
+    NoteEnded("waiting for a node to take its place");
+    return WaitForReplacement();
+  }
+  if (!BudgetLeft()) {
+    NoteEnded("not restarted: all " + std::to_string(options_.max_restarts) +
+              " restart(s) of --max_restarts are used");
+    return Finish(CurrentOutcome());
+  }
   if (verdict.exclude &&
       Exclude(stopping_->root_node, FailureCause::kExcluded, verdict.exclude_why)) {
     return WaitForReplacement();  // no spare took its place

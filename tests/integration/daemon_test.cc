@@ -165,6 +165,31 @@ TEST_F(DaemonTest, AWorkersTokenReachesItsOwnJobAndNothingOfTheDaemon) {
   StopDaemon(scheduler);
 }
 
+// The job's owner reads on their own console why each generation ended and what follows:
+// the failing rank, its host, its exit code and log, then the restart or why there is none.
+TEST_F(DaemonTest, SubmitSaysWhyEachGenerationEndedAndWhetherItRestarts) {
+  const std::string master = "127.0.0.1:" + FreePort();
+  auto scheduler = Scheduler({"--listen", master});
+  auto agent = Gangrun({"agent", "--master", master, "--slots", "1", "--name", "agent-a"});
+  auto submit = Gangrun({"submit", "--master", master, "--worker_num", "1", "--max_restarts", "1",
+                         TestWorkerBinary(), "--exit", "3"});
+  EXPECT_EQ(RunToEnd(submit).code, 3) << submit.Stderr();
+  const std::string err = submit.Stderr();
+  const size_t first = err.find(": generation 1 ended: rank 0 on ");
+  ASSERT_NE(first, std::string::npos) << err;
+  const std::string line = err.substr(first, err.find('\n', first) - first);
+  EXPECT_NE(line.find("exited with code 3 (log: "), std::string::npos) << line;
+  EXPECT_NE(line.find("; restarting in 1 s (restart 1 of 1)"), std::string::npos) << line;
+  EXPECT_NE(err.find(": generation 2 ended: rank 0 on "), std::string::npos) << err;
+  EXPECT_NE(err.find("not restarted: all 1 restart(s) of --max_restarts are used"),
+            std::string::npos)
+      << err;
+  // Once each.
+  EXPECT_EQ(err.find(": generation 1 ended:", first + 1), std::string::npos) << err;
+  StopDaemon(agent);
+  StopDaemon(scheduler);
+}
+
 TEST_F(DaemonTest, JobsRunAsTheUserTheAgentIsGiven) {
   ASSERT_EQ(geteuid(), 0u) << "run as root, as CI does";
   const std::string master = "127.0.0.1:" + FreePort();
