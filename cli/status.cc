@@ -117,6 +117,27 @@ std::string FormatDaemonStatus(const v1::DaemonStatusResponse& s) {
                            a.jobs().empty() ? "-" : absl::StrJoin(a.jobs(), ","));
   }
   for (const auto& job : s.jobs()) out += "\n" + FormatJobStatus(job);
+  if (!s.finished().empty()) {
+    out += absl::StrFormat("\nfinished, newest first (the last %d kept):\n", s.finished_size());
+    out += absl::StrFormat("%-14s %-18s %-8s %8s %8s %s\n", "JOB", "OUTCOME", "EXIT", "RESTARTS",
+                           "WALL", "COMMAND");
+    for (const auto& f : s.finished()) {
+      std::string exit = "-";
+      if (f.outcome().kind() == v1::JobOutcome::KIND_SUCCEEDED) {
+        exit = "0";
+      } else if (f.outcome().has_root_cause()) {
+        exit = proto::FromProto(f.outcome().root_cause().exit()).signaled
+                   ? common::SignalName(f.outcome().root_cause().exit().signal())
+                   : std::to_string(f.outcome().root_cause().exit().exit_code());
+      }
+      const std::string wall = f.submitted_unix() > 0 && f.ended_unix() >= f.submitted_unix()
+                                   ? absl::StrFormat("%.1fs", f.ended_unix() - f.submitted_unix())
+                                   : std::string("-");
+      out +=
+          absl::StrFormat("%-14s %-18s %-8s %8d %8s %s\n", f.job_id(),
+                          proto::Name(f.outcome().kind()), exit, f.restarts(), wall, f.command());
+    }
+  }
   return out;
 }
 

@@ -4,6 +4,8 @@
 // back with their launchers, and the submitters that follow their job here. Part of the
 // Daemon actor (daemon.h): the same strand, the same state.
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <set>
 
@@ -45,19 +47,31 @@ void Daemon::SaveJob(const Job& job, const v1::JobOutcome* ended) {
                            {"placement", std::move(placed)},
                            {"spares", job.spares},
                            {"generation", job.progress.value("generation", 0)},
-                           {"restarts_used", job.progress.value("restarts_used", 0)}};
-  if (ended != nullptr) record["outcome"] = scheduler::RecordedOutcome(*ended);
+                           {"restarts_used", job.progress.value("restarts_used", 0)},
+                           {"submitted_unix", job.submitted_unix},
+                           {"world_size", job.config.world_size}};
+  if (ended != nullptr) {
+    record["outcome"] = scheduler::RecordedOutcome(*ended);
+    record["ended_unix"] =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    if (job.scheduler) {
+      record["generation"] = job.scheduler->generation();
+      record["restarts_used"] = job.scheduler->Status().restarts();
+    }
+  }
   options_.store->SaveJob(job.id, std::move(record));
 }
 
 void Daemon::BecomeActive(std::vector<nlohmann::json> jobs) {
   GANGRUN_ON_STRAND(strand_);
   active_ = true;
+  std::vector<const nlohmann::json*> ended_records;
   for (const nlohmann::json& record : jobs) {
     try {
       const std::string id = record.value("id", "");
       if (record.contains("outcome")) {
         ended_[id] = scheduler::OutcomeFromRecord(record["outcome"]);
+        ended_records.push_back(&record);
         continue;
       }
       AdoptJob(record);
@@ -68,6 +82,16 @@ void Daemon::BecomeActive(std::vector<nlohmann::json> jobs) {
     }
   }
   while (ended_.size() > kMaxEndedKept) ended_.erase(ended_.begin());
+  // The history `status` lists: the newest kMaxFinishedKept, by when they ended.
+  std::sort(ended_records.begin(), ended_records.end(), [](const auto* a, const auto* b) {
+    return a->value("ended_unix", 0.0) < b->value("ended_unix", 0.0);
+  });
+  for (const nlohmann::json* record : ended_records) {
+    try {
+      KeepFinished(FinishedFromRecord(*record));
+    } catch (const nlohmann::json::exception&) {
+    }
+  }
   TryPlace();
 }
 
@@ -95,6 +119,7 @@ void Daemon::AdoptJob(const nlohmann::json& record) {
   job->adopted = true;
   job->progress = {{"generation", record.value("generation", 0)},
                    {"restarts_used", record.value("restarts_used", 0)}};
+  job->submitted_unix = record.value("submitted_unix", 0.0);
   Job& adopted = *job;
   jobs_[id] = std::move(job);
   if (record.value("state", "") != "running") {

@@ -1,17 +1,58 @@
 #include "daemon/daemon.h"
 
+#include <chrono>
 #include <csignal>
 #include <random>
 #include <sstream>
 
+#include "absl/strings/escaping.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "daemon/checks.h"
 #include "proto/conversions.h"
+#include "scheduler/job_record.h"
 #include "scheduler/metrics.h"
 #include "scheduler/peer_checks.h"
 
 namespace gangrun::daemon {
+
+namespace {
+
+double UnixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The task as `status` shows it: the script and its arguments, cut at 200 characters.
+std::string TaskLine(const v1::LaunchSpec& spec) {
+  std::string line = spec.task_script();
+  for (const auto& arg : spec.task_args()) line += " " + arg;
+  if (line.size() > 200) line = line.substr(0, 197) + "...";
+  return line;
+}
+
+}  // namespace
+
+void Daemon::KeepFinished(v1::FinishedJob finished) {
+  finished_.push_front(std::move(finished));
+  while (finished_.size() > kMaxFinishedKept) finished_.pop_back();
+}
+
+v1::FinishedJob Daemon::FinishedFromRecord(const nlohmann::json& record) {
+  v1::FinishedJob finished;
+  finished.set_job_id(record.value("id", ""));
+  std::string bytes;
+  v1::SubmitJob spec;
+  if (absl::Base64Unescape(record.value("submission", ""), &bytes) && spec.ParseFromString(bytes)) {
+    finished.set_command(TaskLine(spec.spec()));
+  }
+  *finished.mutable_outcome() = scheduler::OutcomeFromRecord(record["outcome"]);
+  finished.set_generations(record.value("generation", uint64_t{0}));
+  finished.set_restarts(record.value("restarts_used", 0));
+  finished.set_submitted_unix(record.value("submitted_unix", 0.0));
+  finished.set_ended_unix(record.value("ended_unix", 0.0));
+  finished.set_world_size(record.value("world_size", 0));
+  return finished;
+}
 
 using scheduler::Event;
 using scheduler::kMaxReasonBytes;
@@ -177,6 +218,7 @@ void Daemon::OnSubmitEvent(int submit_id, const v1::SubmitEvent& event) {
   job->config.scheduler.personality = "gangrun";
   job->submit_id = submit_id;
   job->spec = spec;
+  job->submitted_unix = UnixSeconds();
   ++jobs_submitted_;
   common::Logger("daemon")->info("job {} submitted: {} worker(s), task {}", job->id,
                                  job->config.world_size, job->config.task);
@@ -285,6 +327,18 @@ void Daemon::EndJob(const std::string& job_id, const v1::JobOutcome& outcome) {
   SaveJob(*job, &outcome);
   ended_[job_id] = outcome;
   ++jobs_finished_[proto::Name(outcome.kind())];
+  v1::FinishedJob finished;
+  finished.set_job_id(job_id);
+  finished.set_command(TaskLine(job->spec.spec()));
+  *finished.mutable_outcome() = outcome;
+  finished.set_generations(job->scheduler ? job->scheduler->generation()
+                                          : job->progress.value("generation", uint64_t{0}));
+  finished.set_restarts(job->scheduler ? job->scheduler->Status().restarts()
+                                       : job->progress.value("restarts_used", 0));
+  finished.set_submitted_unix(job->submitted_unix);
+  finished.set_ended_unix(UnixSeconds());
+  finished.set_world_size(job->config.world_size);
+  KeepFinished(std::move(finished));
   common::Logger("daemon")->info("job {} ended: {}{}", job_id, proto::Name(outcome.kind()),
                                  outcome.message().empty() ? "" : " (" + outcome.message() + ")");
   telemetry_.Record(Event::kJobEnded, {{"job_id", job_id},

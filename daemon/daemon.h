@@ -127,6 +127,7 @@ class Daemon {
     bool adopted = false;
     std::map<std::string, int> agents_away;  // agent name -> workers
     std::unique_ptr<common::Timer> adoption_timer;
+    double submitted_unix = 0;  // when it was submitted (kept in its record)
   };
   static constexpr std::chrono::seconds kHelloTimeout{30};
   template <typename Handle>
@@ -182,6 +183,13 @@ class Daemon {
   std::atomic<bool> active_{true};  // false: a standby (Options::store)
   // Jobs that ended, as the store recorded them: a submit that follows one gets its outcome.
   std::map<std::string, v1::JobOutcome> ended_;
+  // Jobs that ended, newest first, for `gangrun status`: at most kMaxFinishedKept (about 1 KiB
+  // each), also from the store's records when this daemon becomes the active one.
+  static constexpr size_t kMaxFinishedKept = 100;
+  std::deque<v1::FinishedJob> finished_;
+  void KeepFinished(v1::FinishedJob finished);
+  // A FinishedJob from what a job's record in the store says.
+  static v1::FinishedJob FinishedFromRecord(const nlohmann::json& record);
   common::ThreadAffinity strand_;  // the io_context's thread: every entry point checks it
 };
 

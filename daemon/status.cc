@@ -45,6 +45,7 @@ v1::DaemonStatusResponse Daemon::Status() const {
       waiting->set_min_world_size(job->config.world_size);
     }
   }
+  for (const auto& finished : finished_) *status.add_finished() = finished;
   return status;
 }
 

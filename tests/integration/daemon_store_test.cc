@@ -169,5 +169,25 @@ TEST_F(DaemonStoreTest, ADaemonStartedAgainOnItsAddressAdoptsTheJobAndTheSubmitG
   StopDaemon(second_);
 }
 
+// The history survives a failover: a job that ended under the first daemon is listed by the
+// second once it is the active one (the store keeps the record).
+TEST_F(DaemonStoreTest, FinishedJobsAreListedAfterAFailover) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemons());
+  auto agent = Gangrun({"agent", "--master", masters_, "--slots", "1", "--name", "agent-a"});
+  auto submit = Gangrun(
+      {"submit", "--master", masters_, "--worker_num", "1", TestWorkerBinary(), "--exit", "4"});
+  EXPECT_EQ(RunToEnd(submit).code, 4) << submit.Stderr();
+  ASSERT_EQ(kill(first_.pid, SIGKILL), 0);
+  EXPECT_EQ(RunToEnd(first_).signal, SIGKILL);
+  ASSERT_TRUE(WaitForStderr(second_, "is now the active one", seconds(30))) << second_.Stderr();
+  auto status = Gangrun({"status", "--master", b_, "--json"});
+  EXPECT_EQ(RunToEnd(status).code, 0) << status.Stderr();
+  EXPECT_NE(status.Stdout().find("\"finished\""), std::string::npos) << status.Stdout();
+  EXPECT_NE(status.Stdout().find("KIND_WORKER_FAILED"), std::string::npos) << status.Stdout();
+  EXPECT_NE(status.Stdout().find("--exit"), std::string::npos) << status.Stdout();
+  StopDaemon(agent);
+  StopDaemon(second_);
+}
+
 }  // namespace
 }  // namespace gangrun::testing

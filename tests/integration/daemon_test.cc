@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "common/net.h"
@@ -186,6 +187,41 @@ TEST_F(DaemonTest, SubmitSaysWhyEachGenerationEndedAndWhetherItRestarts) {
       << err;
   // Once each.
   EXPECT_EQ(err.find(": generation 1 ended:", first + 1), std::string::npos) << err;
+  StopDaemon(agent);
+  StopDaemon(scheduler);
+}
+
+// Finished jobs stay visible: `status` lists them after the running ones, newest first, with
+// their outcome, exit code, restarts, wall time and command.
+TEST_F(DaemonTest, StatusListsFinishedJobsNewestFirst) {
+  const std::string master = "127.0.0.1:" + FreePort();
+  auto scheduler = Scheduler({"--listen", master});
+  auto agent = Gangrun({"agent", "--master", master, "--slots", "1", "--name", "agent-a"});
+  auto good = Gangrun({"submit", "--master", master, "--worker_num", "1", TestWorkerBinary()});
+  EXPECT_EQ(RunToEnd(good).code, 0) << good.Stderr();
+  auto bad = Gangrun(
+      {"submit", "--master", master, "--worker_num", "1", TestWorkerBinary(), "--exit", "3"});
+  EXPECT_EQ(RunToEnd(bad).code, 3) << bad.Stderr();
+  auto status = Gangrun({"status", "--master", master});
+  EXPECT_EQ(RunToEnd(status).code, 0) << status.Stderr();
+  const std::string text = status.Stdout();
+  const size_t listed = text.find("finished, newest first");
+  ASSERT_NE(listed, std::string::npos) << text;
+  const size_t failed = text.find("worker_failed", listed);
+  const size_t succeeded = text.find("succeeded", listed);
+  ASSERT_NE(failed, std::string::npos) << text;
+  ASSERT_NE(succeeded, std::string::npos) << text;
+  EXPECT_LT(failed, succeeded) << "newest first: " << text;
+  const std::string failed_line = text.substr(failed, text.find('\n', failed) - failed);
+  EXPECT_NE(failed_line.find(" 3 "), std::string::npos) << failed_line;
+  EXPECT_NE(failed_line.find("--exit 3"), std::string::npos) << failed_line;
+  auto json = Gangrun({"status", "--master", master, "--json"});
+  EXPECT_EQ(RunToEnd(json).code, 0) << json.Stderr();
+  const auto parsed = nlohmann::json::parse(json.Stdout());
+  ASSERT_EQ(parsed["finished"].size(), 2u) << json.Stdout();
+  EXPECT_EQ(parsed["finished"][1]["outcome"]["kind"], "KIND_SUCCEEDED") << json.Stdout();
+  EXPECT_GT(parsed["finished"][0]["ended_unix"].get<double>(),
+            parsed["finished"][0]["submitted_unix"].get<double>());
   StopDaemon(agent);
   StopDaemon(scheduler);
 }
