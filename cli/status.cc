@@ -143,6 +143,45 @@ std::string FormatDaemonStatus(const v1::DaemonStatusResponse& s) {
 
 namespace {
 
+// `status --job ID` against a daemon: the running or waiting job as its scheduler says, else
+// the finished one as the daemon kept it; NotFound (exit 1) when it knows neither.
+CommandResult OneDaemonJob(const v1::DaemonStatusResponse& daemon, const std::string& job_id,
+                           const std::string& master, bool json) {
+  for (const auto& job : daemon.jobs()) {
+    if (job.job_id() != job_id) continue;
+    std::fputs((json ? proto::ToJson(job, /*pretty=*/true) : FormatJobStatus(job)).c_str(), stdout);
+    return absl::OkStatus();
+  }
+  for (const auto& finished : daemon.finished()) {
+    if (finished.job_id() != job_id) continue;
+    if (json) {
+      std::fputs(proto::ToJson(finished, /*pretty=*/true).c_str(), stdout);
+      return absl::OkStatus();
+    }
+    std::string out = absl::StrFormat("job %s  finished: %s", finished.job_id(),
+                                      proto::Name(finished.outcome().kind()));
+    if (!finished.outcome().message().empty()) out += " (" + finished.outcome().message() + ")";
+    out += absl::StrFormat("\ngenerations %d  restarts %d  workers %d\n", finished.generations(),
+                           finished.restarts(), finished.world_size());
+    if (finished.submitted_unix() > 0 && finished.ended_unix() >= finished.submitted_unix()) {
+      out +=
+          absl::StrFormat("wall time %.1fs\n", finished.ended_unix() - finished.submitted_unix());
+    }
+    if (finished.outcome().has_root_cause()) {
+      const auto& cause = finished.outcome().root_cause();
+      out += absl::StrFormat("root cause: rank %d on %s %s%s\n", cause.rank(), cause.host(),
+                             proto::FromProto(cause.exit()).ToString(),
+                             cause.log_path().empty() ? "" : " (log: " + cause.log_path() + ")");
+    }
+    out += "command: " + finished.command() + "\n";
+    std::fputs(out.c_str(), stdout);
+    return absl::OkStatus();
+  }
+  return absl::NotFoundError("the daemon at " + master + " has no job " + job_id +
+                             " (running, waiting, or among the last " +
+                             std::to_string(daemon.finished_size()) + " finished)");
+}
+
 // --store: the run's scheduler as the store names it, and the job's status from it; with no
 // scheduler now (a failover under way, or the run is over), the store's record.
 CommandResult StatusThroughStore(const ClientTarget& base, bool json) {
@@ -213,6 +252,9 @@ CommandResult RunStatus(const CommandArgs& command) {
   AddClientOptions(app, target, command.env);
   bool json = false;
   app.add_flag("--json", json, "print JSON instead of tables");
+  std::string job_id;
+  app.add_option("--job", job_id,
+                 "a daemon's job, running, waiting or among the last finished ones: that job only");
   AddStoreOptions(app, target);
   if (auto done = ParseArgs(app, "status", command.args)) return *done;
   if (!target.store.url.empty()) return StatusThroughStore(target, json);
@@ -222,6 +264,10 @@ CommandResult RunStatus(const CommandArgs& command) {
   v1::GetStatusResponse job;
   grpc::Status status = v1::Scheduler::NewStub(*channel)->GetStatus(CallContext().get(), {}, &job);
   if (status.ok()) {
+    if (!job_id.empty() && job.job_id() != job_id) {
+      return absl::NotFoundError("the scheduler at " + target.master + " runs job " + job.job_id() +
+                                 ", not " + job_id);
+    }
     std::fputs((json ? proto::ToJson(job, /*pretty=*/true) : FormatJobStatus(job)).c_str(), stdout);
     return absl::OkStatus();
   }
@@ -229,6 +275,7 @@ CommandResult RunStatus(const CommandArgs& command) {
   v1::DaemonStatusResponse daemon;
   status = v1::Daemon::NewStub(*channel)->Status(CallContext().get(), {}, &daemon);
   if (!status.ok()) return CallFailed(status);
+  if (!job_id.empty()) return OneDaemonJob(daemon, job_id, target.master, json);
   std::fputs((json ? proto::ToJson(daemon, /*pretty=*/true) : FormatDaemonStatus(daemon)).c_str(),
              stdout);
   return absl::OkStatus();

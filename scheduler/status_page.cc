@@ -48,7 +48,7 @@ function table(id, headers, rows) {
   }
   return t;
 }
-function short(name) { return String(name || "").replace(/^[A-Z]+_STATE_|^JOB_PHASE_/, "").toLowerCase(); }
+function short(name) { return String(name || "").replace(/^[A-Z]+_STATE_|^JOB_PHASE_|^KIND_/, "").toLowerCase(); }
 function showJob(s, events) {
   document.getElementById("title").textContent = "gangrun job " + (s.job_id || "");
   const summary = document.getElementById("summary");
@@ -93,6 +93,13 @@ function showDaemon(d) {
       a.used_slots, (a.jobs || []).join(", ")]}))));
   content.appendChild(table("jobs", ["job", "phase", "generation", "workers"],
     (d.jobs || []).map(j => ({cells: [j.job_id, short(j.phase), j.generation, j.world_size]}))));
+  content.appendChild(table("finished", ["job", "outcome", "restarts", "wall", "command"],
+    (d.finished || []).map(f => ({
+      cls: short(f.outcome && f.outcome.kind) === "succeeded" ? "" : "failed",
+      cells: [f.job_id, short(f.outcome && f.outcome.kind), f.restarts || 0,
+              f.submitted_unix > 0 && f.ended_unix >= f.submitted_unix
+                  ? (f.ended_unix - f.submitted_unix).toFixed(1) + " s" : "-",
+              f.command]}))));
 }
 async function refresh() {
   try {

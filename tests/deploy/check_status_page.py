@@ -131,13 +131,33 @@ with tempfile.TemporaryDirectory() as work:
     daemon = subprocess.Popen([GANGRUN, "scheduler", "--listen", "127.0.0.1:" + listen,
                                "--metrics_port", metrics], cwd=work, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True)
+    agent = None
     try:
         wait_line(daemon.stderr, "waiting for agents and jobs")
+        # One job through an agent, so that the page lists it among the finished ones.
+        agent = subprocess.Popen([GANGRUN, "agent", "--master", "127.0.0.1:" + listen,
+                                  "--slots", "1", "--name", "agent-a"], cwd=work,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        submitted = subprocess.run([GANGRUN, "submit", "--master", "127.0.0.1:" + listen,
+                                    "--worker_num", "1", "/bin/true"], cwd=work,
+                                   capture_output=True, text=True, timeout=120)
+        if submitted.returncode != 0:
+            fail("the daemon's job failed: " + submitted.stderr)
+        status = json.loads(subprocess.run(
+            [GANGRUN, "status", "--master", "127.0.0.1:" + listen, "--json"],
+            capture_output=True, text=True, timeout=60, check=True).stdout)
+        job_id = status["finished"][0]["job_id"]
         page, dom = render("http://127.0.0.1:%s/" % metrics,
                            os.path.join(OUTPUT, "daemon-page.png"))
-        if "agents" not in page.tables or "0 agent(s)" not in page.ids.get("summary", ""):
+        if "agents" not in page.tables or "1 agent(s)" not in page.ids.get("summary", ""):
             fail("the daemon's page shows no agents table:\n" + dom)
+        finished = page.tables.get("finished", [])
+        if not any(r[0:2] == [job_id, "succeeded"] and r[4] == "/bin/true" for r in finished):
+            fail("the daemon's page does not list finished job %s:\n%s" % (job_id, dom))
     finally:
+        if agent is not None:
+            agent.terminate()
+            agent.wait(timeout=60)
         daemon.terminate()
         daemon.wait(timeout=60)
 print("check_status_page: the job's and the daemon's pages render in Chromium as status shows "

@@ -222,6 +222,16 @@ TEST_F(DaemonTest, StatusListsFinishedJobsNewestFirst) {
   EXPECT_EQ(parsed["finished"][1]["outcome"]["kind"], "KIND_SUCCEEDED") << json.Stdout();
   EXPECT_GT(parsed["finished"][0]["ended_unix"].get<double>(),
             parsed["finished"][0]["submitted_unix"].get<double>());
+  // One job, finished: `status --job ID`; an unknown one is exit 1 (not there).
+  const std::string id = parsed["finished"][0]["job_id"];
+  auto one = Gangrun({"status", "--master", master, "--job", id});
+  EXPECT_EQ(RunToEnd(one).code, 0) << one.Stderr();
+  EXPECT_NE(one.Stdout().find("job " + id + "  finished: worker_failed"), std::string::npos)
+      << one.Stdout();
+  EXPECT_NE(one.Stdout().find("exited with code 3"), std::string::npos) << one.Stdout();
+  auto unknown = Gangrun({"status", "--master", master, "--job", "no-such-job"});
+  EXPECT_EQ(RunToEnd(unknown).code, 1) << unknown.Stderr();
+  EXPECT_NE(unknown.Stderr().find("has no job no-such-job"), std::string::npos) << unknown.Stderr();
   StopDaemon(agent);
   StopDaemon(scheduler);
 }

@@ -107,8 +107,10 @@ TEST_F(HostileTest, FiveHundredOpenedSessionsThatNeverJoinCostUnder64MiB) {
   const long loaded = ProcStatusKiB(master.pid, "VmRSS");
   std::printf("master resident memory: %ld KiB idle, %ld KiB with 500 opened sessions\n", idle,
               loaded);
-  EXPECT_LT(loaded - idle, 64 * 1024)
-      << "idle " << idle << " KiB, with 500 opened sessions " << loaded << " KiB";
+  if (kMemoryIsMeasurable) {
+    EXPECT_LT(loaded - idle, 64 * 1024)
+        << "idle " << idle << " KiB, with 500 opened sessions " << loaded << " KiB";
+  }
   // A frame announcing 8 MiB before the join is answered ends its connection at once.
   SessionClient big(std::stoi(port_), seconds(10));
   ASSERT_TRUE(big.Open("").accepted);
