@@ -85,6 +85,12 @@ std::vector<OptionRow> MakeRecoveryRows() {
           "beyond every earlier generation's (default 0: off)" +
               Range(0, 1000000),
           Int(&Options::max_no_progress_restarts, 0, 1000000)),
+      Row("max_same_failures",
+          "stop after this many failed generations in a row that failed the same way (the same "
+          "exception at the same line, or the same exit and last log line) with no step gained "
+          "(default 3; 0: off)" +
+              Range(0, 1000000),
+          Int(&Options::max_same_failures, 0, 1000000)),
       Row("signals_to_forward",
           "SIG[,SIG...]: such a signal to any launcher reaches every worker of the job, which "
           "goes on (default SIGUSR1,SIGUSR2; '' = none)",

@@ -180,6 +180,7 @@ scheduler::Scheduler::Options SchedulerOptionsFor(const Options& options) {
   scheduler_options.recovery.no_restart_exit_codes = options.no_restart_exit_codes;
   scheduler_options.recovery.exclude_after = options.exclude_after;
   scheduler_options.recovery.max_no_progress_restarts = options.max_no_progress_restarts;
+  scheduler_options.recovery.max_same_failures = options.max_same_failures;
   scheduler_options.signals_to_forward = options.signals_to_forward;
   scheduler_options.time_limit = Seconds(options.time_limit);
   scheduler_options.time_limit_signal = options.time_limit_signal;

@@ -8,7 +8,6 @@
 #include <cmath>
 #include <deque>
 #include <sstream>
-#include <string_view>
 #include <tuple>
 
 #include "absl/strings/ascii.h"

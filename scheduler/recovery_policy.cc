@@ -10,7 +10,8 @@ bool RecoveryPolicy::NoRestart(const v1::ProcessExit& exit) const {
 
 void RecoveryPolicy::OnStep(int64_t step) { generation_best_ = std::max(generation_best_, step); }
 
-RecoveryPolicy::Verdict RecoveryPolicy::OnGenerationFailed(int root_node) {
+RecoveryPolicy::Verdict RecoveryPolicy::OnGenerationFailed(int root_node,
+                                                           const std::string& fingerprint) {
   Verdict verdict;
   if (root_node != 0 && root_node == streak_node_) {
     ++streak_;
@@ -38,7 +39,78 @@ RecoveryPolicy::Verdict RecoveryPolicy::OnGenerationFailed(int root_node) {
                          : std::string("no rank reported a step")) +
         "; --max_no_progress_restarts " + std::to_string(options_.max_no_progress_restarts) + ")";
   }
+  if (!fingerprint.empty() && fingerprint == last_fingerprint_ && !progressed) {
+    ++same_;
+  } else {
+    same_ = fingerprint.empty() ? 0 : 1;
+  }
+  last_fingerprint_ = fingerprint;
+  if (!verdict.stop && options_.max_same_failures > 0 && same_ >= options_.max_same_failures) {
+    verdict.stop = true;
+    verdict.stop_why = "the same failure in " + std::to_string(same_) +
+                       " generations in a row, with no progress: " + fingerprint +
+                       " (deterministic; --max_same_failures " +
+                       std::to_string(options_.max_same_failures) + ")";
+    return verdict;
+  }
   return verdict;
+}
+
+namespace {
+
+// A log line with its digits masked ('#'), trimmed and cut at 120 characters: "step 12 loss
+// nan" and "step 13 loss nan" are the same line.
+std::string Masked(std::string line) {
+  for (char& c : line) {
+    if (c >= '0' && c <= '9') c = '#';
+  }
+  const size_t begin = line.find_first_not_of(" \t\r");
+  const size_t end = line.find_last_not_of(" \t\r");
+  line = begin == std::string::npos ? "" : line.substr(begin, end - begin + 1);
+  return line.size() > 120 ? line.substr(0, 120) : line;
+}
+
+// "File \"/w/train.py\", line 88, in step" -> "train.py:88 in step"; "" when it is not a frame.
+std::string Frame(const std::string& line) {
+  const size_t file = line.find("File \"");
+  if (file == std::string::npos) return "";
+  const size_t name_end = line.find('"', file + 6);
+  if (name_end == std::string::npos) return "";
+  std::string path = line.substr(file + 6, name_end - file - 6);
+  path = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+  std::string out = path;
+  const size_t at = line.find("line ", name_end);
+  if (at != std::string::npos) {
+    size_t digits = at + 5;
+    while (digits < line.size() && line[digits] >= '0' && line[digits] <= '9') ++digits;
+    out += ":" + line.substr(at + 5, digits - at - 5);
+  }
+  const size_t in = line.find(", in ", name_end);
+  if (in != std::string::npos) out += " in " + line.substr(in + 5);
+  return out;
+}
+
+}  // namespace
+
+std::string FailureFingerprint(const v1::RootCause& cause) {
+  if (!cause.error().message().empty()) {
+    const std::string& message = cause.error().message();
+    std::string out = message.substr(0, message.find(':'));
+    for (auto it = cause.error().traceback().rbegin(); it != cause.error().traceback().rend();
+         ++it) {
+      const std::string frame = Frame(*it);
+      if (!frame.empty()) return out + " at " + frame;
+    }
+    return out;
+  }
+  std::string out = cause.exit().signal() != 0
+                        ? "killed by signal " + std::to_string(cause.exit().signal())
+                        : "exit code " + std::to_string(cause.exit().exit_code());
+  for (auto it = cause.log_tail().rbegin(); it != cause.log_tail().rend(); ++it) {
+    const std::string line = Masked(*it);
+    if (!line.empty() && line.rfind("====", 0) != 0) return out + "; last line: " + line;
+  }
+  return out;
 }
 
 void RecoveryPolicy::Forget(int node) {

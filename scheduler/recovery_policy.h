@@ -1,9 +1,11 @@
 #pragma once
 // What a failed generation means for the next one, beyond the restart budget: a worker exit
 // code that says "do not retry" (--no_restart_exit_codes, as NVRx's 93), a node that keeps
-// being the root cause (--exclude_after) and restarts that make no progress
-// (--max_no_progress_restarts). Pure: no clock, no nodes; the Scheduler asks it once per
-// failed generation and tells it every step a rank reports.
+// being the root cause (--exclude_after), restarts that make no progress
+// (--max_no_progress_restarts) and the same failure again and again (--max_same_failures: a
+// deterministic failure, such as an exception at the same line, is not worth a restart). Pure: no
+// clock, no nodes; the Scheduler asks it once per failed generation and tells it every step a rank
+// reports.
 //
 // Worked example, --exclude_after 2 --max_no_progress_restarts 2: generation 1 fails on node 7
 // after rank 0 reached step 10 (progress: nothing came before; node 7's streak 1); generation 2
@@ -25,6 +27,10 @@ class RecoveryPolicy {
     std::set<int> no_restart_exit_codes;
     int exclude_after = 0;             // 0 = never
     int max_no_progress_restarts = 0;  // 0 = never
+    // Stop when this many failed generations in a row failed the same way (FailureFingerprint)
+    // and made no progress; 0 = never. 3 by default: one repeat may be chance (a flaky read,
+    // a preempted host twice), a third identical failure with no step gained is the code's.
+    int max_same_failures = 3;
   };
   explicit RecoveryPolicy(Options options) : options_(std::move(options)) {}
 
@@ -41,8 +47,9 @@ class RecoveryPolicy {
     std::string stop_why;
   };
   // The running generation failed; `root_node` is the node it failed on (0: none, e.g. a lost
-  // node). Call once per failed generation, before the next one starts.
-  Verdict OnGenerationFailed(int root_node);
+  // node), `fingerprint` what its root cause looked like (FailureFingerprint; "" = nothing to
+  // compare). Call once per failed generation, before the next one starts.
+  Verdict OnGenerationFailed(int root_node, const std::string& fingerprint = "");
   // The node is gone (excluded or lost): its streak with it.
   void Forget(int node);
 
@@ -57,6 +64,14 @@ class RecoveryPolicy {
   int64_t best_step_ = -1;        // the highest step of every earlier generation
   int64_t generation_best_ = -1;  // the running one's
   int no_progress_ = 0;           // failed generations in a row without progress
+  std::string last_fingerprint_;  // the last failed generation's
+  int same_ = 0;                  // failed generations in a row with it, without progress
 };
+
+// What a worker's failure looked like, the same for the same failure in another generation
+// (whichever rank, pid or time): the recorded exception's type and innermost frame
+// ("ValueError at train.py:88 in step"), else the exit (code or signal) and the last line of
+// its log with its numbers masked ("exit code 3; last line: loss is nan at step #").
+std::string FailureFingerprint(const v1::RootCause& cause);
 
 }  // namespace gangrun::scheduler

@@ -153,8 +153,11 @@ void Scheduler::AfterFailedGeneration(bool worker_failed) {
     NoteEnded(recovery_note_);
     return Finish(CurrentOutcome());
   }
-  const RecoveryPolicy::Verdict verdict =
-      policy_.OnGenerationFailed(worker_failed ? stopping_->root_node : 0);
+  // A hang is not fingerprinted here: its culprit frame is compared by the hang capture.
+  const bool failed = worker_failed && stopping_->kind == StopReason::Kind::kWorkerFailed;
+  const RecoveryPolicy::Verdict verdict = policy_.OnGenerationFailed(
+      worker_failed ? stopping_->root_node : 0,
+      failed ? FailureFingerprint(stopping_->root_cause) : std::string());
   if (verdict.stop) {
     recovery_note_ = "not restarted: " + verdict.stop_why;
     common::Logger("scheduler")->error("{}", recovery_note_);

@@ -159,6 +159,25 @@ TEST_F(RecoveryTest, RestartsThatMakeNoProgressStopTheJob) {
   EXPECT_EQ(launcher.Stderr().find("generation 4"), std::string::npos) << launcher.Stderr();
 }
 
+// A deterministic failure is not retried until the budget is spent: the same exit and last
+// log line in three generations in a row with no step gained stops the job, saying why, with
+// the rank's own exit code.
+TEST_F(RecoveryTest, TheSameFailureThreeTimesStopsTheJobWithItsReason) {
+  const std::string worker = "echo 'loading shard 7 failed: no such file'; exit 3";
+  auto launcher =
+      Launch({GangrunBinary(), "--worker_num", "1", "--local_worker_num", "1", "--max_restarts",
+              "10", "--restart_backoff", "0.05", "/bin/sh", "-c", worker},
+             {}, dir_.path(), dir_.path());
+  EXPECT_EQ(RunToEnd(launcher).code, 3) << launcher.Stderr();
+  EXPECT_NE(launcher.Stderr().find("not restarted: the same failure in 3 generations in a row, "
+                                   "with no progress: exit code 3; last line: loading shard # "
+                                   "failed: no such file"),
+            std::string::npos)
+      << launcher.Stderr();
+  EXPECT_NE(launcher.Stderr().find("generation 3"), std::string::npos) << launcher.Stderr();
+  EXPECT_EQ(launcher.Stderr().find("generation 4"), std::string::npos) << launcher.Stderr();
+}
+
 TEST_F(RecoveryTest, SigusrToOneLauncherReachesEveryRankOfTheJob) {
   const std::vector<std::string> worker = {"--usr1", "--hang"};
   auto master = Node(2, {}, worker);

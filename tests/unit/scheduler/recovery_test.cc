@@ -56,6 +56,58 @@ TEST(RecoveryPolicyTest, TheHeadersWorkedExample) {
   EXPECT_EQ(policy.best_step(), 10);
 }
 
+TEST(RecoveryPolicyTest, TheSameFailureThreeTimesWithoutProgressStops) {
+  RecoveryPolicy policy({});  // --max_same_failures 3, the default
+  const std::string same = "ValueError at train.py:88 in step";
+  EXPECT_FALSE(policy.OnGenerationFailed(1, same).stop);
+  EXPECT_FALSE(policy.OnGenerationFailed(2, same).stop);  // whichever node
+  const auto third = policy.OnGenerationFailed(1, same);
+  EXPECT_TRUE(third.stop);
+  EXPECT_NE(
+      third.stop_why.find("the same failure in 3 generations in a row, with no progress: " + same),
+      std::string::npos)
+      << third.stop_why;
+}
+
+TEST(RecoveryPolicyTest, AnotherFailureOrProgressStartsTheCountAgain) {
+  RecoveryPolicy policy({});
+  EXPECT_FALSE(policy.OnGenerationFailed(1, "A").stop);
+  EXPECT_FALSE(policy.OnGenerationFailed(1, "A").stop);
+  EXPECT_FALSE(policy.OnGenerationFailed(1, "B").stop);  // B once
+  EXPECT_FALSE(policy.OnGenerationFailed(1, "B").stop);  // twice
+  policy.OnStep(50);
+  EXPECT_FALSE(policy.OnGenerationFailed(1, "B").stop);  // a step gained: once again
+  EXPECT_FALSE(policy.OnGenerationFailed(1, "B").stop);
+  EXPECT_TRUE(policy.OnGenerationFailed(1, "B").stop);
+  EXPECT_FALSE(policy.OnGenerationFailed(1, "").stop);  // nothing to compare: no count
+  RecoveryPolicy off({{}, 0, 0, /*max_same_failures=*/0});
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(off.OnGenerationFailed(1, "A").stop);
+}
+
+TEST(FailureFingerprintTest, TheSameFailureInAnotherGenerationLooksTheSame) {
+  v1::RootCause raised;
+  raised.set_rank(2);
+  raised.mutable_error()->set_message("ValueError: bad value 7");
+  raised.mutable_error()->add_traceback("Traceback (most recent call last):");
+  raised.mutable_error()->add_traceback("  File \"/w/lib.py\", line 3, in helper");
+  raised.mutable_error()->add_traceback("  File \"/w/train.py\", line 88, in step");
+  raised.mutable_error()->add_traceback("    raise ValueError(value)");
+  EXPECT_EQ(FailureFingerprint(raised), "ValueError at train.py:88 in step");
+  v1::RootCause exited;
+  exited.set_rank(0);
+  exited.mutable_exit()->set_exit_code(3);
+  exited.add_log_tail("step 12 loss nan");
+  exited.add_log_tail("==== gangrun: generation 2 (restart 1 of 5) ====");
+  EXPECT_EQ(FailureFingerprint(exited), "exit code 3; last line: step ## loss nan");
+  v1::RootCause again = exited;  // another rank, another step: the same failure
+  again.set_rank(5);
+  again.set_log_tail(0, "step 13 loss nan");
+  EXPECT_EQ(FailureFingerprint(again), FailureFingerprint(exited));
+  v1::RootCause killed;
+  killed.mutable_exit()->set_signal(9);
+  EXPECT_EQ(FailureFingerprint(killed), "killed by signal 9");
+}
+
 TEST(RecoveryPolicyTest, AnotherNodeOrAForgottenOneStartsTheStreakAgain) {
   RecoveryPolicy policy({{}, 2, 0});
   EXPECT_FALSE(policy.OnGenerationFailed(7).exclude);
