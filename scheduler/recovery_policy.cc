@@ -1,8 +1,14 @@
 #include "scheduler/recovery_policy.h"
 
 #include <algorithm>
+#include <string_view>
 
 namespace gangrun::scheduler {
+
+namespace {
+constexpr std::string_view kHangPrefix = "a hang at ";
+constexpr int kSameHangs = 2;  // a hang at the same place twice (Options::max_same_failures)
+}  // namespace
 
 bool RecoveryPolicy::NoRestart(const v1::ProcessExit& exit) const {
   return exit.signal() <= 0 && options_.no_restart_exit_codes.count(exit.exit_code()) > 0;
@@ -45,12 +51,16 @@ RecoveryPolicy::Verdict RecoveryPolicy::OnGenerationFailed(int root_node,
     same_ = fingerprint.empty() ? 0 : 1;
   }
   last_fingerprint_ = fingerprint;
-  if (!verdict.stop && options_.max_same_failures > 0 && same_ >= options_.max_same_failures) {
+  const int bound = fingerprint.rfind(kHangPrefix, 0) == 0
+                        ? std::min(options_.max_same_failures, kSameHangs)
+                        : options_.max_same_failures;
+  if (!verdict.stop && bound > 0 && same_ >= bound) {
     verdict.stop = true;
     verdict.stop_why = "the same failure in " + std::to_string(same_) +
                        " generations in a row, with no progress: " + fingerprint +
                        " (deterministic; --max_same_failures " +
-                       std::to_string(options_.max_same_failures) + ")";
+                       std::to_string(options_.max_same_failures) +
+                       (bound < options_.max_same_failures ? ", a hang twice" : "") + ")";
     return verdict;
   }
   return verdict;
@@ -91,6 +101,22 @@ std::string Frame(const std::string& line) {
 }
 
 }  // namespace
+
+std::string HangFingerprint(const std::vector<v1::StackGroup>& groups) {
+  const v1::StackGroup* chosen = nullptr;
+  for (const auto& group : groups) {
+    if (group.where().empty()) continue;
+    if (group.odd_one_out() && (chosen == nullptr || !chosen->odd_one_out() ||
+                                group.ranks_size() < chosen->ranks_size())) {
+      chosen = &group;
+    } else if (chosen == nullptr) {
+      chosen = &group;
+    }
+  }
+  if (chosen == nullptr) return "";
+  return std::string(kHangPrefix) + chosen->where() +
+         (chosen->in_collective().empty() ? "" : " in " + chosen->in_collective());
+}
 
 std::string FailureFingerprint(const v1::RootCause& cause) {
   if (!cause.error().message().empty()) {

@@ -16,7 +16,9 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
+#include "gangrun/v1/progress.pb.h"
 #include "gangrun/v1/session.pb.h"
 
 namespace gangrun::scheduler {
@@ -30,6 +32,8 @@ class RecoveryPolicy {
     // Stop when this many failed generations in a row failed the same way (FailureFingerprint)
     // and made no progress; 0 = never. 3 by default: one repeat may be chance (a flaky read,
     // a preempted host twice), a third identical failure with no step gained is the code's.
+    // A hang at the same place (HangFingerprint) stops at its second time (when this is not
+    // 0): each costs a whole --hang_timeout, and the same frame twice is not chance.
     int max_same_failures = 3;
   };
   explicit RecoveryPolicy(Options options) : options_(std::move(options)) {}
@@ -73,5 +77,9 @@ class RecoveryPolicy {
 // ("ValueError at train.py:88 in step"), else the exit (code or signal) and the last line of
 // its log with its numbers masked ("exit code 3; last line: loss is nan at step #").
 std::string FailureFingerprint(const v1::RootCause& cause);
+// Where a hang was, the same for the same hang in another generation: "a hang at <the odd
+// one out's frame>[ in <its collective>]", else the frame every rank was at; "" when the
+// stacks say nothing.
+std::string HangFingerprint(const std::vector<v1::StackGroup>& groups);
 
 }  // namespace gangrun::scheduler

@@ -153,11 +153,14 @@ void Scheduler::AfterFailedGeneration(bool worker_failed) {
     NoteEnded(recovery_note_);
     return Finish(CurrentOutcome());
   }
-  // A hang is not fingerprinted here: its culprit frame is compared by the hang capture.
-  const bool failed = worker_failed && stopping_->kind == StopReason::Kind::kWorkerFailed;
-  const RecoveryPolicy::Verdict verdict = policy_.OnGenerationFailed(
-      worker_failed ? stopping_->root_node : 0,
-      failed ? FailureFingerprint(stopping_->root_cause) : std::string());
+  std::string fingerprint;
+  if (worker_failed && stopping_->kind == StopReason::Kind::kWorkerFailed) {
+    fingerprint = FailureFingerprint(stopping_->root_cause);
+  } else if (worker_failed && stopping_->kind == StopReason::Kind::kHung) {
+    fingerprint = HangFingerprint(stopping_->groups);
+  }
+  const RecoveryPolicy::Verdict verdict =
+      policy_.OnGenerationFailed(worker_failed ? stopping_->root_node : 0, fingerprint);
   if (verdict.stop) {
     recovery_note_ = "not restarted: " + verdict.stop_why;
     common::Logger("scheduler")->error("{}", recovery_note_);

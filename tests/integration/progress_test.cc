@@ -89,6 +89,22 @@ TEST_F(ProgressTest, AHangIsStoppedAndTheReportNamesTheOddOneOutAndItsFunction) 
   EXPECT_LT(took, 2 + 10.0);
 }
 
+// A hang at the same place in two generations in a row is not restarted again: the second
+// stops the job as a hang, saying it is the same one.
+TEST_F(ProgressTest, AHangAtTheSamePlaceTwiceStopsTheJob) {
+  auto job = Run({"--worker_num", "4", "--local_worker_num", "4", "--hang_timeout", "2",
+                  "--max_restarts", "5", "--restart_backoff", "0.05", "--log_dir", "logs",
+                  "python3", Script("train.py", kHangingJob)});
+  const auto status = RunToEnd(job);
+  const std::string err = job.Stderr();
+  EXPECT_EQ(status.code, 5) << err;
+  EXPECT_NE(err.find("not restarted: the same failure in 2 generations in a row, with no "
+                     "progress: a hang at load_batch (train.py:"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("generation 3"), std::string::npos) << err;
+}
+
 TEST_F(ProgressTest, ASectionHasItsOwnBound) {
   auto job = Run({"--worker_num", "1", "--local_worker_num", "1", "--hang_timeout", "600",
                   "--section_timeout", "checkpoint=1", "python3", Script("ckpt.py", R"PY(

@@ -84,6 +84,27 @@ TEST(RecoveryPolicyTest, AnotherFailureOrProgressStartsTheCountAgain) {
   for (int i = 0; i < 10; ++i) EXPECT_FALSE(off.OnGenerationFailed(1, "A").stop);
 }
 
+TEST(RecoveryPolicyTest, AHangAtTheSamePlaceTwiceStops) {
+  RecoveryPolicy policy({});
+  v1::StackGroup waiting, odd;
+  waiting.set_where("all_reduce_wait (train.py:20)");
+  waiting.add_ranks(0);
+  waiting.add_ranks(1);
+  odd.set_where("load_batch (train.py:12)");
+  odd.add_ranks(2);
+  odd.set_odd_one_out(true);
+  const std::string hang = HangFingerprint({waiting, odd});
+  EXPECT_EQ(hang, "a hang at load_batch (train.py:12)");
+  EXPECT_FALSE(policy.OnGenerationFailed(3, hang).stop);
+  const auto second = policy.OnGenerationFailed(3, hang);
+  EXPECT_TRUE(second.stop);
+  EXPECT_NE(second.stop_why.find("2 generations in a row"), std::string::npos) << second.stop_why;
+  EXPECT_EQ(HangFingerprint({}), "");
+  RecoveryPolicy off({{}, 0, 0, /*max_same_failures=*/0});
+  EXPECT_FALSE(off.OnGenerationFailed(3, hang).stop);
+  EXPECT_FALSE(off.OnGenerationFailed(3, hang).stop);
+}
+
 TEST(FailureFingerprintTest, TheSameFailureInAnotherGenerationLooksTheSame) {
   v1::RootCause raised;
   raised.set_rank(2);
