@@ -82,6 +82,7 @@ std::string FormatJobStatus(const v1::GetStatusResponse& s) {
   if (s.time_left_seconds() > 0) out += absl::StrFormat("  time left %.0fs", s.time_left_seconds());
   out += "\n";
   if (!s.store_note().empty()) out += "store: " + s.store_note() + "\n";
+  if (!s.last_generation_end().empty()) out += "last: " + s.last_generation_end() + "\n";
   if (!s.failures().empty()) {
     // Sorted by cause (the map on the wire has no order).
     std::map<std::string, uint64_t> failures(s.failures().begin(), s.failures().end());

@@ -148,8 +148,8 @@ std::string Scheduler::EndedWhy() const {
 }
 
 void Scheduler::NoteEnded(const std::string& then) {
-  if (!on_note_) return;
-  on_note_("generation " + std::to_string(generation_) + " ended: " + EndedWhy() + "; " + then);
+  last_note_ = "generation " + std::to_string(generation_) + " ended: " + EndedWhy() + "; " + then;
+  if (on_note_) on_note_(last_note_);
 }
 
 // Worked example: initial 1 s, cap 30 s: restarts wait 1, 2, 4, 8, 16, 30, 30, ... seconds.

@@ -459,6 +459,7 @@ class Scheduler {
   common::TimePoint last_progress_log_;
   std::function<void(const v1::JobOutcome&)> on_finished_;
   std::function<void(const std::string&)> on_note_;
+  std::string last_note_;  // the last NoteEnded, for Status (GetStatusResponse.last_generation_end)
   std::function<void(nlohmann::json)> on_record_;
   void WriteRecord() const;                     // status.cc
   std::unique_ptr<common::Timer> fence_timer_;  // Form() again once the lease is confirmed

@@ -116,6 +116,7 @@ v1::GetStatusResponse Scheduler::Status() const {
   if (outcome_) *status.mutable_outcome() = *outcome_;
   if (telemetry_ != nullptr) status.set_job_id(telemetry_->job_id());
   if (options_.store_note) status.set_store_note(options_.store_note());
+  status.set_last_generation_end(last_note_);
   const common::TimePoint now = clock_.Now();
   for (const auto& [id, node] : nodes_) {
     if (!node.joined && !node.spare) continue;

@@ -61,6 +61,12 @@ function showJob(s, events) {
   summary.appendChild(document.createTextNode(
     "  generation " + s.generation + "  restarts " + s.restarts + "/" + s.max_restarts +
     "  workers " + s.world_size + (s.spare_nodes ? "  spares " + s.spare_nodes : "")));
+  if (s.last_generation_end) {
+    const last = document.createElement("p");
+    last.id = "last";
+    last.textContent = "last: " + s.last_generation_end;
+    summary.appendChild(last);
+  }
   const content = document.getElementById("content");
   content.innerHTML = "";
   content.appendChild(table("nodes", ["node", "address", "node rank", "launcher pid", "state"],
@@ -91,8 +97,9 @@ function showDaemon(d) {
   content.appendChild(table("agents", ["agent", "name", "address", "pid", "slots", "used", "jobs"],
     (d.agents || []).map(a => ({cells: [a.agent_id, a.name, a.address, a.pid, a.slots,
       a.used_slots, (a.jobs || []).join(", ")]}))));
-  content.appendChild(table("jobs", ["job", "phase", "generation", "workers"],
-    (d.jobs || []).map(j => ({cells: [j.job_id, short(j.phase), j.generation, j.world_size]}))));
+  content.appendChild(table("jobs", ["job", "phase", "generation", "workers", "last"],
+    (d.jobs || []).map(j => ({cells: [j.job_id, short(j.phase), j.generation, j.world_size,
+                                      j.last_generation_end || "-"]}))));
   content.appendChild(table("finished", ["job", "outcome", "restarts", "wall", "command"],
     (d.finished || []).map(f => ({
       cls: short(f.outcome && f.outcome.kind) === "succeeded" ? "" : "failed",

@@ -292,6 +292,11 @@ TEST_F(RestartTest, FailureStartsTheNextGenerationAfterTheBackoff) {
   int id = Join(a, "a", "10.0.0.1", -1, 2);
   FailGeneration(id, 3);
   EXPECT_EQ(Starts(a), 1);
+  // Status says why the generation ended and what follows, as submit's console does.
+  const std::string last = scheduler->Status().last_generation_end();
+  EXPECT_EQ(last.rfind("generation 1 ended: rank 1 on ", 0), 0u) << last;
+  EXPECT_NE(last.find("exited with code 3"), std::string::npos) << last;
+  EXPECT_NE(last.find("; restarting in 1 s (restart 1 of 2)"), std::string::npos) << last;
   clock.Advance(std::chrono::milliseconds(999));
   EXPECT_EQ(Starts(a), 1);
   clock.Advance(std::chrono::milliseconds(1));
