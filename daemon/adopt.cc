@@ -33,7 +33,7 @@ absl::Status Daemon::Standby() const {
                                                 : "the active daemon is at " + active));
 }
 
-void Daemon::SaveJob(const Job& job, const v1::JobOutcome* ended) {
+void Daemon::SaveJob(const Job& job, const v1::FinishedJob* ended) {
   if (options_.store == nullptr || !active_) return;
   nlohmann::json placed = nlohmann::json::array();
   for (const auto& [agent, workers] : job.placed_on) {
@@ -50,14 +50,11 @@ void Daemon::SaveJob(const Job& job, const v1::JobOutcome* ended) {
                            {"restarts_used", job.progress.value("restarts_used", 0)},
                            {"submitted_unix", job.submitted_unix},
                            {"world_size", job.config.world_size}};
-  if (ended != nullptr) {
-    record["outcome"] = scheduler::RecordedOutcome(*ended);
-    record["ended_unix"] =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    if (job.scheduler) {
-      record["generation"] = job.scheduler->generation();
-      record["restarts_used"] = job.scheduler->Status().restarts();
-    }
+  if (ended != nullptr) {  // what EndJob kept of it, as FinishedFromRecord reads it back
+    record["outcome"] = scheduler::RecordedOutcome(ended->outcome());
+    record["ended_unix"] = ended->ended_unix();
+    record["generation"] = ended->generations();
+    record["restarts_used"] = ended->restarts();
   }
   options_.store->SaveJob(job.id, std::move(record));
 }

@@ -324,7 +324,6 @@ void Daemon::EndJob(const std::string& job_id, const v1::JobOutcome& outcome) {
   Job* job = FindJob(job_id);
   if (job == nullptr || job->closing) return;
   job->closing = true;
-  SaveJob(*job, &outcome);
   ended_[job_id] = outcome;
   ++jobs_finished_[proto::Name(outcome.kind())];
   v1::FinishedJob finished;
@@ -338,6 +337,7 @@ void Daemon::EndJob(const std::string& job_id, const v1::JobOutcome& outcome) {
   finished.set_submitted_unix(job->submitted_unix);
   finished.set_ended_unix(UnixSeconds());
   finished.set_world_size(job->config.world_size);
+  SaveJob(*job, &finished);
   KeepFinished(std::move(finished));
   common::Logger("daemon")->info("job {} ended: {}{}", job_id, proto::Name(outcome.kind()),
                                  outcome.message().empty() ? "" : " (" + outcome.message() + ")");

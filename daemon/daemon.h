@@ -154,7 +154,7 @@ class Daemon {
   void RelayOutput(Job& job, const std::string& data);
   Job* FindJob(const std::string& id);
   // adopt.cc: the store's part.
-  void SaveJob(const Job& job, const v1::JobOutcome* ended = nullptr);
+  void SaveJob(const Job& job, const v1::FinishedJob* ended = nullptr);
   void AdoptJob(const nlohmann::json& record);
   void OnAgentBack(int agent_id, Agent& agent);
   void OnFollow(int submit_id, const std::string& job_id);
