@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/escaping.h"
 #include "common/check.h"
 #include "common/secret.h"
 
@@ -122,26 +123,14 @@ std::string TokenKey(std::string_view token) {
   return std::string(reinterpret_cast<char*>(digest), length);
 }
 
-namespace {
-std::string Hex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned char c : bytes) {
-    hex += kDigits[c >> 4];
-    hex += kDigits[c & 15];
-  }
-  return hex;
-}
-}  // namespace
-
 std::string JobToken(std::string_view daemon_token, std::string_view job_id) {
   if (daemon_token.empty()) return "";
-  return Hex(Mac(TokenKey(daemon_token), {kJobTokenLabel, job_id}));
+  return absl::BytesToHexString(Mac(TokenKey(daemon_token), {kJobTokenLabel, job_id}));
 }
 
 std::string PageSecret(std::string_view token) {
   if (token.empty()) return "";
-  return Hex(Mac(TokenKey(token), {kPageLabel}));
+  return absl::BytesToHexString(Mac(TokenKey(token), {kPageLabel}));
 }
 
 std::string SchedulerProof(std::string_view token_key, const Handshake& h) {
