@@ -7,8 +7,6 @@
 
 #include <algorithm>
 #include <fstream>
-#include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "common/net.h"
@@ -119,119 +117,6 @@ TEST_F(DaemonTest, TheExportedEnvironmentReachesTheWorkersButNeverTheLauncher) {
   EXPECT_EQ(launcher_env.find("LD_PRELOAD"), std::string::npos) << launcher_env;
   kill(job.pid, SIGTERM);
   RunToEnd(job);
-  StopDaemon(agent);
-  StopDaemon(scheduler);
-}
-
-// Workers are not the daemon: a submitted job's workers (and launchers) hold a token of
-// their own job, which reaches that job's store and nothing of the daemon's.
-TEST_F(DaemonTest, AWorkersTokenReachesItsOwnJobAndNothingOfTheDaemon) {
-  const std::string master = "127.0.0.1:" + FreePort();
-  const std::string token = "a-daemon-token-of-forty-characters-long!";
-  const std::vector<std::string> with_token = {"GANGRUN_TOKEN=" + token};
-  auto scheduler = Scheduler({"--listen", master}, with_token);
-  auto agent = Gangrun({"agent", "--master", master, "--slots", "1"}, with_token);
-  auto job = Gangrun({"submit", "--master", master, "--worker_num", "1", TestWorkerBinary(),
-                      "--env", dir_.File("env"), "--hang"},
-                     with_token);
-  auto ready = WaitReady(1);
-  ASSERT_EQ(ready.size(), 1u);
-  std::map<std::string, std::string> worker_env;
-  for (const auto& line : Split(ReadFile(dir_.File("env.0")), '\n')) {
-    const size_t eq = line.find('=');
-    if (eq != std::string::npos) worker_env[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  const std::string job_token = worker_env["GANGRUN_TOKEN"];
-  ASSERT_FALSE(job_token.empty());
-  EXPECT_EQ(ReadFile(dir_.File("env.0")).find(token), std::string::npos)
-      << "the daemon's token reached a worker";
-  std::string launcher_env =
-      ReadFile("/proc/" + std::to_string(LauncherOf(ready[0].pid)) + "/environ");
-  EXPECT_EQ(launcher_env.find(token), std::string::npos) << "the daemon's token reached a launcher";
-  // With the worker's token: its job's store answers, the daemon refuses.
-  const std::vector<std::string> as_worker = {
-      "GANGRUN_TOKEN=" + job_token, "GANGRUN_SCHEDULER=" + worker_env["GANGRUN_SCHEDULER"]};
-  auto put = Gangrun({"kv", "put", "k", "v"}, as_worker);
-  EXPECT_EQ(RunToEnd(put).code, 0) << put.Stderr();
-  auto status = Gangrun({"status", "--master", master}, as_worker);
-  EXPECT_EQ(RunToEnd(status).code, 3) << status.Stdout() << status.Stderr();
-  auto stop = Gangrun({"stop", "--master", master}, as_worker);
-  EXPECT_EQ(RunToEnd(stop).code, 3) << stop.Stderr();
-  auto owner = Gangrun({"status", "--master", master}, with_token);
-  EXPECT_EQ(RunToEnd(owner).code, 0) << owner.Stderr();
-  EXPECT_NE(owner.Stdout().find("jobs 1 running"), std::string::npos) << owner.Stdout();
-  kill(job.pid, SIGTERM);
-  RunToEnd(job);
-  StopDaemon(agent);
-  StopDaemon(scheduler);
-}
-
-// The job's owner reads on their own console why each generation ended and what follows:
-// the failing rank, its host, its exit code and log, then the restart or why there is none.
-TEST_F(DaemonTest, SubmitSaysWhyEachGenerationEndedAndWhetherItRestarts) {
-  const std::string master = "127.0.0.1:" + FreePort();
-  auto scheduler = Scheduler({"--listen", master});
-  auto agent = Gangrun({"agent", "--master", master, "--slots", "1", "--name", "agent-a"});
-  auto submit = Gangrun({"submit", "--master", master, "--worker_num", "1", "--max_restarts", "1",
-                         TestWorkerBinary(), "--exit", "3"});
-  EXPECT_EQ(RunToEnd(submit).code, 3) << submit.Stderr();
-  const std::string err = submit.Stderr();
-  const size_t first = err.find(": generation 1 ended: rank 0 on ");
-  ASSERT_NE(first, std::string::npos) << err;
-  const std::string line = err.substr(first, err.find('\n', first) - first);
-  EXPECT_NE(line.find("exited with code 3 (log: "), std::string::npos) << line;
-  EXPECT_NE(line.find("; restarting in 1 s (restart 1 of 1)"), std::string::npos) << line;
-  EXPECT_NE(err.find(": generation 2 ended: rank 0 on "), std::string::npos) << err;
-  EXPECT_NE(err.find("not restarted: all 1 restart(s) of --max_restarts are used"),
-            std::string::npos)
-      << err;
-  // Once each.
-  EXPECT_EQ(err.find(": generation 1 ended:", first + 1), std::string::npos) << err;
-  StopDaemon(agent);
-  StopDaemon(scheduler);
-}
-
-// Finished jobs stay visible: `status` lists them after the running ones, newest first, with
-// their outcome, exit code, restarts, wall time and command.
-TEST_F(DaemonTest, StatusListsFinishedJobsNewestFirst) {
-  const std::string master = "127.0.0.1:" + FreePort();
-  auto scheduler = Scheduler({"--listen", master});
-  auto agent = Gangrun({"agent", "--master", master, "--slots", "1", "--name", "agent-a"});
-  auto good = Gangrun({"submit", "--master", master, "--worker_num", "1", TestWorkerBinary()});
-  EXPECT_EQ(RunToEnd(good).code, 0) << good.Stderr();
-  auto bad = Gangrun(
-      {"submit", "--master", master, "--worker_num", "1", TestWorkerBinary(), "--exit", "3"});
-  EXPECT_EQ(RunToEnd(bad).code, 3) << bad.Stderr();
-  auto status = Gangrun({"status", "--master", master});
-  EXPECT_EQ(RunToEnd(status).code, 0) << status.Stderr();
-  const std::string text = status.Stdout();
-  const size_t listed = text.find("finished, newest first");
-  ASSERT_NE(listed, std::string::npos) << text;
-  const size_t failed = text.find("worker_failed", listed);
-  const size_t succeeded = text.find("succeeded", listed);
-  ASSERT_NE(failed, std::string::npos) << text;
-  ASSERT_NE(succeeded, std::string::npos) << text;
-  EXPECT_LT(failed, succeeded) << "newest first: " << text;
-  const std::string failed_line = text.substr(failed, text.find('\n', failed) - failed);
-  EXPECT_NE(failed_line.find(" 3 "), std::string::npos) << failed_line;
-  EXPECT_NE(failed_line.find("--exit 3"), std::string::npos) << failed_line;
-  auto json = Gangrun({"status", "--master", master, "--json"});
-  EXPECT_EQ(RunToEnd(json).code, 0) << json.Stderr();
-  const auto parsed = nlohmann::json::parse(json.Stdout());
-  ASSERT_EQ(parsed["finished"].size(), 2u) << json.Stdout();
-  EXPECT_EQ(parsed["finished"][1]["outcome"]["kind"], "KIND_SUCCEEDED") << json.Stdout();
-  EXPECT_GT(parsed["finished"][0]["ended_unix"].get<double>(),
-            parsed["finished"][0]["submitted_unix"].get<double>());
-  // One job, finished: `status --job ID`; an unknown one is exit 1 (not there).
-  const std::string id = parsed["finished"][0]["job_id"];
-  auto one = Gangrun({"status", "--master", master, "--job", id});
-  EXPECT_EQ(RunToEnd(one).code, 0) << one.Stderr();
-  EXPECT_NE(one.Stdout().find("job " + id + "  finished: worker_failed"), std::string::npos)
-      << one.Stdout();
-  EXPECT_NE(one.Stdout().find("exited with code 3"), std::string::npos) << one.Stdout();
-  auto unknown = Gangrun({"status", "--master", master, "--job", "no-such-job"});
-  EXPECT_EQ(RunToEnd(unknown).code, 1) << unknown.Stderr();
-  EXPECT_NE(unknown.Stderr().find("has no job no-such-job"), std::string::npos) << unknown.Stderr();
   StopDaemon(agent);
   StopDaemon(scheduler);
 }
