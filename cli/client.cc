@@ -96,7 +96,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenClientChannel(const ClientTar
                                     " now (a failover under way, or the run is over: gangrun "
                                     "status --store says which)");
     }
-    target.master = scheduler->address;
+    target.master = store::AddressToReach(*scheduler);
   }
   if (target.master.empty()) {
     return absl::InvalidArgumentError(std::string("--master HOST:PORT is required (or ") +

@@ -222,7 +222,7 @@ CommandResult StatusThroughStore(const ClientTarget& base, bool json) {
   }
   const store::SchedulerInfo& scheduler = **holder;
   ClientTarget target = base;
-  target.master = scheduler.address;
+  target.master = store::AddressToReach(scheduler);
   target.store = {};
   auto channel = OpenClientChannel(target);
   if (!channel.ok()) return channel.status();

@@ -63,6 +63,18 @@ Http2Probe ProbeHttp2(const std::string& target, std::chrono::milliseconds timeo
 // never does, with TLS or without.
 bool AnswersAnotherProtocol(const std::string& target, std::chrono::milliseconds timeout);
 
+// The first of `candidates` (HOST:PORT, numeric hosts), in their order, that accepts a TCP
+// connection within `timeout`. Every candidate is dialled at once; a later one is kept only
+// when each earlier one has failed (refused, no route) or the time is up. "" when none
+// answered. At most kMaxCandidates are tried (the rest are ignored): one descriptor each.
+inline constexpr size_t kMaxCandidates = 16;
+std::string FirstThatAnswers(const std::vector<std::string>& candidates,
+                             std::chrono::milliseconds timeout);
+
+// The first of `addresses` (numeric) that this host has a route to, "" when none has (no
+// packet is sent: what can be known of a host that is not listening yet).
+std::string FirstRoutable(const std::vector<std::string>& addresses);
+
 // True when a TCP listener could bind `address`:`port` right now (nobody listens there).
 bool PortIsFree(const std::string& address, int port);
 

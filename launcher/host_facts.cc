@@ -71,15 +71,23 @@ absl::StatusOr<std::vector<std::string>> WorkerBaseEnvironment() {
   return env;
 }
 
-// The address the store's first member is reached at, for the route toward it (a name is
-// resolved; "" when the URL cannot be read here: Validate reports it).
+// The address of the store's first member this host has a route to (the first member when
+// none has), for the route toward it (a name is resolved; "" when the URL cannot be read
+// here: Validate reports it).
 std::string StoreAddress(const Options& options) {
   auto config = store::ParseStoreUrl(options.store);
   if (!config.ok() || config->endpoints.empty()) return "";
-  auto endpoint = common::ParseHostPort(config->endpoints.front(), "--store");
-  if (!endpoint.ok()) return "";
-  auto resolved = common::ResolveHost(endpoint->host);
-  return resolved.ok() ? resolved->front() : "";
+  std::string first;
+  for (const auto& member : config->endpoints) {
+    auto endpoint = common::ParseHostPort(member, "--store");
+    if (!endpoint.ok()) continue;
+    auto resolved = common::ResolveHost(endpoint->host);
+    if (!resolved.ok()) continue;
+    if (first.empty()) first = resolved->front();
+    const std::string routed = common::FirstRoutable(*resolved);
+    if (!routed.empty()) return routed;
+  }
+  return first;
 }
 
 // An address of this host that other hosts may reach: among `candidates` (the master's name

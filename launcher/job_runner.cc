@@ -160,7 +160,15 @@ absl::Status JobRunner::MakeNode() {
   node_ = std::make_unique<node::Node>(
       *keeper_, clock_, link, node_options,
       [this](const v1::RankAssignment& assignment, uint64_t generation, int restart_count) {
-        return PlanProcesses(options_, facts_, assignment, generation, restart_count);
+        // The rank-0 host's address this host has a route to (README "Addresses").
+        const std::string master = common::FirstRoutable(
+            {assignment.master_addresses().begin(), assignment.master_addresses().end()});
+        if (master.empty() || master == assignment.master_addr()) {
+          return PlanProcesses(options_, facts_, assignment, generation, restart_count);
+        }
+        v1::RankAssignment routed = assignment;
+        routed.set_master_addr(master);
+        return PlanProcesses(options_, facts_, routed, generation, restart_count);
       },
       NodeCallbacks(), supervision_);
   if (role_.link) role_.link->Connect(node_.get());
@@ -197,6 +205,14 @@ absl::StatusOr<node::Node::Options> JobRunner::NodeOptions() const {
   node::Node::Options o;
   o.node_name = facts_.hostname;
   o.host_address = facts_.local_ip;
+  // The host's other addresses, for hosts that do not reach this one (none with --local_addr:
+  // it wins; none on loopback: every launcher is on this host).
+  if (options_.local_addr.empty() && !common::IsLoopbackHost(facts_.local_ip)) {
+    for (const auto& address : common::InterfaceAddresses()) {
+      if (o.addresses.size() + 1 == common::kMaxCandidates) break;
+      if (address != facts_.local_ip) o.addresses.push_back(address);
+    }
+  }
   o.node_rank = Simulating(options_) ? -1 : options_.node_rank;
   o.local_worker_num = options_.local_worker_num;
   o.world_size = Simulating(options_) ? 0 : options_.worker_num;

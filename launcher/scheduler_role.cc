@@ -144,7 +144,10 @@ absl::StatusOr<SchedulerRole> HostSchedulerAt(boost::asio::io_context& io, commo
   ASSIGN_OR_RETURN(role.server, scheduler::SchedulerServer::Start(io, *role.scheduler, *role.store,
                                                                   server_options));
   auto listen = common::ParseHostPort(listen_address, "the scheduler's address", true);
-  const std::string listen_host = listen.ok() ? listen->host : "0.0.0.0";
+  // The pages on the scheduler's own address, not every address a store coordinator listens
+  // on (README "Addresses").
+  const bool everywhere = !listen.ok() || listen->host == "0.0.0.0" || listen->host == "::";
+  const std::string listen_host = everywhere ? facts.local_ip : listen->host;
   if (absl::Status metrics = StartMetrics(io, options, facts, listen_host, role); !metrics.ok()) {
     // A scheduler that took a job over must not fail for its metrics (the port may be the
     // lost host's, on a shared host): the job matters more.

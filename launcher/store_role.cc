@@ -5,6 +5,7 @@
 #include <boost/asio/post.hpp>
 #include <thread>
 
+#include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/status.h"
@@ -22,6 +23,23 @@ std::string Who(const nlohmann::json& scheduler) {
   return "the scheduler's host " + scheduler::RecordField(scheduler, "host", std::string("?")) +
          " (" + scheduler::RecordField(scheduler, "address", std::string("?")) + ", launcher pid " +
          std::to_string(scheduler::RecordField(scheduler, "pid", 0)) + ")";
+}
+
+// The unspecified address of `address`'s family: a listener on every address of the host.
+std::string Wildcard(const std::string& address) {
+  return address.find(':') != std::string::npos ? "::" : "0.0.0.0";
+}
+
+// The scheduler's address this host reaches (store::AddressToReach), said when it is not the
+// main one.
+std::string Reachable(const store::SchedulerInfo& scheduler) {
+  const std::string reached = store::AddressToReach(scheduler);
+  if (reached != scheduler.address) {
+    common::Logger("launcher")
+        ->info("the scheduler's host {} advertises {}; this host reaches it at {}", scheduler.host,
+               absl::StrJoin(scheduler.addresses, ", "), reached);
+  }
+  return reached;
 }
 
 }  // namespace
@@ -82,20 +100,38 @@ common::Duration StoreRole::seek_time() const {
   return std::chrono::seconds(ttl_seconds_ + 1) + Seconds(options_.node_timeout);
 }
 
-std::string StoreRole::listen_address() const {
-  auto free = common::PortIsFree(facts_.local_ip, options_.master_port);
+// Where this launcher's scheduler would be reached: its address (facts_.local_ip) first, then
+// its host's other interface addresses of that family, so that a host on another network
+// reaches it too (README "Addresses"). --local_addr, or a loopback address, is the only one.
+void StoreRole::Advertise(store::SchedulerInfo& me) const {
+  std::vector<std::string> hosts = {facts_.local_ip};
+  if (options_.local_addr.empty() && !common::IsLoopbackHost(facts_.local_ip)) {
+    const bool v6 = facts_.local_ip.find(':') != std::string::npos;
+    for (const auto& address : common::InterfaceAddresses()) {
+      if (hosts.size() == common::kMaxCandidates) break;
+      if ((address.find(':') != std::string::npos) == v6 && address != facts_.local_ip) {
+        hosts.push_back(address);
+      }
+    }
+  }
+  // Several addresses: the scheduler listens on all of this host's (of that family).
+  const std::string bind = hosts.size() > 1 ? Wildcard(facts_.local_ip) : facts_.local_ip;
   int port = options_.master_port;
-  if (!free) {
-    auto picked = common::PickFreePort(facts_.local_ip, {options_.master_port});
+  if (!common::PortIsFree(bind, port)) {
+    auto picked = common::PickFreePort(bind, {options_.master_port});
     port = picked.ok() ? *picked : 0;
   }
-  return common::JoinHostPort(facts_.local_ip, port);
+  me.address = common::JoinHostPort(facts_.local_ip, port);
+  me.addresses.clear();
+  if (hosts.size() > 1) {
+    for (const auto& host : hosts) me.addresses.push_back(common::JoinHostPort(host, port));
+  }
 }
 
 absl::StatusOr<StoreRole::Campaigned> StoreRole::CampaignOnce() {
   store::SchedulerInfo me;
   me.host = facts_.hostname;
-  me.address = listen_address();
+  Advertise(me);
   me.pid = static_cast<int>(getpid());
   ASSIGN_OR_RETURN(
       store::LeasedCampaign leased,
@@ -285,7 +321,7 @@ absl::StatusOr<StoreTarget> StoreRole::Settle(const Campaigned& campaigned, bool
     }
     followed_ = campaigned.scheduler;
     StoreTarget target;
-    target.address = campaigned.scheduler.address;
+    target.address = Reachable(campaigned.scheduler);
     target.scheduler = campaigned.scheduler;
     return target;
   }
@@ -354,8 +390,13 @@ absl::StatusOr<StoreTarget> StoreRole::Host(const Campaigned& campaigned, uint64
     return false;
   };
   scheduler_options.store_note = [this] { return Note(); };
-  auto role = HostSchedulerAt(io_, clock_, options_, facts_, std::move(scheduler_options),
-                              campaigned.scheduler.address);
+  // Advertised at several addresses: listening on every one of them.
+  std::string listen = campaigned.scheduler.address;
+  if (campaigned.scheduler.addresses.size() > 1) {
+    auto at = common::ParseHostPort(listen, "the scheduler's address");
+    if (at.ok()) listen = common::JoinHostPort(Wildcard(at->host), at->port);
+  }
+  auto role = HostSchedulerAt(io_, clock_, options_, facts_, std::move(scheduler_options), listen);
   if (!role.ok()) {
     worker_->Post([this, term = campaigned.scheduler.term, lease = campaigned.lease] {
       store_->GiveUp(term, lease);

@@ -92,7 +92,7 @@ class StoreRole {
   void StartKeeper(int64_t lease);                                // loop
   void Recover(store::SchedulerInfo me, const std::string& why);  // store thread
   std::string Note() const;
-  std::string listen_address() const;
+  void Advertise(store::SchedulerInfo& me) const;  // sets me.address and me.addresses
 
   boost::asio::io_context& io_;
   common::Clock& clock_;

@@ -50,6 +50,7 @@ void Scheduler::OnResume(NodeState& node, const v1::JoinRequest& join) {
   node.join = candidate;
   node.slot = {assignment.node_rank(), assignment.first_rank()};
   node.free_port = join.free_port();
+  node.addresses.assign(join.addresses().begin(), join.addresses().end());
   node.pid = join.pid();
   node.health_check = join.health_check();
   membership_.Add(candidate);

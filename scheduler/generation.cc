@@ -126,6 +126,10 @@ void Scheduler::StartGeneration() {
     assignment->set_local_worker_num(node->join.local_worker_num);
     assignment->set_world_size(current_world_);
     assignment->set_master_addr(rank0->join.host_address);
+    if (!rank0->addresses.empty()) {
+      assignment->add_master_addresses(rank0->join.host_address);
+      for (const auto& address : rank0->addresses) assignment->add_master_addresses(address);
+    }
     assignment->set_master_port(rank0->free_port);
     assignment->set_run_id(options_.run_id);
     command.mutable_start()->set_restart_count(restarts_used_);

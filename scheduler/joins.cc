@@ -75,6 +75,7 @@ void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join
   node.joined = true;
   node.join = candidate;
   node.free_port = join.free_port();
+  node.addresses.assign(join.addresses().begin(), join.addresses().end());
   node.pid = join.pid();
   node.health_check = join.health_check();
   membership_.Add(candidate);

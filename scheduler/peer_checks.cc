@@ -4,6 +4,8 @@
 
 #include <csignal>
 
+#include "common/net.h"
+
 namespace gangrun::scheduler {
 
 bool IsNumericAddress(const std::string& address) {
@@ -57,6 +59,14 @@ absl::Status CheckJoinRequest(const v1::JoinRequest& join, const JobIdentity& jo
   }
   if (!IsNumericAddress(join.host_address())) {
     return Refuse(join, "does not give a numeric host address");
+  }
+  // Bound: what a scheduler keeps of a node's addresses and sends to every node.
+  if (join.addresses_size() > static_cast<int>(common::kMaxCandidates)) {
+    return Refuse(join, "gives " + std::to_string(join.addresses_size()) + " addresses (at most " +
+                            std::to_string(common::kMaxCandidates) + ")");
+  }
+  for (const auto& address : join.addresses()) {
+    if (!IsNumericAddress(address)) return Refuse(join, "gives an address that is not numeric");
   }
   if (join.pid() < 0) return Refuse(join, "gives a negative launcher pid");
   if (join.free_port() < 1 || join.free_port() > 65535) {

@@ -225,6 +225,7 @@ class Scheduler {
     bool excluded = false;      // left the job (health, --exclude_after); gone once disconnected
     bool health_check = false;  // it runs --health_check when asked (CheckHealth)
     NodeJoin join;
+    std::vector<std::string> addresses;  // its host's others (JoinRequest.addresses; bounded)
     int free_port = 0;
     NodeSlot slot;
     bool ended = false;  // its processes of this generation have all ended

@@ -21,6 +21,7 @@ void Scheduler::AdmitSpare(NodeState& node, const v1::JoinRequest& join) {
   node.spare = true;
   node.join = {join.node_name(), join.host_address(), -1, join.local_worker_num()};
   node.free_port = join.free_port();
+  node.addresses.assign(join.addresses().begin(), join.addresses().end());
   node.pid = join.pid();
   node.health_check = join.health_check();
   node.ended = true;  // it runs nothing

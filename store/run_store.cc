@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/net.h"
+
 namespace gangrun::store {
 namespace {
 
@@ -30,14 +32,29 @@ SchedulerInfo InfoOf(const mvccpb::KeyValue& kv) {
     info.host = value.value("host", "");
     info.address = value.value("address", "");
     info.pid = value.value("pid", 0);
+    if (value.contains("addresses") && value["addresses"].is_array()) {
+      for (const auto& address : value["addresses"]) {
+        if (!address.is_string()) continue;
+        if (info.addresses.size() == common::kMaxCandidates) break;
+        info.addresses.push_back(address.get<std::string>());
+      }
+    }
   } catch (const nlohmann::json::exception&) {
     // Fields of other types: a key gangrun did not write; it names nobody reachable.
   }
   return info;
 }
 
+std::string AddressToReach(const SchedulerInfo& scheduler) {
+  if (scheduler.addresses.size() < 2) return scheduler.address;
+  const std::string answered = common::FirstThatAnswers(scheduler.addresses, kAnswerTime);
+  return answered.empty() ? scheduler.address : answered;
+}
+
 nlohmann::json SchedulerInfo::ToJson() const {
-  return {{"host", host}, {"address", address}, {"pid", pid}};
+  nlohmann::json json = {{"host", host}, {"address", address}, {"pid", pid}};
+  if (!addresses.empty()) json["addresses"] = addresses;
+  return json;
 }
 
 std::string UnreachableNote(const LeaseKeeper* keeper, const std::string& url) {

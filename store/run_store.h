@@ -14,6 +14,7 @@
 // starts) and is bounded by the config's request timeout.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -21,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
@@ -35,8 +37,19 @@ struct SchedulerInfo {
   int pid = 0;
   int64_t term = 0;  // the key's create revision: a new one for every election
   int64_t lease = 0;
+  // Every address it may be reached at, `address` first (a host on several networks); a
+  // launcher keeps the first that answers. At most common::kMaxCandidates are read.
+  std::vector<std::string> addresses;
   nlohmann::json ToJson() const;
 };
+
+// How long a client waits for one of a scheduler's addresses to answer: each is dialled at
+// once, and a host that is up answers or refuses within a round trip.
+inline constexpr std::chrono::milliseconds kAnswerTime{2000};
+// The scheduler's address this host reaches: with several advertised, the first that accepts
+// a connection within kAnswerTime (README "Addresses"); its main address when none does (the
+// caller then tries it, and says what failed, as with one address).
+std::string AddressToReach(const SchedulerInfo& scheduler);
 
 // Whoever holds a key bound to a lease (an election key), from the key as it is stored.
 SchedulerInfo InfoOf(const mvccpb::KeyValue& kv);

@@ -238,6 +238,62 @@ TEST_F(StoreAcrossHostsTest, TheCoordinatorIsReachedAcrossHostsAndItsLossIsSurvi
   ASSERT_TRUE(hosts_.Return(vanished));
 }
 
+// A cluster on two networks, as the README's "Addresses" describes: h0 and the store's host
+// h2 on both, h1 on the second only. h0 coordinates and advertises its address toward the
+// store (on the first network) and its other one; h1, which has no route to the first, keeps
+// the address that answers, and its workers get the rank-0 host's address it can reach.
+TEST_F(HostsTest, AHostOnAnotherNetworkReachesTheCoordinatorAtItsOtherAddress) {
+  Hosts hosts(3);
+  ASSERT_TRUE(hosts.ok()) << "cannot make network namespaces (needs root and iproute2)";
+  ASSERT_EQ(hosts.AddNetwork(), 1);
+  ASSERT_TRUE(hosts.Leave(1, 0));
+  EtcdCluster etcd(dir_.File("etcd"), hosts, 2);
+  ASSERT_TRUE(etcd.started()) << etcd.error();
+  const std::string run = "two-networks-" + port_;
+  auto launcher = [&](int host) {
+    return On(hosts, host,
+              {"--store", etcd.Url(), "--run_id", run, "--worker_num", "4", "--local_worker_num",
+               "2", "--master_port", port_},
+              {"--env", dir_.File("env"), "--wait-file", go_});
+  };
+  auto first = launcher(0);
+  // h0 coordinates before h1 starts: the store names it, with both of its addresses.
+  nlohmann::json scheduler;
+  const auto deadline = steady_clock::now() + seconds(30);
+  while (steady_clock::now() < deadline && !scheduler.contains("addresses")) {
+    auto status = Command(hosts, 2, {"status", "--store", etcd.Url(), "--run_id", run, "--json"});
+    auto parsed = nlohmann::json::parse(status.Stdout(), nullptr, false);
+    if (!parsed.is_discarded() && parsed.contains("scheduler")) scheduler = parsed["scheduler"];
+  }
+  ASSERT_TRUE(scheduler.contains("addresses")) << scheduler.dump() << first.Stderr();
+  EXPECT_EQ(scheduler.value("address", ""), hosts.Address(0) + ":" + port_) << scheduler.dump();
+  EXPECT_EQ(scheduler["addresses"],
+            nlohmann::json({hosts.Address(0) + ":" + port_, hosts.Address(0, 1) + ":" + port_}));
+  auto second = launcher(1);
+  ASSERT_EQ(WaitReady(4).size(), 4u) << first.Stderr() << second.Stderr();
+  Go();
+  EXPECT_EQ(RunToEnd(first).code, 0) << first.Stderr();
+  EXPECT_EQ(RunToEnd(second).code, 0) << second.Stderr();
+  EXPECT_NE(second.Stderr().find("this host reaches it at " + hosts.Address(0, 1) + ":" + port_),
+            std::string::npos)
+      << second.Stderr();
+  // Each rank's MASTER_ADDR is an address of the rank-0 host that the rank's own host reaches:
+  // ranks 0-1 on the rank-0 host, 2-3 on the other.
+  std::vector<std::string> master(4);
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string env = ReadFile(dir_.File("env." + std::to_string(rank)));
+    const size_t at = env.find("\nMASTER_ADDR=");
+    ASSERT_NE(at, std::string::npos) << env;
+    master[rank] = env.substr(at + 13, env.find('\n', at + 1) - at - 13);
+  }
+  EXPECT_EQ(master[0], master[1]);
+  EXPECT_EQ(master[2], master[3]);
+  // Nodes are ordered by host address: h0 (10.231.0.1) hosts rank 0; h1 reaches it on the
+  // second network only.
+  EXPECT_EQ(master[0], hosts.Address(0));
+  EXPECT_EQ(master[2], hosts.Address(0, 1));
+}
+
 // The README's daemons on a store, on hosts of their own: the active daemon on h0, a standby
 // on h1, etcd on h2, agents on h3 and h4. A job submitted from h3 runs on both agents' hosts,
 // its logs come from either host, and when the active daemon is killed the standby adopts the

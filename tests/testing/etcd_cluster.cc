@@ -69,7 +69,13 @@ EtcdCluster::EtcdCluster(const std::string& dir, const Hosts& hosts, int host) :
   }
   address_ = hosts.Address(host);
   client_ports_.push_back(FreePort());
-  const std::string client = "http://" + Endpoint(0);
+  // Every address the host has (a host on two networks is reached on both).
+  std::string client;
+  for (const auto& address : hosts.Addresses(host)) {
+    if (address != address_) also_.push_back(address);
+    client +=
+        (client.empty() ? "" : ",") + std::string("http://") + address + ":" + client_ports_[0];
+  }
   const std::string peer = "http://" + address_ + ":" + FreePort();
   pids_.push_back(
       Launch(hosts.In(host, {kEtcd, "--name=m0", "--data-dir=" + dir + "/m0",
@@ -127,6 +133,7 @@ std::string EtcdCluster::Url() const {
   for (size_t i = 0; i < client_ports_.size(); ++i) {
     url += (i ? "," : "") + Endpoint(static_cast<int>(i));
   }
+  for (const auto& address : also_) url += "," + address + ":" + client_ports_[0];
   return url;
 }
 

@@ -28,7 +28,8 @@ class EtcdCluster {
 
   bool started() const { return started_; }
   const std::string& error() const { return error_; }
-  // etcd://127.0.0.1:P0,127.0.0.1:P1,... (the host's address for a member in a test host)
+  // etcd://127.0.0.1:P0,127.0.0.1:P1,... (the host's addresses for a member in a test host,
+  // network 0's first)
   std::string Url() const;
   std::string Endpoint(int member) const;  // 127.0.0.1:P
   void Kill(int member);                   // SIGKILL, reaped
@@ -38,6 +39,7 @@ class EtcdCluster {
   bool WaitWritable(const Tls* tls);
   bool WaitWritableIn(const Hosts& hosts, int host);
   std::string address_ = "127.0.0.1";
+  std::vector<std::string> also_;  // the test host's other addresses (one member), for Url()
   std::vector<std::string> client_ports_;
   std::vector<pid_t> pids_;
   std::string dir_;

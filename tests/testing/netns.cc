@@ -17,30 +17,16 @@ std::atomic<int> next_set{0};
 Hosts::Hosts(int count, enum Name name) {
   const int set = next_set++;
   const std::string id = std::to_string(getpid()) + "-" + std::to_string(set);
-  // Interface names have at most 15 characters: "g<pid mod 10^5><set mod 10>[sh]<i>".
-  const std::string short_id = std::to_string(getpid() % 100000) + std::to_string(set % 10);
+  // Interface names have at most 15 characters: "g<pid mod 10^5><set mod 10>[sh]<i>[n<k>]".
+  short_id_ = std::to_string(getpid() % 100000) + std::to_string(set % 10);
   switch_ = "gangrun-sw-" + id;
-  bridge_ = "gbr" + short_id;
-  if (!Shell("ip netns add " + switch_)) return;
-  if (!Shell("ip -n " + switch_ + " link add " + bridge_ + " type bridge") ||
-      !Shell("ip -n " + switch_ + " link set " + bridge_ + " up")) {
-    return;
-  }
+  if (!Shell("ip netns add " + switch_) || AddNetwork() != 0) return;
   for (int i = 0; i < count; ++i) {
     const std::string ns = "gangrun-h" + std::to_string(i) + "-" + id;
-    const std::string host_end = "g" + short_id + "h" + std::to_string(i);
-    const std::string switch_end = "g" + short_id + "s" + std::to_string(i);
     names_.push_back(ns);
-    links_.push_back(switch_end);
-    if (!Shell("ip netns add " + ns) ||
-        !Shell("ip link add " + host_end + " type veth peer name " + switch_end) ||
-        !Shell("ip link set " + host_end + " netns " + ns) ||
-        !Shell("ip link set " + switch_end + " netns " + switch_) ||
-        !Shell("ip -n " + switch_ + " link set " + switch_end + " master " + bridge_) ||
-        !Shell("ip -n " + switch_ + " link set " + switch_end + " up") ||
-        !Shell("ip -n " + ns + " addr add " + Address(i) + "/24 dev " + host_end) ||
-        !Shell("ip -n " + ns + " link set " + host_end + " up") ||
-        !Shell("ip -n " + ns + " link set lo up")) {
+    links_.push_back("g" + short_id_ + "s" + std::to_string(i));
+    on_.emplace_back();
+    if (!Shell("ip netns add " + ns) || !Shell("ip -n " + ns + " link set lo up") || !Wire(i, 0)) {
       return;
     }
     // `ip netns exec` mounts /etc/netns/<ns>/<file> over /etc/<file>.
@@ -61,6 +47,55 @@ Hosts::Hosts(int count, enum Name name) {
   ok_ = true;
 }
 
+int Hosts::AddNetwork() {
+  const int network = networks_;
+  const std::string bridge = "gbr" + short_id_ + "n" + std::to_string(network);
+  if (!Shell("ip -n " + switch_ + " link add " + bridge + " type bridge") ||
+      !Shell("ip -n " + switch_ + " link set " + bridge + " up")) {
+    return -1;
+  }
+  ++networks_;
+  for (int i = 0; i < size(); ++i) {
+    if (!Wire(i, network)) return -1;
+  }
+  return network;
+}
+
+bool Hosts::Wire(int i, int network) {
+  const std::string suffix = std::to_string(i) + (network ? "n" + std::to_string(network) : "");
+  const std::string host_end = "g" + short_id_ + "h" + suffix;
+  const std::string switch_end = "g" + short_id_ + "s" + suffix;
+  const std::string bridge = "gbr" + short_id_ + "n" + std::to_string(network);
+  const std::string& ns = names_[i];
+  if (!Shell("ip link add " + host_end + " type veth peer name " + switch_end) ||
+      !Shell("ip link set " + host_end + " netns " + ns) ||
+      !Shell("ip link set " + switch_end + " netns " + switch_) ||
+      !Shell("ip -n " + switch_ + " link set " + switch_end + " master " + bridge) ||
+      !Shell("ip -n " + switch_ + " link set " + switch_end + " up") ||
+      !Shell("ip -n " + ns + " addr add " + Address(i, network) + "/24 dev " + host_end) ||
+      !Shell("ip -n " + ns + " link set " + host_end + " up")) {
+    return false;
+  }
+  on_[i].resize(network + 1, false);
+  on_[i][network] = true;
+  return true;
+}
+
+bool Hosts::Leave(int i, int network) {
+  const std::string suffix = std::to_string(i) + (network ? "n" + std::to_string(network) : "");
+  if (!Shell("ip -n " + names_[i] + " link del g" + short_id_ + "h" + suffix)) return false;
+  on_[i][network] = false;
+  return true;
+}
+
+std::vector<std::string> Hosts::Addresses(int i) const {
+  std::vector<std::string> out;
+  for (int network = 0; network < static_cast<int>(on_[i].size()); ++network) {
+    if (on_[i][network]) out.push_back(Address(i, network));
+  }
+  return out;
+}
+
 Hosts::~Hosts() {
   for (const auto& ns : names_) {
     Shell("ip netns del " + ns);
@@ -70,7 +105,9 @@ Hosts::~Hosts() {
   Shell("ip netns del " + switch_);
 }
 
-std::string Hosts::Address(int i) const { return "10.231.0." + std::to_string(i + 1); }
+std::string Hosts::Address(int i, int network) const {
+  return "10." + std::to_string(231 + network) + ".0." + std::to_string(i + 1);
+}
 
 std::vector<std::string> Hosts::In(int i, const std::vector<std::string>& argv) const {
   // A UTS namespace of its own, so that the host name is this host's.

@@ -32,8 +32,15 @@ class Hosts {
   // False when the namespaces could not be made (not root, no iproute2) or wired.
   bool ok() const { return ok_; }
   int size() const { return static_cast<int>(names_.size()); }
-  // 10.231.0.<i + 1>
-  std::string Address(int i) const;
+  // Host i's address on network `network`: 10.<231 + network>.0.<i + 1>.
+  std::string Address(int i, int network = 0) const;
+  // The addresses host i has now, network 0's first.
+  std::vector<std::string> Addresses(int i) const;
+  // A second network (a bridge of its own in the switch namespace) with every host on it, as
+  // a cluster's data network beside its management one; returns its number, -1 on failure.
+  int AddNetwork();
+  // Host i leaves `network` for good: its link there is deleted, with its address and route.
+  bool Leave(int i, int network);
   // h<i>: the host name inside host i, and the name other hosts know it by.
   std::string Name(int i) const { return "h" + std::to_string(i); }
   // `argv` (argv[0] a path) run inside host i, with its host name set.
@@ -46,9 +53,13 @@ class Hosts {
   bool Return(int i);
 
  private:
-  std::string switch_, bridge_;
+  bool Wire(int i, int network);  // host i's link and address on `network`
+
+  std::string switch_, short_id_;
   std::vector<std::string> names_;
-  std::vector<std::string> links_;  // the switch's end of each host's link
+  std::vector<std::string> links_;  // the switch's end of each host's link on network 0
+  int networks_ = 0;
+  std::vector<std::vector<bool>> on_;  // on_[i][network]: host i is on that network
   bool ok_ = false;
 };
 

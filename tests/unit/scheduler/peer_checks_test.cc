@@ -70,6 +70,12 @@ TEST_F(PeerChecksTest, AbsurdNumbersAreRefusedAloneWithoutOverflowOrAllocation) 
       {"rank", [](auto& j) { j.set_node_rank(INT_MAX); }, "node rank 2147483647, out of range"},
       {"port", [](auto& j) { j.set_free_port(70000); }, "offers port 70000"},
       {"address", [](auto& j) { j.set_host_address("evil; rm -rf /"); }, "numeric host address"},
+      {"addresses",
+       [](auto& j) {
+         for (int i = 0; i < 17; ++i) j.add_addresses("10.0.0." + std::to_string(i));
+       },
+       "gives 17 addresses (at most 16)"},
+      {"other address", [](auto& j) { j.add_addresses("h1"); }, "an address that is not numeric"},
       {"name", [](auto& j) { j.set_node_name(std::string(10000, 'n')); }, "node name"},
       {"control", [](auto& j) { j.set_node_name("a\nb"); }, "unprintable node name"},
       {"pid", [](auto& j) { j.set_pid(-1); }, "negative launcher pid"},
