@@ -294,6 +294,42 @@ TEST_F(HostsTest, AHostOnAnotherNetworkReachesTheCoordinatorAtItsOtherAddress) {
   EXPECT_EQ(master[2], hosts.Address(0, 1));
 }
 
+// A spare on a third host: `gangrun stacks` from the spare's host reaches every rank on the
+// other two, and when the second host vanishes the spare takes its place across hosts.
+TEST_F(HostsTest, ASpareOnAThirdHostTakesAVanishedHostsPlaceAndStacksComeFromEveryHost) {
+  Hosts hosts(3);
+  ASSERT_TRUE(hosts.ok()) << "cannot make network namespaces (needs root and iproute2)";
+  auto launcher = [&](int host) {
+    return On(
+        hosts, host,
+        {"--worker_num=2", "--local_worker_num=1", "--master_addr=h0", "--master_port=" + port_,
+         "--spare_nodes=1", "--max_restarts=1", "--node_timeout=2", "--heartbeat_interval=0.2"});
+  };
+  auto master = launcher(0);
+  ASSERT_TRUE(WaitForStderr(master, "waiting for", seconds(20))) << master.Stderr();
+  auto node = launcher(1);
+  ASSERT_EQ(WaitReady(2).size(), 2u) << master.Stderr() << node.Stderr();
+  auto spare = launcher(2);
+  ASSERT_TRUE(WaitForStderr(spare, "waiting as a spare", seconds(20))) << spare.Stderr();
+
+  auto stacks = Launch(hosts.In(2, {GangrunBinary(), "stacks", "--master", "h0:" + port_}), {},
+                       dir_.path(), dir_.path());
+  EXPECT_EQ(RunToEnd(stacks).code, 0) << stacks.Stderr();
+  EXPECT_NE(stacks.Stdout().find("--- rank 0 (pid "), std::string::npos) << stacks.Stdout();
+  EXPECT_NE(stacks.Stdout().find("--- rank 1 (pid "), std::string::npos) << stacks.Stdout();
+
+  ASSERT_TRUE(hosts.Vanish(1));
+  ASSERT_EQ(WaitReady(2).size(), 2u) << master.Stderr() << spare.Stderr();
+  Go();
+  EXPECT_EQ(RunToEnd(master).code, 0) << master.Stderr();
+  EXPECT_EQ(RunToEnd(spare).code, 0) << spare.Stderr();
+  EXPECT_NE(spare.Stderr().find("a spare no more: this node takes node rank 1"), std::string::npos)
+      << spare.Stderr();
+  // The vanished host's launcher, cut off from its scheduler, ends by itself once it is back.
+  ASSERT_TRUE(hosts.Return(1));
+  EXPECT_NE(RunToEnd(node).code, 0) << node.Stderr();
+}
+
 // The README's daemons on a store, on hosts of their own: the active daemon on h0, a standby
 // on h1, etcd on h2, agents on h3 and h4. A job submitted from h3 runs on both agents' hosts,
 // its logs come from either host, and when the active daemon is killed the standby adopts the
