@@ -42,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "bench/sim_cluster.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -50,6 +51,7 @@
 #include "node/tcp_link.h"
 #include "rpc/channel.h"
 #include "rpc/process.h"
+#include "rpc/session_auth.h"
 #include "scheduler/scheduler.h"
 
 namespace gangrun::bench {
@@ -65,6 +67,9 @@ struct Params {
   double node_timeout = 5.0;
   bool grpc = false;  // --transport grpc
   std::string store;  // --store etcd://...: the scheduler keeps the job's record there
+  // --token: the job's token, set on the scheduler and every node (session transport): a
+  // random one unless given; "none" for a job without one.
+  std::string token = absl::BytesToHexString(rpc::RandomBytes(16));
 };
 
 int Rendezvous(const Params& params, const std::string& self) {
@@ -86,6 +91,7 @@ int Rendezvous(const Params& params, const std::string& self) {
   serve.world = nodes;
   serve.node_timeout = params.node_timeout;
   serve.store = params.store;
+  serve.token = params.token;
   auto server = StartServer(self, serve);
   if (!server.ok()) {
     std::fprintf(stderr, "%s\n", std::string(server.status().message()).c_str());
@@ -140,6 +146,7 @@ int Rendezvous(const Params& params, const std::string& self) {
   link.node_timeout = node_timeout;
   node::TcpSessionConnection::Options tcp;
   tcp.target = target;
+  tcp.token = params.token;
   tcp.connect_timeout = node::ConnectTimeoutFor(heartbeat_interval);
   tcp.handshake_timeout = std::chrono::seconds(30);
   node::GrpcSessionConnection::Options grpc;
@@ -232,7 +239,8 @@ int Rendezvous(const Params& params, const std::string& self) {
 
 constexpr char kUsage[] =
     "usage: gangrun-bench rendezvous --nodes N --heartbeat_interval S --duration D "
-    "[--transport session|grpc] [--nodes_per_channel K] [--node_timeout T] [--store URL]\n";
+    "[--transport session|grpc] [--nodes_per_channel K] [--node_timeout T] [--store URL] "
+    "[--token TOKEN|none]\n";
 
 int RendezvousMain(const std::vector<std::string>& args, const std::string& self) {
   Params params;
@@ -247,6 +255,11 @@ int RendezvousMain(const std::vector<std::string>& args, const std::string& self
          params.store = v;
          return v.rfind("etcd://", 0) == 0 ? "" : "etcd://HOST:PORT";
        }},
+      {"--token",
+       [&params](const std::string& v) {
+         params.token = v;
+         return v.empty() ? "a token, or none" : "";
+       }},
       {"--transport",
        [&params](const std::string& v) {
          params.grpc = v == "grpc";
@@ -255,6 +268,8 @@ int RendezvousMain(const std::vector<std::string>& args, const std::string& self
   };
   if (auto code = ParseFlags(args, kUsage, flags)) return *code;
   if (params.per_channel > 1) params.grpc = true;  // channels are gRPC's
+  if (params.token == "none") params.token.clear();
+  if (params.grpc) params.token.clear();  // gRPC sessions would need call credentials here
   return Rendezvous(params, self);
 }
 

@@ -11,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -100,6 +101,9 @@ absl::StatusOr<std::unique_ptr<BenchStore>> OpenStore(const std::string& url, do
   return bench;
 }
 
+// The job's token, for the scheduler process (not on its command line).
+constexpr char kTokenVariable[] = "GANGRUN_BENCH_TOKEN";
+
 int Serve(const std::vector<std::string>& args) {
   if (args.size() != 4 && args.size() != 5) return 2;
   prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -135,8 +139,9 @@ int Serve(const std::vector<std::string>& args) {
     });
   }
   scheduler::KvStore store(clock);
-  auto server =
-      scheduler::SchedulerServer::Start(io, sched, store, {"127.0.0.1:0", "", nullptr, ""});
+  const char* token = std::getenv(kTokenVariable);
+  auto server = scheduler::SchedulerServer::Start(
+      io, sched, store, {"127.0.0.1:0", token != nullptr ? token : "", nullptr, ""});
   if (!server.ok()) {
     std::fprintf(stderr, "cannot start the scheduler: %s\n",
                  std::string(server.status().message()).c_str());
@@ -163,6 +168,8 @@ absl::StatusOr<Server> StartServer(const std::string& self, const ServeOptions& 
                 std::to_string(options.max_restarts)};
   if (!options.store.empty()) spawn.argv.push_back(options.store);
   spawn.env = common::CurrentEnvironment();
+  if (!options.token.empty())
+    spawn.env.push_back(std::string(kTokenVariable) + "=" + options.token);
   spawn.fds = {{1, out_pipe[1]}};
   auto pid = common::Spawn(spawn);
   close(out_pipe[1]);

@@ -39,6 +39,7 @@ struct ServeOptions {
   // A store of record (etcd://...; "" = none): the scheduler campaigns for a run's key and
   // writes the job's record at each generation, as a launcher with --store does.
   std::string store;
+  std::string token;  // the job's token ("" = none), given to the process in its environment
 };
 // `gangrun-bench serve WORLD NODE_TIMEOUT SPARES MAX_RESTARTS [STORE]`: listens on 127.0.0.1:0,
 // prints the port, serves until killed (or its parent dies).

@@ -48,6 +48,9 @@ void SessionLink::Attempt() {
   handlers.on_accepted = [this, id](uint64_t session, const std::string& key, uint64_t acked) {
     if (id == attempt_id_) OnAccepted(session, key, acked);
   };
+  handlers.on_opened = [this, id] {
+    if (id == attempt_id_) OnOpened();
+  };
   handlers.on_refused = [this, id](const v1::SessionRefused& refused) {
     if (id == attempt_id_) OnRefused(refused);
   };
@@ -62,6 +65,7 @@ void SessionLink::Attempt() {
     if (id == attempt_id_) OnAttemptEnded(end, why);
   };
   attempt_id_ = id;
+  opened_through_ = 0;
   attempt_ = factory_(std::move(handlers));
   attempt_->Open(session_, key_, last_command_);
   if (session_ == 0) return;
@@ -85,8 +89,16 @@ void SessionLink::RetryLater() {
   backoff_ = std::min(duration_cast<milliseconds>(backoff_ * 8 / 5), kMaxBackoff);
 }
 
+// A new session's attempt: what waits (the join) goes with its opening.
+void SessionLink::OnOpened() {
+  if (session_ != 0) return;
+  for (const auto& event : unacked_) attempt_->SendEvent(event);
+  if (!unacked_.empty()) opened_through_ = unacked_.back().seq();
+}
+
 // The attempt became the session's connection: the old one (if any) goes, and what the
-// scheduler has not acknowledged is sent again on the new one, in order.
+// scheduler has not acknowledged is sent again on the new one, in order (but for what went
+// with its opening).
 void SessionLink::OnAccepted(uint64_t session, const std::string& key, uint64_t acked) {
   const bool resumed = session_ != 0;
   if (resumed && session != session_) {
@@ -108,7 +120,10 @@ void SessionLink::OnAccepted(uint64_t session, const std::string& key, uint64_t 
                                  options_.target);
   }
   Acknowledged(acked);
-  for (const auto& event : unacked_) active_->SendEvent(event);
+  for (const auto& event : unacked_) {
+    if (event.seq() > opened_through_) active_->SendEvent(event);
+  }
+  opened_through_ = 0;
   if (!tick_timer_) Tick();
 }
 

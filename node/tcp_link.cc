@@ -59,25 +59,38 @@ void TcpSessionConnection::Open(uint64_t session, const std::string& key, uint64
                                                   .count()) +
                                " ms");
   });
-  resolver_.async_resolve(
-      target->host, std::to_string(target->port), tcp::resolver::numeric_service,
-      [this, alive = alive_](const boost::system::error_code& error,
-                             tcp::resolver::results_type endpoints) {
+  // A numeric address is connected to at once; a name goes through the resolver's thread.
+  boost::system::error_code not_numeric;
+  const auto address = boost::asio::ip::make_address(target->host, not_numeric);
+  if (!not_numeric) {
+    return Connect(tcp::resolver::results_type::create(
+        tcp::endpoint(address, static_cast<unsigned short>(target->port)), target->host,
+        std::to_string(target->port)));
+  }
+  resolver_.async_resolve(target->host, std::to_string(target->port),
+                          tcp::resolver::numeric_service,
+                          [this, alive = alive_](const boost::system::error_code& error,
+                                                 tcp::resolver::results_type endpoints) {
+                            if (!*alive || ended_) return;
+                            if (error)
+                              return (void)Finish(End::kConnectionRefused, error.message());
+                            Connect(endpoints);
+                          });
+}
+
+void TcpSessionConnection::Connect(const tcp::resolver::results_type& endpoints) {
+  connecting_ = std::make_shared<tcp::socket>(io_);
+  boost::asio::async_connect(
+      *connecting_, endpoints,
+      [this, alive = alive_, socket = connecting_](const boost::system::error_code& connect_error,
+                                                   const tcp::endpoint&) {
         if (!*alive || ended_) return;
-        if (error) return (void)Finish(End::kConnectionRefused, error.message());
-        connecting_ = std::make_shared<tcp::socket>(io_);
-        boost::asio::async_connect(
-            *connecting_, endpoints,
-            [this, alive, socket = connecting_](const boost::system::error_code& connect_error,
-                                                const tcp::endpoint&) {
-              if (!*alive || ended_) return;
-              connecting_.reset();
-              if (connect_error == boost::asio::error::connection_refused) {
-                return (void)Finish(End::kConnectionRefused, connect_error.message());
-              }
-              if (connect_error) return (void)Finish(End::kFailed, connect_error.message());
-              OnConnected(std::move(*socket));
-            });
+        connecting_.reset();
+        if (connect_error == boost::asio::error::connection_refused) {
+          return (void)Finish(End::kConnectionRefused, connect_error.message());
+        }
+        if (connect_error) return (void)Finish(End::kFailed, connect_error.message());
+        OnConnected(std::move(*socket));
       });
 }
 
@@ -152,11 +165,20 @@ bool TcpSessionConnection::OnChallenge(std::string_view payload) {
   open.set_acked(acked_);
   // Keeping quiet needs the kernel's ACKs to judge the path by.
   open.set_can_keep_quiet(conn_->SinceLastAck().has_value());
+  // A new session's join goes with its opening (the scheduler proved itself above); a resume
+  // waits for the acceptance, which says what the scheduler has.
+  const bool new_session = handshake_.resume == 0;
+  open.set_events_follow(new_session);
   conn_->Send(rpc::FrameType::kOpen, open.SerializeAsString());
   const rpc::FrameKeys keys = rpc::DeriveFrameKeys(key_, handshake_);
   sealer_.emplace(keys.node_to_scheduler);
   opener_.emplace(keys.scheduler_to_node);
-  return true;
+  if (!new_session || !handlers_.on_opened) return true;
+  opened_ = true;
+  auto alive = alive_;
+  auto on_opened = handlers_.on_opened;  // its events are queued behind the opening
+  on_opened();
+  return *alive && !ended_;
 }
 
 bool TcpSessionConnection::OnRefused(std::string_view payload) {
@@ -219,7 +241,7 @@ bool TcpSessionConnection::OnSealed(rpc::FrameType type, std::string_view payloa
 }
 
 void TcpSessionConnection::Seal(rpc::FrameType type, const google::protobuf::MessageLite& message) {
-  if (!accepted_ || ended_) return;
+  if (ended_ || !(accepted_ || (opened_ && type == rpc::FrameType::kEvent))) return;
   conn_->Send(type, sealer_->Seal(type, message.SerializeAsString()));
 }
 

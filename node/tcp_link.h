@@ -46,6 +46,7 @@ class TcpSessionConnection : public SessionConnection {
   static ConnectionFactory Factory(boost::asio::io_context& io, Options options);
 
  private:
+  void Connect(const boost::asio::ip::tcp::resolver::results_type& endpoints);
   void OnConnected(boost::asio::ip::tcp::socket socket);
   bool OnFrame(rpc::FrameType type, std::string_view payload);
   bool OnChallenge(std::string_view payload);
@@ -70,6 +71,7 @@ class TcpSessionConnection : public SessionConnection {
   std::string key_;  // the token key (a new session) or the session's resume key
   uint64_t acked_ = 0;
   bool challenged_ = false;
+  bool opened_ = false;  // a new session's opening sent: its events may follow before acceptance
   bool accepted_ = false;
   bool ended_ = false;
   // A quiet session (docs/WIRE.md): ticks for pings, each turn's events followed by a ping

@@ -37,24 +37,43 @@ void FrameConnection::Start(FrameHandler on_frame, EndHandler on_end, uint32_t m
 void FrameConnection::Send(FrameType type, std::string_view payload) {
   if (closed_ || close_after_writes_) return;
   AppendFrame(queued_, type, payload);
-  Write();
+  Flush();
 }
 
 void FrameConnection::SendBytes(std::string_view bytes) {
   if (closed_ || close_after_writes_) return;
   queued_.append(bytes);
-  Write();
+  Flush();
 }
 
 void FrameConnection::CloseAfterWrites() {
   if (closed_) return;
   close_after_writes_ = true;
-  Write();
+  Flush();
+}
+
+// The frames of one turn of the loop leave in one write (a handshake's answer and what
+// follows it, a node's events and their padding): one send and one segment instead of one
+// per frame, for both ends' kernels.
+void FrameConnection::Flush() {
+  if (queued_bytes() > max_queued_) return Write();  // ends the connection now
+  if (!writing_.empty() || flush_posted_) return;    // goes after the write in flight
+  flush_posted_ = true;
+  boost::asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    self->flush_posted_ = false;
+    self->Write();
+  });
 }
 
 void FrameConnection::Close() {
   if (closed_) return;
   closed_ = true;
+  // What was sent in this turn and not written yet leaves now if the kernel takes it at once
+  // (as when every Send wrote at once); never waits.
+  if (writing_.empty() && !queued_.empty()) {
+    (void)::send(socket_.native_handle(), queued_.data(), queued_.size(),
+                 MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
   boost::system::error_code ignored;
   socket_.close(ignored);
 }
@@ -98,8 +117,8 @@ void FrameConnection::Write() {
     EndHandler on_end = std::move(on_end_);
     on_end_ = nullptr;
     on_frame_ = nullptr;
-    Close();
     std::string().swap(queued_);
+    Close();
     if (on_end) {
       boost::asio::post(socket_.get_executor(),
                         [on_end = std::move(on_end), why] { on_end(why, false); });

@@ -55,6 +55,7 @@ class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
   void set_max_payload(uint32_t max_payload) { decoder_.set_max_payload(max_payload); }
   void set_max_queued_bytes(size_t bytes) { max_queued_ = bytes; }
 
+  // Queues a frame; the frames queued in one turn of the loop are written together after it.
   void Send(FrameType type, std::string_view payload);
   // Sends bytes as they are (the session magic).
   void SendBytes(std::string_view bytes);
@@ -83,6 +84,7 @@ class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
 
   void Read();
   void OnRead(size_t n);
+  void Flush();
   void Write();
   void End(const std::string& why, bool malformed = false);
 
@@ -96,6 +98,7 @@ class FrameConnection : public std::enable_shared_from_this<FrameConnection> {
   std::string writing_;  // the write in flight
   size_t max_queued_ = kDefaultMaxQueuedBytes;
   bool close_after_writes_ = false;
+  bool flush_posted_ = false;  // a Write waits on the loop
   bool closed_ = false;
 };
 

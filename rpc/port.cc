@@ -10,6 +10,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <deque>
 #include <map>
 #include <set>
 #include <unordered_set>
@@ -114,8 +115,12 @@ struct Port::State : std::enable_shared_from_this<Port::State> {
         slot_wait(context),
         slots(std::make_shared<PreAuthSlot::Table>()) {}
 
+  // Connections accepted in one turn of the loop past the first: bounds that turn's work.
+  static constexpr int kAcceptBatch = 4096;
   void Accept();
-  bool WaitForSlot();
+  void AcceptWaiting();
+  void Admit(tcp::socket socket);
+  void AdmitFromLobby();
   void OnAccepted(tcp::socket socket);
   void Peek(const std::shared_ptr<Sniffer>& sniffer);
   void Classified(const std::shared_ptr<Sniffer>& sniffer, Opening opening);
@@ -126,8 +131,12 @@ struct Port::State : std::enable_shared_from_this<Port::State> {
   boost::asio::io_context& io;
   tcp::acceptor acceptor;
   boost::asio::steady_timer retry;      // the next accept after an error (out of descriptors)
-  boost::asio::steady_timer slot_wait;  // every slot is young: the next accept waits
-  bool waiting_for_slot = false;
+  boost::asio::steady_timer slot_wait;  // every slot is young: the lobby waits
+  // Connections accepted while every slot is taken, oldest first: a descriptor each, nothing
+  // read yet (at most options.max_waiting); each takes a slot as one frees.
+  std::deque<tcp::socket> lobby;
+  bool waiting_for_room = false;  // the lobby is full: accepting waits
+  bool admit_posted = false;
   bool accepting = false;
   Options options;
   SessionHandler on_session;
@@ -146,43 +155,68 @@ size_t Port::UnauthenticatedBound(uint64_t file_limit) {
   return static_cast<size_t>(std::clamp<uint64_t>(file_limit / 8, 16, 1024));
 }
 
+size_t Port::LobbyBound(uint64_t file_limit) {
+  return static_cast<size_t>(std::clamp<uint64_t>(file_limit / 4, 16, 16384));
+}
+
 size_t Port::GrpcConnectionBound(uint64_t file_limit) {
   return static_cast<size_t>(std::clamp<uint64_t>(file_limit / 2, 32, 16384));
 }
 
 size_t Port::max_unauthenticated() const { return state_->options.max_unauthenticated; }
+size_t Port::max_waiting() const { return state_->options.max_waiting; }
 size_t Port::max_grpc_connections() const { return state_->options.max_grpc_connections; }
 
-// True when the next accept may go ahead: a slot is free, or the oldest holder has had its
-// slot long enough to be closed for the newcomer.
-bool Port::State::WaitForSlot() {
-  if (slots->held.size() < options.max_unauthenticated) return true;
-  PreAuthSlot* oldest = slots->held.begin()->second;
-  const auto age = SteadyClock::now() - oldest->since();
-  if (age >= kMinSlotAge) {
-    if (!said_slots_full) {
-      said_slots_full = true;
-      common::Logger("scheduler")
-          ->warn(
-              "{} connections on port {} have proven nothing yet; closing the oldest of them "
-              "as new ones come",
-              slots->held.size(), acceptor.local_endpoint().port());
+// Lets the lobby's oldest connections take the free slots, and when every slot is taken
+// closes a holder that has had its slot for kMinSlotAge (an attacker's idle connections are
+// always the oldest) for the lobby's oldest; when every holder is younger, looks again once
+// the oldest is old enough. Accepting, paused while the lobby was full, goes on.
+void Port::State::AdmitFromLobby() {
+  admit_posted = false;
+  while (!lobby.empty() && accepting) {
+    if (slots->held.size() >= options.max_unauthenticated) {
+      PreAuthSlot* oldest = slots->held.begin()->second;
+      const auto age = SteadyClock::now() - oldest->since();
+      if (age < kMinSlotAge) {
+        slot_wait.expires_after(kMinSlotAge - age);
+        slot_wait.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+          if (!error && self->accepting) self->AdmitFromLobby();
+        });
+        break;
+      }
+      if (!said_slots_full) {
+        said_slots_full = true;
+        common::Logger("scheduler")
+            ->warn(
+                "{} connections on port {} have proven nothing yet and {} more wait; closing "
+                "the oldest of them as new ones come",
+                slots->held.size(), acceptor.local_endpoint().port(), lobby.size());
+      }
+      oldest->Evict();
     }
-    oldest->Evict();
-    return true;
+    tcp::socket socket = std::move(lobby.front());
+    lobby.pop_front();
+    OnAccepted(std::move(socket));
   }
-  waiting_for_slot = true;
-  slot_wait.expires_after(kMinSlotAge - age);
-  slot_wait.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
-    if (error || !self->accepting || !self->waiting_for_slot) return;
-    self->waiting_for_slot = false;
-    self->Accept();
-  });
-  return false;
+  if (waiting_for_room && lobby.size() < options.max_waiting) {
+    waiting_for_room = false;
+    Accept();
+  }
+}
+
+// Takes an accepted connection: it waits in the lobby (a descriptor, nothing read) until it
+// has a slot.
+void Port::State::Admit(tcp::socket socket) {
+  lobby.push_back(std::move(socket));
+  AdmitFromLobby();
 }
 
 void Port::State::Accept() {
-  if (!accepting || waiting_for_slot || !WaitForSlot()) return;
+  if (!accepting || waiting_for_room) return;
+  if (lobby.size() >= options.max_waiting) {
+    waiting_for_room = true;  // the kernel's backlog holds the rest; AdmitFromLobby resumes
+    return;
+  }
   acceptor.async_accept(
       [self = shared_from_this()](const boost::system::error_code& error, tcp::socket socket) {
         if (!self->accepting) return;
@@ -195,9 +229,26 @@ void Port::State::Accept() {
           });
           return;
         }
-        self->OnAccepted(std::move(socket));
+        self->Admit(std::move(socket));
+        self->AcceptWaiting();
         self->Accept();
       });
+}
+
+// The connections already waiting in the kernel's queue, taken in this turn of the loop (at
+// most kAcceptBatch): each async accept completes one turn later, behind every other handler,
+// so a loop busy with thousands of sessions would otherwise let the queue (SOMAXCONN) fill,
+// and the kernel drops what does not fit: the peer waits a second for a retransmission.
+void Port::State::AcceptWaiting() {
+  boost::system::error_code error;
+  acceptor.non_blocking(true, error);
+  if (error) return;
+  for (int i = 0; i < kAcceptBatch && accepting && lobby.size() < options.max_waiting; ++i) {
+    tcp::socket socket(io);
+    acceptor.accept(socket, error);
+    if (error) return;  // would block (none waits), or an error the async accept meets again
+    Admit(std::move(socket));
+  }
 }
 
 void Port::State::OnAccepted(tcp::socket socket) {
@@ -337,6 +388,7 @@ void Port::State::StopAccepting() {
   acceptor.close(ignored);
   retry.cancel();
   slot_wait.cancel();
+  lobby.clear();  // closes them
   auto open = std::move(sniffers);
   sniffers.clear();
   for (const auto& sniffer : open) {
@@ -362,6 +414,7 @@ absl::StatusOr<std::unique_ptr<Port>> Port::Open(boost::asio::io_context& io, Op
   if (options.max_unauthenticated == 0) {
     options.max_unauthenticated = UnauthenticatedBound(file_limit);
   }
+  if (options.max_waiting == 0) options.max_waiting = LobbyBound(file_limit);
   if (options.max_grpc_connections == 0) {
     options.max_grpc_connections = GrpcConnectionBound(file_limit);
   }
@@ -409,10 +462,11 @@ void Port::Start(SessionHandler on_session, GrpcServer grpc) {
   state.accepting = true;
   state.slots->on_release = [weak = std::weak_ptr(state_)] {
     auto state = weak.lock();
-    if (!state || !state->waiting_for_slot) return;
-    state->waiting_for_slot = false;
-    state->slot_wait.cancel();
-    boost::asio::post(state->io, [state] { state->Accept(); });
+    if (!state || state->lobby.empty() || state->admit_posted) return;
+    state->admit_posted = true;  // one admission pass for the releases of one turn
+    boost::asio::post(state->io, [state] {
+      if (state->accepting) state->AdmitFromLobby();
+    });
   };
   state.Accept();
 }

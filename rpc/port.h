@@ -10,12 +10,16 @@
 //
 // Bounded before authentication (README "Connections"): a connection that has proven nothing
 // holds one of `max_unauthenticated` slots until it does (the session handler releases its
-// slot once the handshake succeeds); when all are taken, the oldest is closed if it has held
-// its slot for kMinSlotAge, otherwise accepting waits (the kernel's backlog holds the rest) —
-// an attacker's idle connections are always the oldest, a node's handshake takes a round
-// trip. At most `max_grpc_connections` connections are with the gRPC server at once (counted
-// through sock_diag when the bound is reached); past it a new one is closed. Both bounds
-// follow the file limit, so that descriptors remain for the job's nodes.
+// slot once the handshake succeeds). Connections accepted while every slot is taken wait in a
+// lobby of at most `max_waiting`, holding a descriptor and nothing read, and take slots in
+// the order they came; when one waits and every slot is taken, the oldest holder is closed if
+// it has held its slot for kMinSlotAge, otherwise the lobby waits (an attacker's idle
+// connections are always the oldest, a node's handshake takes a round trip). Only a full
+// lobby makes accepting wait (the kernel's backlog, SOMAXCONN, holds the rest and drops what
+// does not fit: a node's SYN then waits a second to be sent again). At most
+// `max_grpc_connections` connections are with the gRPC server at once (counted through
+// sock_diag when the bound is reached); past it a new one is closed. The bounds follow the
+// file limit, so that descriptors remain for the job's nodes.
 //
 // Everything runs on the io_context, which one thread runs.
 
@@ -69,6 +73,7 @@ class Port {
     std::string listen_address;       // host:port, [v6]:port; a wildcard host listens on both
     bool tls = false;                 // the gRPC server speaks TLS: ClientHellos go to it
     size_t max_unauthenticated = 0;   // 0: from the file limit (UnauthenticatedBound)
+    size_t max_waiting = 0;           // 0: from the file limit (LobbyBound)
     size_t max_grpc_connections = 0;  // 0: from the file limit (GrpcConnectionBound)
   };
   // Connections opening with "GRS": `magic` is the 4 bytes read; the handler owns the socket
@@ -99,10 +104,13 @@ class Port {
   std::shared_ptr<ConnectionActivityReader> activity() const { return activity_; }
   // The bounds in force.
   size_t max_unauthenticated() const;
+  size_t max_waiting() const;
   size_t max_grpc_connections() const;
 
   // Bounds for a file limit of `file_limit` descriptors.
   static size_t UnauthenticatedBound(uint64_t file_limit);
+  // file limit / 4 (16..16384): a waiting connection costs a descriptor and its kernel socket.
+  static size_t LobbyBound(uint64_t file_limit);
   static size_t GrpcConnectionBound(uint64_t file_limit);
 
   struct State;

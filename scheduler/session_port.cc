@@ -115,12 +115,18 @@ class FrameWire : public NodeSession::Wire {
   }
 
   // `quiet_pong_timeout` non-zero: the session keeps quiet from now on, if the kernel takes
-  // the watermark (the session is told either way). After Start.
-  void SendAccepted(uint64_t session, uint64_t acked, milliseconds quiet_pong_timeout) {
+  // the watermark (the session is told either way). After Start. `events_follow`: the node's
+  // first events left with its opening, unpadded, so the watermark waits for the first of
+  // them to be read (it is rarely refused; a session told to keep quiet whose watermark was
+  // refused is only read more often).
+  void SendAccepted(uint64_t session, uint64_t acked, milliseconds quiet_pong_timeout,
+                    bool events_follow = false) {
     v1::SessionAccepted accepted;
     accepted.set_session(session);
     accepted.set_acked(acked);
-    if (quiet_pong_timeout > milliseconds::zero()) {
+    if (quiet_pong_timeout > milliseconds::zero() && events_follow) {
+      quiet_ = watermark_due_ = true;
+    } else if (quiet_pong_timeout > milliseconds::zero()) {
       // Before the acceptance leaves: the node sends nothing until it has it.
       quiet_ = conn_->SetReadWatermark(rpc::kQuietWatermark);
     }
@@ -175,7 +181,8 @@ class FrameWire : public NodeSession::Wire {
   boost::asio::steady_timer linger_;
   NodeSession* session_ = nullptr;
   bool quiet_ = false;
-  bool answered_ = false;  // the scheduler sent a command: frames up to kMaxFramePayload
+  bool watermark_due_ = false;  // quiet once the first event that came with the opening is read
+  bool answered_ = false;       // the scheduler sent a command: frames up to kMaxFramePayload
 };
 
 bool FrameWire::OnFrame(rpc::FrameType type, std::string_view payload) {
@@ -192,6 +199,10 @@ bool FrameWire::OnFrame(rpc::FrameType type, std::string_view payload) {
       v1::NodeEvent event;
       if (!event.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
         return Fail("a malformed event");
+      }
+      if (watermark_due_) {
+        watermark_due_ = false;
+        conn_->SetReadWatermark(rpc::kQuietWatermark);
       }
       if (port_->closed) return true;
       if (!session_->OnEvent(this, event)) return Fail("an event out of order");
@@ -380,7 +391,8 @@ bool Handshake::OnOpen(std::string_view payload) {
     NodeSession* session =
         port_->sessions.Create(rpc::ResumeKey(port_->TokenKey(), handshake_), std::move(wire));
     raw->Start(session);
-    raw->SendAccepted(session->id(), 0, quiet ? port_->QuietPongTimeout() : milliseconds::zero());
+    raw->SendAccepted(session->id(), 0, quiet ? port_->QuietPongTimeout() : milliseconds::zero(),
+                      open.events_follow());
   }
   return !conn_->closed();
 }

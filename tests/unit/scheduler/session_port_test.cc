@@ -472,6 +472,9 @@ TEST(PreAuthBoundsTest, BoundsFollowTheFileLimit) {
   EXPECT_EQ(rpc::Port::UnauthenticatedBound(1024), 128u);
   EXPECT_EQ(rpc::Port::UnauthenticatedBound(64), 16u);
   EXPECT_EQ(rpc::Port::UnauthenticatedBound(1 << 20), 1024u);
+  EXPECT_EQ(rpc::Port::LobbyBound(1024), 256u);
+  EXPECT_EQ(rpc::Port::LobbyBound(32), 16u);
+  EXPECT_EQ(rpc::Port::LobbyBound(1 << 20), 16384u);
   EXPECT_EQ(rpc::Port::GrpcConnectionBound(1024), 512u);
   EXPECT_EQ(rpc::Port::GrpcConnectionBound(1 << 20), 16384u);
 }
