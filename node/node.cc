@@ -204,6 +204,12 @@ void Node::OnCommand(const v1::NodeCommand& command) {
       if (command.generation() != generation_) return;
       OnCaptureStacks(command.capture_stacks());
       return;
+    case v1::NodeCommand::kWaiting:
+      // The launcher that hosts the scheduler said it already.
+      if (!options_.hosts_scheduler) {
+        common::Logger("node")->info("the scheduler is still {}", command.waiting().line());
+      }
+      return;
     case v1::NodeCommand::kHeartbeatPolicy:
       message_interval_ =
           MessageIntervalFor(options_.heartbeat_interval, command.heartbeat_policy());

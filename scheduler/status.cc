@@ -101,7 +101,14 @@ void Scheduler::LogProgress() {
 void Scheduler::RemindWaiting(const std::string& left) {
   if (!Forming()) return wait_reminder_.Stop();
   const std::string line = WaitingLine();
-  if (!line.empty()) common::Logger("scheduler")->info("still {}; {}", line, left);
+  if (line.empty()) return;
+  common::Logger("scheduler")->info("still {}; {}", line, left);
+  // The launchers that joined wait too: each says the same line (a joiner has no count).
+  v1::NodeCommand command;
+  command.mutable_waiting()->set_line(line + "; " + left);
+  for (auto& [id, node] : nodes_) {
+    if (node.joined && !node.lost) SendTo(node, command);
+  }
 }
 
 v1::GetStatusResponse Scheduler::Status() const {

@@ -1,9 +1,12 @@
 #include "node/node.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
 
 #include <csignal>
+#include <sstream>
 
+#include "common/logging.h"
 #include "tests/testing/fake_backend.h"
 #include "tests/testing/fake_clock.h"
 
@@ -65,6 +68,25 @@ TEST_F(NodeTest, JoinsWithItsSize) {
   node->Start();
   ASSERT_GE(link.events.size(), 1u);
   EXPECT_EQ(link.events[0].join().local_worker_num(), 2);
+}
+
+// A launcher that joined and waits says the scheduler's reminder (what is missing, the time
+// left) as its own line.
+TEST_F(NodeTest, AJoinerSaysTheSchedulersReminderWhileTheJobForms) {
+  std::ostringstream text;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(text);
+  auto logger = common::Logger("node");
+  logger->sinks().push_back(sink);
+  node->Start();
+  v1::NodeCommand waiting;
+  waiting.mutable_waiting()->set_line("waiting for 2 of 4 workers (1 node(s) joined: a); 9 m left");
+  node->OnCommand(waiting);
+  logger->sinks().pop_back();
+  EXPECT_NE(text.str().find("the scheduler is still waiting for 2 of 4 workers (1 node(s) "
+                            "joined: a); 9 m left"),
+            std::string::npos)
+      << text.str();
+  EXPECT_FALSE(outcome.has_value());
 }
 
 TEST_F(NodeTest, StartSpawnsTheAssignedRanksAndReportsThem) {

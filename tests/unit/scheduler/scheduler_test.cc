@@ -86,8 +86,14 @@ TEST_F(SchedulerTest, AWaitForNodesIsSaidAgainWithWhatIsMissingAndTheTimeLeft) {
                             "rank 1 has not joined); 9 m 50 s left"),
             std::string::npos)
       << log.text();
+  // The launcher that joined is told the same line, to say it too.
+  ASSERT_EQ(a.commands.size(), 1u);
+  EXPECT_EQ(a.commands[0].waiting().line(),
+            "waiting for 2 of 4 workers (1 node(s) joined: hosta; node rank 1 has not joined); "
+            "9 m 50 s left");
   Join(b, "hostb", "10.0.0.2", 1, 2);
-  ASSERT_EQ(a.commands.size(), 1u);  // formed
+  ASSERT_EQ(a.commands.size(), 2u);
+  EXPECT_TRUE(a.started());  // formed
   const size_t said = log.text().size();
   clock.Advance(seconds(120));
   EXPECT_EQ(log.text().find("still waiting", said), std::string::npos) << log.text();
