@@ -132,12 +132,13 @@ std::unique_ptr<grpc::ClientContext> CallContext(int seconds) {
   return context;
 }
 
-absl::StatusOr<std::vector<int>> ParseRankList(const std::string& text, const char* usage) {
+absl::StatusOr<std::vector<int>> ParseRankList(const std::string& text,
+                                               const std::string& command) {
   std::vector<int> ranks;
   if (text.empty()) return ranks;
   auto bad = [&](absl::string_view item) {
-    return UsageError(usage, "--rank: '" + std::string(item) +
-                                 "' is not a rank or a range of ranks (0, 2-5, 0-3,7)");
+    return UsageError(command, "--rank: '" + std::string(item) +
+                                   "' is not a rank or a range of ranks (0, 2-5, 0-3,7)");
   };
   for (absl::string_view item : absl::StrSplit(text, ',')) {
     // R or R-S, as `gangrun status` prints them.
@@ -152,8 +153,8 @@ absl::StatusOr<std::vector<int>> ParseRankList(const std::string& text, const ch
     // Bounded as a job's ranks are (launcher::kMaxWorkers), whatever the text asks.
     if (last >= launcher::kMaxWorkers ||
         ranks.size() + static_cast<size_t>(last - first) + 1 > size_t{launcher::kMaxWorkers}) {
-      return UsageError(usage, "--rank: '" + std::string(item) + "' names more than " +
-                                   std::to_string(launcher::kMaxWorkers) + " ranks");
+      return UsageError(command, "--rank: '" + std::string(item) + "' names more than " +
+                                     std::to_string(launcher::kMaxWorkers) + " ranks");
     }
     for (int rank = first; rank <= last; ++rank) ranks.push_back(rank);
   }

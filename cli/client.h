@@ -54,7 +54,7 @@ std::optional<CommandResult> ParseArgs(CLI::App& app, const std::string& command
                                        const std::vector<std::string>& args);
 
 // --rank R[,R...] of `gangrun stacks` and `gangrun logs`: the ranks, or bad usage.
-absl::StatusOr<std::vector<int>> ParseRankList(const std::string& text, const char* usage);
+absl::StatusOr<std::vector<int>> ParseRankList(const std::string& text, const std::string& command);
 
 // A channel to target.master (TLS when the access options ask for it), or with --store to the
 // scheduler the store names.

@@ -4,6 +4,7 @@
 // produces (a table, a value, a report). main() alone prints an error's line and turns the
 // result into the process's exit code (cli/exit_codes.h).
 
+#include <cstdio>
 #include <string>
 #include <variant>
 #include <vector>
@@ -37,9 +38,23 @@ CommandResult RunGenerate(const CommandArgs& command);   // gangrun generate (ma
 CommandResult RunStacks(const CommandArgs& command);     // gangrun stacks
 CommandResult RunLogs(const CommandArgs& command);       // gangrun logs
 
-// A usage error: the problem, then the usage line (InvalidArgument: exit code 2).
-inline absl::Status UsageError(const char* usage, const std::string& problem) {
-  return absl::InvalidArgumentError(problem + "\n" + usage);
+// A command line `gangrun COMMAND` cannot read: one line, as CLI11 writes it for the other
+// commands (InvalidArgument: exit code 2).
+inline absl::Status UsageError(const std::string& command, const std::string& problem) {
+  return absl::InvalidArgumentError(problem + " (see gangrun " + command + " --help)");
+}
+
+// -h or --help, alone.
+inline bool AsksForHelp(const std::vector<std::string>& args) {
+  return args.size() == 1 && (args[0] == "-h" || args[0] == "--help");
+}
+
+// The help of a command that reads its own command line, in the layout of the others'
+// (CLI11's): "gangrun COMMAND: WHAT", "Usage: gangrun COMMAND SYNOPSIS", then DETAILS.
+inline void PrintHelp(const std::string& command, const std::string& what,
+                      const std::string& synopsis, const std::string& details) {
+  std::printf("gangrun %s: %s\nUsage: gangrun %s %s\n\n%s\n", command.c_str(), what.c_str(),
+              command.c_str(), synopsis.c_str(), details.c_str());
 }
 
 }  // namespace gangrun::cli

@@ -26,9 +26,7 @@
 namespace gangrun::cli {
 namespace {
 
-constexpr char kGenerateUsage[] =
-    "usage: gangrun generate man|completion gangrun|msrun|torchrun | token | page-secret "
-    "[TOKEN_FILE]";
+constexpr char kGenerate[] = "generate";
 
 const char* const kCommands[] = {"status",    "stop",  "scale",  "health", "kv",  "progress",
                                  "scheduler", "agent", "submit", "stacks", "logs"};
@@ -186,6 +184,17 @@ complete -F _)" +
 
 CommandResult RunGenerate(const CommandArgs& command) {
   const auto& args = command.args;
+  if (AsksForHelp(args)) {
+    PrintHelp(kGenerate, "write what gangrun is installed and used with",
+              "man|completion gangrun|msrun|torchrun | token | page-secret [TOKEN_FILE]",
+              "Commands:\n"
+              "  man NAME                    the manual page of gangrun, msrun or torchrun\n"
+              "  completion NAME             the bash completion of gangrun, msrun or torchrun\n"
+              "  token                       a new random token (64 hex characters)\n"
+              "  page-secret [TOKEN_FILE]    the secret a job's or daemon's pages ask for, from "
+              "its token (TOKEN_FILE, GANGRUN_TOKEN_FILE or GANGRUN_TOKEN)");
+    return absl::OkStatus();
+  }
   if (args.size() == 2 && args[0] == "man" &&
       (args[1] == "gangrun" || args[1] == "msrun" || args[1] == "torchrun")) {
     std::fputs(ManPage(args[1]).c_str(), stdout);
@@ -210,16 +219,16 @@ CommandResult RunGenerate(const CommandArgs& command) {
       access.token_file = args[1];
     }
     auto token = rpc::ResolveToken(access);
-    if (!token.ok()) return UsageError(kGenerateUsage, std::string(token.status().message()));
+    if (!token.ok()) return UsageError(kGenerate, std::string(token.status().message()));
     if (token->empty()) {
-      return UsageError(kGenerateUsage,
+      return UsageError(kGenerate,
                         "page-secret needs the token: a token file, or GANGRUN_TOKEN_FILE or "
                         "GANGRUN_TOKEN");
     }
     std::printf("%s\n", rpc::PageSecret(*token).c_str());
     return absl::OkStatus();
   }
-  return UsageError(kGenerateUsage, args.empty() ? "what to generate?" : "cannot generate that");
+  return UsageError(kGenerate, args.empty() ? "what to generate?" : "cannot generate that");
 }
 
 }  // namespace gangrun::cli

@@ -17,11 +17,7 @@
 namespace gangrun::cli {
 namespace {
 
-constexpr char kKvUsage[] =
-    "usage: gangrun kv put KEY VALUE | get KEY | wait KEY [--timeout SECONDS] | add KEY N | "
-    "del KEY";
-
-absl::Status KvUsage(const std::string& problem) { return UsageError(kKvUsage, problem); }
+absl::Status KvUsage(const std::string& problem) { return UsageError("kv", problem); }
 
 // A call's status as the command's result (see the exit codes above).
 absl::Status Result(const grpc::Status& status) {
@@ -91,6 +87,17 @@ absl::Status Delete(Client& c, const std::string& key) {
 CommandResult RunKv(const CommandArgs& command) {
   const auto& args = command.args;
   if (args.empty()) return KvUsage("missing command");
+  if (AsksForHelp(args)) {
+    PrintHelp("kv", "the job's key-value store, from a worker ($GANGRUN_SCHEDULER)",
+              "put KEY VALUE | get KEY | wait KEY [--timeout SECONDS] | add KEY N | del KEY",
+              "Commands:\n"
+              "  put KEY VALUE               set KEY\n"
+              "  get KEY                     print KEY's value (exit 1 when it has none)\n"
+              "  wait KEY [--timeout S]      wait until KEY is set, then print its value\n"
+              "  add KEY N                   add N to KEY's number and print the sum\n"
+              "  del KEY                     delete KEY");
+    return absl::OkStatus();
+  }
   const std::string& verb = args[0];
   if (args.size() == 1 && verb == "--version") {
     std::printf("%s\n", common::VersionLine("gangrun kv").c_str());

@@ -14,8 +14,6 @@
 namespace gangrun::cli {
 namespace {
 
-constexpr char kLogsUsage[] =
-    "usage: gangrun logs --master HOST:PORT [--rank R[-S][,...]] [--follow] [--tail N] [--job ID]";
 // A line longer than this (a rank writing without newlines) is printed in pieces.
 constexpr size_t kMaxLineBytes = 1 << 20;
 
@@ -87,7 +85,7 @@ CommandResult RunLogs(const CommandArgs& command) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   app.add_option("--job", job_id, "a daemon's job id (default: its only running job)");
   if (auto done = ParseArgs(app, "logs", command.args)) return *done;
-  auto ranks = ParseRankList(ranks_text, kLogsUsage);
+  auto ranks = ParseRankList(ranks_text, "logs");
   if (!ranks.ok()) return ranks.status();
   auto channel = OpenClientChannel(target);
   if (!channel.ok()) return channel.status();

@@ -20,7 +20,7 @@
 namespace gangrun::cli {
 namespace {
 
-constexpr char kProgressUsage[] = "usage: gangrun progress step [N] | begin NAME | end NAME";
+constexpr char kProgress[] = "progress";
 
 }  // namespace
 
@@ -29,19 +29,20 @@ CommandResult RunProgress(const CommandArgs& command) {
     std::printf("%s\n", common::VersionLine("gangrun progress").c_str());
     return absl::OkStatus();
   }
-  if (command.args.size() == 1 && (command.args[0] == "-h" || command.args[0] == "--help")) {
-    std::printf(
-        "%s\nReports this worker's progress to its gangrun node ($GANGRUN_PROGRESS): a step "
-        "(optionally numbered), or the start or end of a named section.\n",
-        kProgressUsage);
+  if (AsksForHelp(command.args)) {
+    PrintHelp(kProgress, "report this worker's progress to its gangrun node ($GANGRUN_PROGRESS)",
+              "step [N] | begin NAME | end NAME",
+              "Commands:\n"
+              "  step [N]                    a step, numbered or not\n"
+              "  begin NAME                  the start of a named section\n"
+              "  end NAME                    its end");
     return absl::OkStatus();
   }
   const std::string datagram = absl::StrJoin(command.args, " ");
   auto parsed = node::ParseProgress(datagram);
   if (command.args.empty() || !parsed.ok()) {
-    return UsageError(kProgressUsage,
-                      (command.args.empty() ? std::string("nothing to report")
-                                            : std::string(parsed.status().message())));
+    return UsageError(kProgress, (command.args.empty() ? std::string("nothing to report")
+                                                       : std::string(parsed.status().message())));
   }
   const std::optional<std::string> path = command.env(env::kProgress);
   if (!path || path->empty()) {

@@ -14,10 +14,6 @@
 namespace gangrun::cli {
 namespace {
 
-constexpr char kStacksUsage[] =
-    "usage: gangrun stacks --master HOST:PORT [--rank R[-S][,...]] [--job ID] [--json] "
-    "[--timeout S]";
-
 std::string Format(const v1::StacksResponse& response) {
   std::string out = absl::StrFormat("generation %d: %s\n", response.generation(),
                                     response.summary().empty() ? "no rank" : response.summary());
@@ -66,7 +62,7 @@ CommandResult RunStacks(const CommandArgs& command) {
                  "seconds each node may take to capture (default: the job's --stack_timeout)")
       ->check(CLI::Range(0.1, 600.0));
   if (auto done = ParseArgs(app, "stacks", command.args)) return *done;
-  auto ranks = ParseRankList(ranks_text, kStacksUsage);
+  auto ranks = ParseRankList(ranks_text, "stacks");
   if (!ranks.ok()) return ranks.status();
   auto channel = OpenClientChannel(target);
   if (!channel.ok()) return channel.status();

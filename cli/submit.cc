@@ -30,11 +30,7 @@
 namespace gangrun::cli {
 namespace {
 
-constexpr char kSubmitUsage[] =
-    "usage: gangrun submit --master HOST:PORT [--export ALL|NONE|VAR[,VAR...]] --worker_num N "
-    "[--local_worker_num K] [launcher options] <task_script> [args...]";
-
-absl::Status SubmitUsage(const std::string& problem) { return UsageError(kSubmitUsage, problem); }
+absl::Status SubmitUsage(const std::string& problem) { return UsageError("submit", problem); }
 
 // The command line split: --master (ours) out, the rest a launcher's command line.
 struct SubmitArgs {
@@ -284,15 +280,22 @@ CommandResult RunSubmit(const CommandArgs& command) {
     return absl::OkStatus();
   }
   if (args.help) {
-    std::printf(
-        "%s\nRuns the job on the agents registered with the daemon at --master and exits with "
-        "its outcome.\nLauncher options (see gangrun --help) apply to the job; the daemon "
-        "chooses --master_addr, --master_port, --node_rank, --join and --run_id (the job's "
-        "id).\nThe job runs in this "
-        "working directory (it must exist on every agent's host) with this environment: "
-        "--export ALL (the default), NONE (the agent's) or VAR[,VAR...] (those over the "
-        "agent's); GANGRUN_*, SLURM_* and the service manager's variables are never carried.\n",
-        kSubmitUsage);
+    // Submit reads its own command line: everything but --master and --export is the job's.
+    PrintHelp(
+        "submit",
+        "run a job on the agents registered with the daemon (it exits with the job's outcome)",
+        "[OPTIONS] [LAUNCHER OPTIONS] task_script [args...]",
+        "Options:\n"
+        "  -h,--help                   Print this help message and exit\n"
+        "  --version                   Print the version and exit\n"
+        "  --master TEXT               the daemon (gangrun scheduler), HOST:PORT (GANGRUN_MASTER)\n"
+        "  --export TEXT               the job's environment: ALL (the default: this one), NONE "
+        "(the agent's) or VAR[,VAR...] (those over the agent's); GANGRUN_*, SLURM_* and the "
+        "service manager's variables are never carried\n\n"
+        "Launcher options (gangrun --help) apply to the job: --worker_num N is required, "
+        "--local_worker_num K places K workers per agent; the daemon chooses --master_addr, "
+        "--master_port, --node_rank, --join and --run_id (the job's id). The job runs in this "
+        "working directory, which must exist on every agent's host.");
     return absl::OkStatus();
   }
   ClientTarget target;
