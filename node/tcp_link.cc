@@ -149,24 +149,16 @@ bool TcpSessionConnection::OnChallenge(std::string_view payload) {
     refused.set_reason(at +
                        " requires the job's token, and this launcher has none "
                        "(--token_file or GANGRUN_TOKEN)");
-  } else if (!rpc::MacsEqual(challenge.proof(), rpc::SchedulerProof(token_key_, handshake_))) {
-    refused.set_reason(at + " does not know this launcher's token (a token mismatch)");
   }
-  if (!refused.reason().empty()) {
-    ended_ = true;
-    timer_.cancel();
-    conn_->Close();
-    auto on_refused = handlers_.on_refused;  // the handler may destroy this connection
-    on_refused(refused);
-    return false;
-  }
+  if (!refused.reason().empty()) return Unauthenticated(refused);
   v1::SessionOpen open;
   open.set_proof(rpc::NodeProof(key_, handshake_));
   open.set_acked(acked_);
   // Keeping quiet needs the kernel's ACKs to judge the path by.
   open.set_can_keep_quiet(conn_->SinceLastAck().has_value());
-  // A new session's join goes with its opening (the scheduler proved itself above); a resume
-  // waits for the acceptance, which says what the scheduler has.
+  // A new session's join goes with its opening (what it says is not secret, and nothing the
+  // scheduler answers counts before its acceptance proves it knows the token); a resume waits
+  // for the acceptance, which says what the scheduler has.
   const bool new_session = handshake_.resume == 0;
   open.set_events_follow(new_session);
   conn_->Send(rpc::FrameType::kOpen, open.SerializeAsString());
@@ -193,15 +185,34 @@ bool TcpSessionConnection::OnRefused(std::string_view payload) {
   return false;
 }
 
+bool TcpSessionConnection::Unauthenticated(v1::SessionRefused refused) {
+  ended_ = true;
+  timer_.cancel();
+  conn_->Close();
+  auto on_refused = handlers_.on_refused;  // the handler may destroy this connection
+  on_refused(refused);
+  return false;
+}
+
 bool TcpSessionConnection::OnSealed(rpc::FrameType type, std::string_view payload) {
   std::string_view body;
-  if (!opener_->Open(type, payload, &body)) return Finish(End::kFailed, "a forged frame");
+  const bool opened = opener_->Open(type, payload, &body);
   auto alive = alive_;
   if (!accepted_) {
-    if (type != rpc::FrameType::kAccepted) return Finish(End::kFailed, "no acceptance");
+    // The scheduler proves itself only now: an acceptance sealed with another key, or without
+    // the proof of this token, comes from a scheduler that does not know it.
     v1::SessionAccepted accepted;
-    if (!accepted.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+    if (opened && type == rpc::FrameType::kAccepted &&
+        !accepted.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
       return Finish(End::kFailed, "a malformed acceptance");
+    }
+    if (!opened || type != rpc::FrameType::kAccepted ||
+        !rpc::MacsEqual(accepted.proof(), rpc::SchedulerProof(token_key_, handshake_))) {
+      v1::SessionRefused refused;
+      refused.set_unauthenticated(true);
+      refused.set_reason("the scheduler at " + options_.target +
+                         " does not know this launcher's token (a token mismatch)");
+      return Unauthenticated(refused);
     }
     accepted_ = true;
     quiet_watermark_ = accepted.quiet_watermark();
@@ -214,6 +225,7 @@ bool TcpSessionConnection::OnSealed(rpc::FrameType type, std::string_view payloa
     on_accepted(accepted.session(), key, accepted.acked());
     return *alive && !ended_;
   }
+  if (!opened) return Finish(End::kFailed, "a forged frame");
   switch (type) {
     case rpc::FrameType::kCommand: {
       v1::NodeCommand command;

@@ -46,6 +46,8 @@ class TcpSessionConnection : public SessionConnection {
   static ConnectionFactory Factory(boost::asio::io_context& io, Options options);
 
  private:
+  // A scheduler that does not know this launcher's token, or one this launcher's is refused by.
+  bool Unauthenticated(v1::SessionRefused refused);
   void Connect(const boost::asio::ip::tcp::resolver::results_type& endpoints);
   void OnConnected(boost::asio::ip::tcp::socket socket);
   bool OnFrame(rpc::FrameType type, std::string_view payload);

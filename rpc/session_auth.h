@@ -3,8 +3,10 @@
 // later frame is bound to it (docs/WIRE.md).
 //
 // The opening is a challenge-response: the node sends a fresh nonce (kHello), the scheduler
-// answers with its own nonce, the job's run id and a proof that it knows the token
-// (kChallenge), the node answers with its proof (kOpen). Each proof is an HMAC-SHA256 keyed
+// answers with its own nonce and the job's run id (kChallenge), the node answers with its
+// proof that it knows the token (kOpen), and only then does the scheduler prove it knows it
+// too (in kAccepted), so that a stranger's hello gets nothing to test token guesses against
+// offline. Each proof is an HMAC-SHA256 keyed
 // by the token over both nonces, the run id, the session being resumed and the direction, so
 // no recording is valid twice (the other side's nonce is new every time) and a recording
 // made for one job, one session or one direction proves nothing in another. From the

@@ -119,9 +119,10 @@ class FrameWire : public NodeSession::Wire {
   // first events left with its opening, unpadded, so the watermark waits for the first of
   // them to be read (it is rarely refused; a session told to keep quiet whose watermark was
   // refused is only read more often).
-  void SendAccepted(uint64_t session, uint64_t acked, milliseconds quiet_pong_timeout,
-                    bool events_follow = false) {
+  void SendAccepted(const std::string& proof, uint64_t session, uint64_t acked,
+                    milliseconds quiet_pong_timeout, bool events_follow = false) {
     v1::SessionAccepted accepted;
+    accepted.set_proof(proof);
     accepted.set_session(session);
     accepted.set_acked(acked);
     if (quiet_pong_timeout > milliseconds::zero() && events_follow) {
@@ -278,11 +279,12 @@ void Handshake::Start(const std::string& magic) {
       [this](rpc::FrameType type, std::string_view payload) { return OnFrame(type, payload); },
       [this](const std::string& why, bool malformed) {
         if (malformed) port_->Warn(conn_->peer(), why);
-        // A launcher checks the scheduler's proof of the token first and leaves when it is
-        // not its own: the scheduler learns of a mismatch only this way.
+        // A launcher without a token leaves at the challenge of a job that has one (one with
+        // a token proves it first, and a wrong one is refused in OnOpen).
         if (challenged_ && !refused_ && !port_->options.token.empty()) {
           port_->sessions.scheduler().NoteRefused(
-              conn_->peer(), "it left at the token's challenge: its token is not the job's");
+              conn_->peer(),
+              "it left at the token's challenge (it has no token, or not the job's)");
         }
         Done();
       });
@@ -340,7 +342,6 @@ bool Handshake::OnHello(std::string_view payload) {
   challenge.set_nonce(handshake_.scheduler_nonce);
   challenge.set_run_id(handshake_.run_id);
   challenge.set_token_required(!port_->options.token.empty());
-  challenge.set_proof(rpc::SchedulerProof(port_->TokenKey(), handshake_));
   conn_->Send(rpc::FrameType::kChallenge, challenge.SerializeAsString());
   return true;
 }
@@ -370,8 +371,10 @@ bool Handshake::OnOpen(std::string_view payload) {
     return Refuse(refused);
   }
   if (port_->closed) return Fail("the scheduler is closing");
-  // Proven: the connection leaves the pre-authentication budget and becomes a session's.
+  // Proven: the connection leaves the pre-authentication budget and becomes a session's, and
+  // the scheduler proves itself in turn (with the token's key, for a resume too).
   slot_->Release();
+  const std::string proof = rpc::SchedulerProof(port_->TokenKey(), handshake_);
   auto self = shared_from_this();
   Done();
   auto wire = std::make_unique<FrameWire>(port_, conn_, rpc::DeriveFrameKeys(key, handshake_));
@@ -382,7 +385,7 @@ bool Handshake::OnOpen(std::string_view payload) {
   if (resumed != nullptr) {
     // Accepted first: the session then sends again what the node has not acknowledged.
     raw->Start(resumed);
-    raw->SendAccepted(resumed->id(), resumed->last_event(),
+    raw->SendAccepted(proof, resumed->id(), resumed->last_event(),
                       open.can_keep_quiet() ? resumed->quiet_pong_timeout() : milliseconds::zero());
     resumed->Attach(std::move(wire), open.acked());
   } else {
@@ -391,7 +394,8 @@ bool Handshake::OnOpen(std::string_view payload) {
     NodeSession* session =
         port_->sessions.Create(rpc::ResumeKey(port_->TokenKey(), handshake_), std::move(wire));
     raw->Start(session);
-    raw->SendAccepted(session->id(), 0, quiet ? port_->QuietPongTimeout() : milliseconds::zero(),
+    raw->SendAccepted(proof, session->id(), 0,
+                      quiet ? port_->QuietPongTimeout() : milliseconds::zero(),
                       open.events_follow());
   }
   return !conn_->closed();

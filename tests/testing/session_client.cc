@@ -150,6 +150,8 @@ SessionClient::Opened SessionClient::Open(const std::string& token, uint64_t ses
   opened.quiet_watermark = accepted.quiet_watermark();
   opened.quiet_pong_timeout_ms = accepted.quiet_pong_timeout_ms();
   opened.key = session != 0 ? key : rpc::ResumeKey(token_key, handshake);
+  opened.scheduler_proven =
+      rpc::MacsEqual(accepted.proof(), rpc::SchedulerProof(token_key, handshake));
   return opened;
 }
 

@@ -51,6 +51,7 @@ class SessionClient {
     uint64_t acked = 0;
     uint32_t quiet_watermark = 0;  // the scheduler asked this client to keep quiet
     uint32_t quiet_pong_timeout_ms = 0;
+    bool scheduler_proven = false;  // the acceptance carried the scheduler's proof of the token
   };
   // The next Open says the client can keep quiet (docs/WIRE.md).
   void CanKeepQuiet() { can_keep_quiet_ = true; }

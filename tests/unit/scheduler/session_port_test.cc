@@ -150,6 +150,32 @@ TEST_F(SessionPortTest, TheTokenNeverCrossesTheWire) {
   EXPECT_EQ(Status().nodes_size(), 1);
 }
 
+// A hello gets a challenge that carries nothing a token guess could be tested against
+// offline (issue 47): the launcher proves first, and only a launcher whose proof holds gets the
+// scheduler's proof, with the acceptance.
+TEST_F(SessionPortTest, AHelloLearnsNothingToTestATokenGuessAgainst) {
+  SessionClient raw(server_->port());
+  v1::SessionHello hello;
+  hello.set_nonce(std::string(rpc::kNonceBytes, 'n'));
+  hello.set_has_token(true);
+  std::string opening(rpc::kSessionMagic);
+  rpc::AppendFrame(opening, rpc::FrameType::kHello, hello.SerializeAsString());
+  ASSERT_TRUE(raw.Send(opening));
+  auto [type, payload] = testing::ReadFrame(raw.fd());
+  ASSERT_EQ(type, static_cast<int>(rpc::FrameType::kChallenge));
+  v1::SessionChallenge challenge;
+  ASSERT_TRUE(challenge.ParseFromString(payload));
+  v1::SessionChallenge only_these;  // nonce, run id and "a token is required": nothing else
+  only_these.set_nonce(challenge.nonce());
+  only_these.set_run_id(challenge.run_id());
+  only_these.set_token_required(challenge.token_required());
+  EXPECT_EQ(payload, only_these.SerializeAsString());
+  EXPECT_FALSE(SessionClient(server_->port()).Open("not the token").accepted);
+  const SessionClient::Opened opened = SessionClient(server_->port()).Open(Token());
+  ASSERT_TRUE(opened.accepted);
+  EXPECT_TRUE(opened.scheduler_proven);
+}
+
 // The acknowledgement in the next pong the scheduler sends (commands before it are skipped).
 std::optional<uint64_t> NextPong(SessionClient& client) {
   for (;;) {
