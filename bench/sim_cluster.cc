@@ -90,7 +90,10 @@ absl::StatusOr<std::unique_ptr<BenchStore>> OpenStore(const std::string& url, do
   const int64_t ttl = store::LeaseSecondsFor(
       std::chrono::duration_cast<common::Duration>(std::chrono::duration<double>(node_timeout)));
   ASSIGN_OR_RETURN(int64_t lease, bench->run->client().GrantLease(ttl));
-  store::SchedulerInfo me{"bench", "127.0.0.1:0", static_cast<int>(getpid())};
+  store::SchedulerInfo me;
+  me.host = "bench";
+  me.address = "127.0.0.1:0";
+  me.pid = static_cast<int>(getpid());
   ASSIGN_OR_RETURN(auto campaign, bench->run->Run(me, lease));
   if (!campaign.won) return absl::FailedPreconditionError("the bench's run key is taken");
   bench->term = campaign.scheduler.term;

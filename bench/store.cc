@@ -60,7 +60,11 @@ int StoreMain(const std::vector<std::string>& args) {
     std::fprintf(stderr, "%s\n", std::string(lease.status().message()).c_str());
     return 1;
   }
-  auto campaign = run.Run({"bench", "127.0.0.1:1", static_cast<int>(getpid())}, *lease);
+  store::SchedulerInfo me;
+  me.host = "bench";
+  me.address = "127.0.0.1:1";
+  me.pid = static_cast<int>(getpid());
+  auto campaign = run.Run(me, *lease);
   if (!campaign.ok() || !campaign->won) return 1;
   const int64_t term = campaign->scheduler.term;
   auto start = Clock::now();
