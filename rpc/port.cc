@@ -116,7 +116,7 @@ struct Port::State : std::enable_shared_from_this<Port::State> {
         slots(std::make_shared<PreAuthSlot::Table>()) {}
 
   // Connections accepted in one turn of the loop past the first: bounds that turn's work.
-  static constexpr int kAcceptBatch = 4096;
+  static constexpr int kAcceptBatch = 256;
   void Accept();
   void AcceptWaiting();
   void Admit(tcp::socket socket);
