@@ -284,52 +284,48 @@ bool AnswersAnotherProtocol(const std::string& target, std::chrono::milliseconds
 std::string FirstThatAnswers(const std::vector<std::string>& candidates,
                              std::chrono::milliseconds timeout) {
   const size_t count = std::min(candidates.size(), kMaxCandidates);
-  std::vector<pollfd> fds(count, pollfd{-1, POLLOUT, 0});
-  std::vector<int> verdict(count, 0);  // 0 = pending, 1 = answered, -1 = failed
+  std::vector<int> sockets(count, -1);
+  // poll() skips an entry whose fd is negative: a candidate is polled while it is pending.
+  std::vector<pollfd> pending(count, pollfd{-1, POLLOUT, 0});
+  std::vector<int> verdict(count, -1);  // 0 = pending, 1 = answered, -1 = failed
   for (size_t i = 0; i < count; ++i) {
     auto target = ParseHostPort(candidates[i], "a candidate");
     sockaddr_storage storage;
     const socklen_t len = target.ok() ? ToSockaddr(target->host, target->port, &storage) : 0;
-    const int fd =
-        len == 0 ? -1 : socket(storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      verdict[i] = -1;
-      continue;
-    }
-    fds[i].fd = fd;
-    if (connect(fd, reinterpret_cast<sockaddr*>(&storage), len) == 0) {
+    if (len == 0) continue;
+    sockets[i] = socket(storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (sockets[i] < 0) continue;
+    if (connect(sockets[i], reinterpret_cast<sockaddr*>(&storage), len) == 0) {
       verdict[i] = 1;
-    } else if (errno != EINPROGRESS) {
-      verdict[i] = -1;
+    } else if (errno == EINPROGRESS) {
+      verdict[i] = 0;
+      pending[i].fd = sockets[i];
     }
   }
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto decided = [&]() -> int {  // the index kept, -1 while an earlier one is pending
+  // The first in order that answered, once every earlier one has failed; -1 while one waits.
+  auto decided = [&]() -> int {
     for (size_t i = 0; i < count; ++i) {
-      if (verdict[i] == 1) return static_cast<int>(i);
-      if (verdict[i] == 0) return -1;
+      if (verdict[i] != -1) return verdict[i] == 1 ? static_cast<int>(i) : -1;
     }
     return static_cast<int>(count);  // every one failed
   };
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   int kept = decided();
   while (kept < 0) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
-    std::vector<pollfd> pending;
-    for (size_t i = 0; i < count; ++i) {
-      if (verdict[i] == 0) pending.push_back(fds[i]);
+    if (poll(pending.data(), pending.size(), static_cast<int>(left.count())) < 0 &&
+        errno != EINTR) {
+      break;
     }
-    const int ready = poll(pending.data(), pending.size(), static_cast<int>(left.count()));
-    if (ready < 0 && errno != EINTR) break;
-    for (const pollfd& p : pending) {
-      if (p.revents == 0) continue;
+    for (size_t i = 0; i < count; ++i) {
+      if (pending[i].fd < 0 || pending[i].revents == 0) continue;
       int error = 0;
       socklen_t error_len = sizeof(error);
-      getsockopt(p.fd, SOL_SOCKET, SO_ERROR, &error, &error_len);
-      for (size_t i = 0; i < count; ++i) {
-        if (fds[i].fd == p.fd) verdict[i] = error == 0 && (p.revents & POLLOUT) ? 1 : -1;
-      }
+      getsockopt(pending[i].fd, SOL_SOCKET, SO_ERROR, &error, &error_len);
+      verdict[i] = error == 0 && (pending[i].revents & POLLOUT) ? 1 : -1;
+      pending[i].fd = -1;
     }
     kept = decided();
   }
@@ -338,8 +334,8 @@ std::string FirstThatAnswers(const std::vector<std::string>& candidates,
       if (verdict[i] == 1) kept = static_cast<int>(i);
     }
   }
-  for (const pollfd& p : fds) {
-    if (p.fd >= 0) close(p.fd);
+  for (int fd : sockets) {
+    if (fd >= 0) close(fd);
   }
   return kept >= 0 && kept < static_cast<int>(count) ? candidates[kept] : "";
 }

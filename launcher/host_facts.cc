@@ -219,6 +219,16 @@ absl::StatusOr<HostFacts> GatherHostFacts(const Options& options) {
   return facts;
 }
 
+std::vector<std::string> OtherAddresses(const Options& options, const HostFacts& facts) {
+  std::vector<std::string> others;
+  if (!options.local_addr.empty() || common::IsLoopbackHost(facts.local_ip)) return others;
+  for (auto& address : common::InterfaceAddresses()) {
+    if (others.size() + 1 == common::kMaxCandidates) break;
+    if (address != facts.local_ip) others.push_back(std::move(address));
+  }
+  return others;
+}
+
 std::string FormatPlan(const Options& options, const HostFacts& facts) {
   v1::RankAssignment assignment;
   int node_rank = options.node_rank >= 0 ? options.node_rank : 0;

@@ -205,14 +205,7 @@ absl::StatusOr<node::Node::Options> JobRunner::NodeOptions() const {
   node::Node::Options o;
   o.node_name = facts_.hostname;
   o.host_address = facts_.local_ip;
-  // The host's other addresses, for hosts that do not reach this one (none with --local_addr:
-  // it wins; none on loopback: every launcher is on this host).
-  if (options_.local_addr.empty() && !common::IsLoopbackHost(facts_.local_ip)) {
-    for (const auto& address : common::InterfaceAddresses()) {
-      if (o.addresses.size() + 1 == common::kMaxCandidates) break;
-      if (address != facts_.local_ip) o.addresses.push_back(address);
-    }
-  }
+  o.addresses = OtherAddresses(options_, facts_);  // for hosts that do not reach local_ip
   o.node_rank = Simulating(options_) ? -1 : options_.node_rank;
   o.local_worker_num = options_.local_worker_num;
   o.world_size = Simulating(options_) ? 0 : options_.worker_num;

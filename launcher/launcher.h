@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/env_names.h"
@@ -18,6 +19,12 @@ namespace gangrun::launcher {
 // Resolves addresses, the task command, the token and the run id. Errors are
 // InvalidArgument (bad configuration) and carry one line for the user.
 absl::StatusOr<HostFacts> GatherHostFacts(const Options& options);
+
+// This host's addresses besides facts.local_ip that it offers the others (with a node's join,
+// in a store coordinator's record), in the kernel's order, IPv4 first, at most
+// common::kMaxCandidates - 1 (README "Addresses"): none with --local_addr (it wins) or when
+// local_ip is loopback (every launcher is on this host).
+std::vector<std::string> OtherAddresses(const Options& options, const HostFacts& facts);
 
 // The --dry_run plan: one block per local process with its rank, log, CPUs, command and the
 // variables gangrun sets.

@@ -9,6 +9,7 @@
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/status.h"
+#include "launcher/launcher.h"
 #include "proto/conversions.h"
 #include "scheduler/job_record.h"
 #include "store/daemon_store.h"
@@ -105,14 +106,10 @@ common::Duration StoreRole::seek_time() const {
 // reaches it too (README "Addresses"). --local_addr, or a loopback address, is the only one.
 void StoreRole::Advertise(store::SchedulerInfo& me) const {
   std::vector<std::string> hosts = {facts_.local_ip};
-  if (options_.local_addr.empty() && !common::IsLoopbackHost(facts_.local_ip)) {
-    const bool v6 = facts_.local_ip.find(':') != std::string::npos;
-    for (const auto& address : common::InterfaceAddresses()) {
-      if (hosts.size() == common::kMaxCandidates) break;
-      if ((address.find(':') != std::string::npos) == v6 && address != facts_.local_ip) {
-        hosts.push_back(address);
-      }
-    }
+  const bool v6 = facts_.local_ip.find(':') != std::string::npos;
+  for (auto& address : OtherAddresses(options_, facts_)) {
+    // Those of its family: what a wildcard of that family listens on.
+    if ((address.find(':') != std::string::npos) == v6) hosts.push_back(std::move(address));
   }
   // Several addresses: the scheduler listens on all of this host's (of that family).
   const std::string bind = hosts.size() > 1 ? Wildcard(facts_.local_ip) : facts_.local_ip;

@@ -241,8 +241,6 @@ void Port::State::Accept() {
 // and the kernel drops what does not fit: the peer waits a second for a retransmission.
 void Port::State::AcceptWaiting() {
   boost::system::error_code error;
-  acceptor.non_blocking(true, error);
-  if (error) return;
   for (int i = 0; i < kAcceptBatch && accepting && lobby.size() < options.max_waiting; ++i) {
     tcp::socket socket(io);
     acceptor.accept(socket, error);
@@ -445,6 +443,8 @@ absl::StatusOr<std::unique_ptr<Port>> Port::Open(boost::asio::io_context& io, Op
     return absl::AlreadyExistsError(options.listen_address + " is taken");
   }
   if (!error) acceptor.listen(tcp::socket::max_listen_connections, error);
+  // Non-blocking once: AcceptWaiting's accepts return at once when nobody waits.
+  if (!error) acceptor.non_blocking(true, error);
   if (error) {
     return absl::UnavailableError("cannot listen on " + options.listen_address + ": " +
                                   error.message());
