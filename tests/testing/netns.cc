@@ -17,14 +17,12 @@ std::atomic<int> next_set{0};
 Hosts::Hosts(int count, enum Name name) {
   const int set = next_set++;
   const std::string id = std::to_string(getpid()) + "-" + std::to_string(set);
-  // Interface names have at most 15 characters: "g<pid mod 10^5><set mod 10>[sh]<i>[n<k>]".
   short_id_ = std::to_string(getpid() % 100000) + std::to_string(set % 10);
   switch_ = "gangrun-sw-" + id;
   if (!Shell("ip netns add " + switch_) || AddNetwork() != 0) return;
   for (int i = 0; i < count; ++i) {
     const std::string ns = "gangrun-h" + std::to_string(i) + "-" + id;
     names_.push_back(ns);
-    links_.push_back("g" + short_id_ + "s" + std::to_string(i));
     on_.emplace_back();
     if (!Shell("ip netns add " + ns) || !Shell("ip -n " + ns + " link set lo up") || !Wire(i, 0)) {
       return;
@@ -49,7 +47,7 @@ Hosts::Hosts(int count, enum Name name) {
 
 int Hosts::AddNetwork() {
   const int network = networks_;
-  const std::string bridge = "gbr" + short_id_ + "n" + std::to_string(network);
+  const std::string bridge = Bridge(network);
   if (!Shell("ip -n " + switch_ + " link add " + bridge + " type bridge") ||
       !Shell("ip -n " + switch_ + " link set " + bridge + " up")) {
     return -1;
@@ -62,10 +60,9 @@ int Hosts::AddNetwork() {
 }
 
 bool Hosts::Wire(int i, int network) {
-  const std::string suffix = std::to_string(i) + (network ? "n" + std::to_string(network) : "");
-  const std::string host_end = "g" + short_id_ + "h" + suffix;
-  const std::string switch_end = "g" + short_id_ + "s" + suffix;
-  const std::string bridge = "gbr" + short_id_ + "n" + std::to_string(network);
+  const std::string host_end = LinkEnd('h', i, network);
+  const std::string switch_end = LinkEnd('s', i, network);
+  const std::string bridge = Bridge(network);
   const std::string& ns = names_[i];
   if (!Shell("ip link add " + host_end + " type veth peer name " + switch_end) ||
       !Shell("ip link set " + host_end + " netns " + ns) ||
@@ -82,10 +79,19 @@ bool Hosts::Wire(int i, int network) {
 }
 
 bool Hosts::Leave(int i, int network) {
-  const std::string suffix = std::to_string(i) + (network ? "n" + std::to_string(network) : "");
-  if (!Shell("ip -n " + names_[i] + " link del g" + short_id_ + "h" + suffix)) return false;
+  if (!Shell("ip -n " + names_[i] + " link del " + LinkEnd('h', i, network))) return false;
   on_[i][network] = false;
   return true;
+}
+
+// Interface names have at most 15 characters: "g<pid mod 10^5><set mod 10>[hs]<i>[n<k>]".
+std::string Hosts::LinkEnd(char side, int i, int network) const {
+  return "g" + short_id_ + side + std::to_string(i) +
+         (network ? "n" + std::to_string(network) : "");
+}
+
+std::string Hosts::Bridge(int network) const {
+  return "gbr" + short_id_ + "n" + std::to_string(network);
 }
 
 std::vector<std::string> Hosts::Addresses(int i) const {
@@ -139,8 +145,12 @@ bool Hosts::Heal(int i, int j) {
 
 // The switch's end of the host's link: the host's own processes see nothing happen (their
 // packets leave and are lost), as when its cable or its switch port dies.
-bool Hosts::Vanish(int i) { return Shell("ip -n " + switch_ + " link set " + links_[i] + " down"); }
+bool Hosts::Vanish(int i) {
+  return Shell("ip -n " + switch_ + " link set " + LinkEnd('s', i, 0) + " down");
+}
 
-bool Hosts::Return(int i) { return Shell("ip -n " + switch_ + " link set " + links_[i] + " up"); }
+bool Hosts::Return(int i) {
+  return Shell("ip -n " + switch_ + " link set " + LinkEnd('s', i, 0) + " up");
+}
 
 }  // namespace gangrun::testing

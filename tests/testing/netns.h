@@ -54,10 +54,12 @@ class Hosts {
 
  private:
   bool Wire(int i, int network);  // host i's link and address on `network`
+  // The name of host i's link on `network`: its host's end ('h') or the switch's ('s').
+  std::string LinkEnd(char side, int i, int network) const;
+  std::string Bridge(int network) const;  // the switch's bridge of `network`
 
   std::string switch_, short_id_;
   std::vector<std::string> names_;
-  std::vector<std::string> links_;  // the switch's end of each host's link on network 0
   int networks_ = 0;
   std::vector<std::vector<bool>> on_;  // on_[i][network]: host i is on that network
   bool ok_ = false;
