@@ -31,23 +31,6 @@ using std::chrono::seconds;
 using testing::SessionClient;
 using testing::TestJoin;
 
-TEST(SessionOpeningTest, TheFirstBytesSayWhatAConnectionIs) {
-  using rpc::ClassifyOpening;
-  using rpc::Opening;
-  EXPECT_EQ(ClassifyOpening(""), Opening::kIncomplete);
-  EXPECT_EQ(ClassifyOpening("G"), Opening::kIncomplete);
-  EXPECT_EQ(ClassifyOpening("GRS2"), Opening::kSession);
-  EXPECT_EQ(ClassifyOpening("GRS1"), Opening::kSession);  // another version: told so
-  EXPECT_EQ(ClassifyOpening(std::string("GRS2\0\0\0\2\1", 9)), Opening::kSession);
-  EXPECT_EQ(ClassifyOpening("PRI * HTTP/2.0\r\n"), Opening::kIncomplete);
-  EXPECT_EQ(ClassifyOpening("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), Opening::kHttp2);
-  EXPECT_EQ(ClassifyOpening("GET / HTTP/1.1\r\n"), Opening::kUnknown);
-  EXPECT_EQ(ClassifyOpening("\x16\x03\x01\x02\x00"), Opening::kTls);  // a TLS ClientHello
-  EXPECT_EQ(ClassifyOpening("\x16\x03"), Opening::kIncomplete);
-  EXPECT_EQ(ClassifyOpening("\x16\x09\x01"), Opening::kUnknown);
-  EXPECT_EQ(ClassifyOpening("GRX"), Opening::kUnknown);
-}
-
 class SessionPortTest : public testing::SchedulerServerFixture {
  protected:
   void SetUp() override {
@@ -492,17 +475,6 @@ TEST_F(TokenlessSessionPortTest, ALauncherWithATokenIsRefusedByAJobWithout) {
   EXPECT_EQ(Status().nodes_size(), 0);
   // Launchers without a token join.
   ExpectTwoNodesForm();
-}
-
-TEST(PreAuthBoundsTest, BoundsFollowTheFileLimit) {
-  EXPECT_EQ(rpc::Port::UnauthenticatedBound(1024), 128u);
-  EXPECT_EQ(rpc::Port::UnauthenticatedBound(64), 16u);
-  EXPECT_EQ(rpc::Port::UnauthenticatedBound(1 << 20), 1024u);
-  EXPECT_EQ(rpc::Port::LobbyBound(1024), 256u);
-  EXPECT_EQ(rpc::Port::LobbyBound(32), 16u);
-  EXPECT_EQ(rpc::Port::LobbyBound(1 << 20), 16384u);
-  EXPECT_EQ(rpc::Port::GrpcConnectionBound(1024), 512u);
-  EXPECT_EQ(rpc::Port::GrpcConnectionBound(1 << 20), 16384u);
 }
 
 }  // namespace
