@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -211,27 +210,38 @@ void Agent::Run(const v1::RunLauncher& run) {
     close_pipes();
     return fail(std::string(placed.message()));
   }
+  // Its command line is a label (`ps` shows the run id and the task); the options travel in
+  // the spec, in a memory file the launcher reads.
   spawn.argv = {options_.self_exe};
-  for (auto& arg : launcher::LaunchArgv(spec)) spawn.argv.push_back(std::move(arg));
+  for (auto& arg : launcher::LaunchLabel(spec)) spawn.argv.push_back(std::move(arg));
   const std::vector<std::string> agent_env = common::CurrentEnvironment();
-  // The workers' environment (the submitter's, as --export chose), in a memfd the launcher
-  // reads; the launcher's own is the agent's.
+  // The workers' environment (the submitter's, as --export chose), in another memory file;
+  // the launcher's own is the agent's.
   std::vector<std::string> job_env = launcher::LauncherEnvironment(spec, agent_env);
   if (options_.run_as) SetIdentity(job_env);  // who the workers are, whoever submitted
-  auto workers_env = WorkerEnvironmentFile(job_env);
+  std::string env_bytes;
+  for (const auto& entry : job_env) env_bytes.append(entry).push_back('\0');
+  auto workers_env = common::MemoryFile("gangrun-worker-env", env_bytes);
   if (!workers_env.ok()) {
     close_pipes();
     return fail(std::string(workers_env.status().message()));
+  }
+  auto spec_file = common::MemoryFile("gangrun-launch-spec", spec.SerializeAsString());
+  if (!spec_file.ok()) {
+    close_pipes();
+    close(*workers_env);
+    return fail(std::string(spec_file.status().message()));
   }
   spawn.env = LauncherOwnEnvironment(agent_env, run.job_id());
   spawn.cwd = spec.cwd();
   if (options_.run_as) spawn.run_as = options_.run_as->credentials;
   int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  spawn.fds = {{0, devnull}, {1, out[1]}, {2, err[1]}, {3, *workers_env}};
+  spawn.fds = {{0, devnull}, {1, out[1]}, {2, err[1]}, {3, *workers_env}, {4, *spec_file}};
   spawn.parent_death_signal = SIGKILL;  // its keeper then kills the workers
   auto pid = common::Spawn(spawn);
   close(devnull);
   close(*workers_env);
+  close(*spec_file);
   close(out[1]);
   close(err[1]);
   if (!pid.ok()) {
@@ -269,25 +279,6 @@ absl::Status Agent::PlaceLogs(v1::LaunchSpec& spec, const std::string& job_id) c
   return absl::OkStatus();
 }
 
-absl::StatusOr<int> Agent::WorkerEnvironmentFile(const std::vector<std::string>& env) {
-  const int fd = memfd_create("gangrun-worker-env", MFD_CLOEXEC);
-  if (fd < 0) return common::ErrnoToStatus(errno, "memfd_create");
-  std::string bytes;
-  for (const auto& entry : env) bytes.append(entry).push_back('\0');
-  for (size_t done = 0; done < bytes.size();) {
-    const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = errno;
-      close(fd);
-      return common::ErrnoToStatus(error, "cannot write the workers' environment");
-    }
-    done += static_cast<size_t>(n);
-  }
-  lseek(fd, 0, SEEK_SET);
-  return fd;
-}
-
 void Agent::SetIdentity(std::vector<std::string>& env) const {
   env.erase(std::remove_if(env.begin(), env.end(),
                            [](const std::string& entry) {
@@ -322,6 +313,7 @@ std::vector<std::string> Agent::LauncherOwnEnvironment(const std::vector<std::st
   if (options_.run_as) SetIdentity(env);
   env.push_back(std::string(env::kNodeOnly) + "=1");
   env.push_back(std::string(env::kWorkerEnvFd) + "=3");
+  env.push_back(std::string(env::kLaunchSpecFd) + "=4");
   return env;
 }
 

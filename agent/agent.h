@@ -81,8 +81,6 @@ class Agent {
   void OnStreamDone(const grpc::Status& status);
   void Run(const v1::RunLauncher& run);
   void ReadPipe(const std::shared_ptr<Launcher>& launcher, Pipe& pipe);
-  // A memfd holding `env` (NUL-separated), for a launcher's descriptor 3.
-  static absl::StatusOr<int> WorkerEnvironmentFile(const std::vector<std::string>& env);
   std::vector<std::string> LauncherOwnEnvironment(const std::vector<std::string>& agent_env,
                                                   const std::string& job_id) const;
   // HOME, USER and LOGNAME of the --run_as user.

@@ -14,6 +14,7 @@
 #include "common/logging.h"
 #include "common/numbers.h"
 #include "common/status.h"
+#include "launcher/launch_spec.h"
 #include "launcher/launcher.h"
 #include "launcher/slurm.h"
 #include "node/keeper_client.h"
@@ -27,6 +28,7 @@ namespace {
 // one line, never a warning and then the error).
 struct Configured {
   launcher::Options options;
+  std::vector<std::string> args;  // the command line they come from
   std::vector<std::string> infos, warnings;
   void Say() const {
     for (const auto& info : infos) common::Logger("launcher")->info("{}", info);
@@ -34,11 +36,31 @@ struct Configured {
   }
 };
 
+// The command line to parse: this process's, or, for a launcher an agent started, the one its
+// launch spec describes (env::kLaunchSpecFd), whose label must be this process's.
+absl::StatusOr<std::vector<std::string>> LaunchArguments(const CommandArgs& command) {
+  const auto fd_text = command.env(env::kLaunchSpecFd);
+  if (!fd_text) return command.args;
+  const auto fd = common::ParseInt(*fd_text, 3, 1 << 20);
+  if (!fd)
+    return absl::InvalidArgumentError(std::string(env::kLaunchSpecFd) + " is not a descriptor");
+  unsetenv(env::kLaunchSpecFd);
+  ASSIGN_OR_RETURN(v1::LaunchSpec spec, launcher::ReadLaunchSpec(static_cast<int>(*fd)));
+  if (launcher::LaunchLabel(spec) != command.args) {
+    return absl::InvalidArgumentError(
+        "the launch spec on descriptor " + std::to_string(*fd) +
+        " is not the job of this command line (an agent gives both: " +
+        std::string(env::kLaunchSpecFd) + " is gangrun's own)");
+  }
+  return launcher::LaunchArgv(spec);
+}
+
 // nullopt after --help (printed).
 absl::StatusOr<std::optional<Configured>> Configure(const CommandArgs& command) {
   const auto personality = launcher::PersonalityFromArgv0(command.argv0);
+  ASSIGN_OR_RETURN(std::vector<std::string> args, LaunchArguments(command));
   ASSIGN_OR_RETURN(launcher::ParseResult parsed,
-                   launcher::ParseCommandLine(personality, command.args, command.env));
+                   launcher::ParseCommandLine(personality, args, command.env));
   if (!parsed.help.empty()) {
     std::fputs(parsed.help.c_str(), stdout);
     return std::optional<Configured>();
@@ -61,6 +83,7 @@ absl::StatusOr<std::optional<Configured>> Configure(const CommandArgs& command) 
   for (auto& warning : parsed.warnings) warnings.push_back(std::move(warning));
   RETURN_IF_ERROR(launcher::Validate(options));
   configured.options = std::move(options);
+  configured.args = std::move(args);
   return std::optional<Configured>(std::move(configured));
 }
 
@@ -103,7 +126,7 @@ CommandResult RunLaunch(const CommandArgs& command) {
     unsetenv(env::kReadyFd);
   } else if (!options.join) {
     std::vector<std::string> argv = {command.argv0};
-    argv.insert(argv.end(), command.args.begin(), command.args.end());
+    argv.insert(argv.end(), (*configured)->args.begin(), (*configured)->args.end());
     auto ended = launcher::RunDetached(argv, options, *facts, command.self_exe);
     if (!ended.ok()) return ended.status();
     if (!*ended) return absl::OkStatus();  // its workers run

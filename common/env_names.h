@@ -93,9 +93,10 @@ inline constexpr char kLogRoot[] = "GANGRUN_LOG_ROOT";
 
 // --- Between gangrun's own processes; never passed on to workers.
 inline constexpr char kInternalPrefix[] = "GANGRUN_INTERNAL_";
-inline constexpr char kReadyFd[] = "GANGRUN_INTERNAL_READY_FD";           // --join False's pipe
-inline constexpr char kNodeOnly[] = "GANGRUN_INTERNAL_NODE_ONLY";         // an agent's launcher
-inline constexpr char kWorkerEnvFd[] = "GANGRUN_INTERNAL_WORKER_ENV_FD";  // a submitter's env
-inline constexpr char kFileLimit[] = "GANGRUN_INTERNAL_NOFILE";           // the workers' nofile
+inline constexpr char kReadyFd[] = "GANGRUN_INTERNAL_READY_FD";             // --join False's pipe
+inline constexpr char kNodeOnly[] = "GANGRUN_INTERNAL_NODE_ONLY";           // an agent's launcher
+inline constexpr char kWorkerEnvFd[] = "GANGRUN_INTERNAL_WORKER_ENV_FD";    // a submitter's env
+inline constexpr char kLaunchSpecFd[] = "GANGRUN_INTERNAL_LAUNCH_SPEC_FD";  // an agent's job
+inline constexpr char kFileLimit[] = "GANGRUN_INTERNAL_NOFILE";             // the workers' nofile
 
 }  // namespace gangrun::env

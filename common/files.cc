@@ -1,6 +1,7 @@
 #include "common/files.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,6 +39,38 @@ bool WriteAll(int fd, std::string_view data) {
     data.remove_prefix(static_cast<size_t>(n));
   }
   return true;
+}
+
+absl::StatusOr<int> MemoryFile(const char* name, std::string_view data) {
+  const int fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0) return ErrnoToStatus(errno, "memfd_create");
+  if (!WriteAll(fd, data) || lseek(fd, 0, SEEK_SET) != 0) {
+    const int error = errno;
+    close(fd);
+    return ErrnoToStatus(error, std::string("cannot write ") + name);
+  }
+  return fd;
+}
+
+absl::StatusOr<std::string> ReadDescriptor(int fd, size_t limit, const std::string& what) {
+  std::string bytes;
+  char buffer[65536];
+  for (ssize_t n; (n = read(fd, buffer, sizeof(buffer))) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      close(fd);
+      return ErrnoToStatus(error, "cannot read " + what);
+    }
+    if (bytes.size() + static_cast<size_t>(n) > limit) {
+      close(fd);
+      return absl::InvalidArgumentError(what + " is larger than " + std::to_string(limit) +
+                                        " bytes");
+    }
+    bytes.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  return bytes;
 }
 
 absl::Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode) {

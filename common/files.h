@@ -16,11 +16,20 @@ namespace gangrun::common {
 // directory or cannot be created.
 absl::Status MakeDirs(const std::string& dir, mode_t mode = 0700);
 
-// Writes `content` to a new file at `path` (replacing one there) with `mode`, whole: it is
-// written to a temporary name beside it and renamed.
 // Writes all of `data` to `fd` (retrying short writes and EINTR); false on an error (errno).
 bool WriteAll(int fd, std::string_view data);
 
+// A descriptor (close-on-exec) of a new anonymous file in memory (memfd_create; `name` is what
+// /proc shows) that holds `data`, positioned at its start: what one process hands another
+// through a descriptor instead of its command line or environment.
+absl::StatusOr<int> MemoryFile(const char* name, std::string_view data);
+
+// Everything `fd` holds from its position to its end, then closes it; InvalidArgument when it
+// holds more than `limit` bytes (`what` names it in errors).
+absl::StatusOr<std::string> ReadDescriptor(int fd, size_t limit, const std::string& what);
+
+// Writes `content` to a new file at `path` (replacing one there) with `mode`, whole: it is
+// written to a temporary name beside it and renamed.
 absl::Status WriteFileAtomically(const std::string& path, std::string_view content,
                                  mode_t mode = 0600);
 

@@ -13,12 +13,14 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/env_names.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/numbers.h"
 #include "common/spawn.h"
 #include "common/status.h"
 #include "launcher/bind_core.h"
+#include "launcher/launch_spec.h"
 #include "launcher/launcher.h"
 #include "rpc/credentials.h"
 #include "store/store_config.h"
@@ -55,15 +57,10 @@ absl::StatusOr<std::vector<std::string>> WorkerBaseEnvironment() {
   const auto fd = common::ParseInt(fd_text, 3, 1 << 20);
   if (!fd)
     return absl::InvalidArgumentError(std::string(env::kWorkerEnvFd) + " is not a descriptor");
-  std::string bytes;
-  char buffer[65536];
-  for (ssize_t n; (n = read(static_cast<int>(*fd), buffer, sizeof(buffer))) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return common::ErrnoToStatus(errno, "cannot read the workers' environment");
-    bytes.append(buffer, static_cast<size_t>(n));
-  }
-  close(static_cast<int>(*fd));
   unsetenv(env::kWorkerEnvFd);
+  ASSIGN_OR_RETURN(std::string bytes,
+                   common::ReadDescriptor(static_cast<int>(*fd), kMaxLaunchSpecBytes,
+                                          "the workers' environment"));
   std::vector<std::string> env;
   for (absl::string_view entry : absl::StrSplit(bytes, '\0', absl::SkipEmpty())) {
     env.emplace_back(entry);

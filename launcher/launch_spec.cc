@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "common/check.h"
 #include "common/env_names.h"
+#include "common/files.h"
 #include "common/status.h"
 #include "launcher/option_table.h"
 
@@ -60,6 +61,27 @@ std::vector<std::string> LaunchArgv(const v1::LaunchSpec& spec) {
   argv.insert(argv.end(), {"--", spec.task_script()});
   argv.insert(argv.end(), spec.task_args().begin(), spec.task_args().end());
   return argv;
+}
+
+std::vector<std::string> LaunchLabel(const v1::LaunchSpec& spec) {
+  std::vector<std::string> argv;
+  if (const std::string run_id = LaunchOption(spec, "run_id"); !run_id.empty()) {
+    argv.insert(argv.end(), {"--run_id", run_id});
+  }
+  argv.insert(argv.end(), {"--", spec.task_script()});
+  argv.insert(argv.end(), spec.task_args().begin(), spec.task_args().end());
+  return argv;
+}
+
+absl::StatusOr<v1::LaunchSpec> ReadLaunchSpec(int fd) {
+  ASSIGN_OR_RETURN(std::string bytes,
+                   common::ReadDescriptor(fd, kMaxLaunchSpecBytes, "the launch spec"));
+  v1::LaunchSpec spec;
+  if (!spec.ParseFromString(bytes)) {
+    return absl::InvalidArgumentError("the launch spec on descriptor " + std::to_string(fd) +
+                                      " does not parse");
+  }
+  return spec;
 }
 
 namespace {

@@ -4,6 +4,7 @@
 // line (what an agent starts), all through the option table (launcher/option_table.h). Nobody
 // else spells launcher flags.
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,19 @@ std::string LaunchOption(const v1::LaunchSpec& spec, const std::string& name);
 // options, whatever GANGRUN_* variables the launcher's environment holds (a spec made by
 // ToLaunchSpec names every option).
 std::vector<std::string> LaunchArgv(const v1::LaunchSpec& spec);
+
+// A spec travels in one gRPC message (rpc/server.cc, rpc/channel.cc: at most 8 MiB); an agent
+// hands it, and the workers' environment, to its launcher in memory files of at most this.
+inline constexpr size_t kMaxLaunchSpecBytes = 8 << 20;
+
+// The command line an agent starts a job's launcher with, which `ps` shows: `--run_id ID --`,
+// the task script and its arguments. The options travel in the whole spec on a descriptor
+// (env::kLaunchSpecFd); spelled out, they made a command line of ~1,500 characters.
+std::vector<std::string> LaunchLabel(const v1::LaunchSpec& spec);
+
+// The spec on descriptor `fd` (read whole and closed); InvalidArgument for one that does not
+// parse or is larger than kMaxLaunchSpecBytes.
+absl::StatusOr<v1::LaunchSpec> ReadLaunchSpec(int fd);
 
 // gangrun submit --export: what of the submitter's environment (KEY=VALUE strings) and which
 // working directory a submitted job runs with, as srun's --export: "ALL" (the default) the

@@ -1,5 +1,6 @@
-// What a daemon job's owner and workers see: a worker's token reaches its own job only, the
-// submit console says why each generation ended, and finished jobs stay listed.
+// What a daemon job's owner and workers see: a worker's token reaches its own job only, `ps`
+// shows a launcher's job, the submit console says why each generation ended, and finished jobs
+// stay listed.
 
 #include <signal.h>
 
@@ -51,6 +52,36 @@ TEST_F(DaemonTest, AWorkersTokenReachesItsOwnJobAndNothingOfTheDaemon) {
   EXPECT_NE(owner.Stdout().find("jobs 1 running"), std::string::npos) << owner.Stdout();
   kill(job.pid, SIGTERM);
   RunToEnd(job);
+  StopDaemon(agent);
+  StopDaemon(scheduler);
+}
+
+// `ps` on an agent's host shows each job's launcher as its run id and its task, not every
+// option spelled out (the options travel in a memory file; ~1,500 characters before).
+TEST_F(DaemonTest, AnAgentsLauncherShowsItsJobNotEveryOption) {
+  const std::string master = "127.0.0.1:" + FreePort();
+  auto scheduler = Scheduler({"--listen", master});
+  auto agent = Gangrun({"agent", "--master", master, "--slots", "1"});
+  auto job = Gangrun({"submit", "--master", master, "--worker_num", "1", "--max_restarts", "0",
+                      TestWorkerBinary(), "--env", dir_.File("env"), "--hang"});
+  auto ready = WaitReady(1);
+  ASSERT_EQ(ready.size(), 1u);
+  const std::vector<std::string> argv =
+      Split(ReadFile("/proc/" + std::to_string(LauncherOf(ready[0].pid)) + "/cmdline"), '\0');
+  ASSERT_EQ(argv.size(), 8u) << ReadFile("/proc/" + std::to_string(ready[0].pid) + "/cmdline");
+  EXPECT_EQ(argv[1], "--run_id");
+  EXPECT_EQ(
+      std::vector<std::string>(argv.begin() + 3, argv.end()),
+      (std::vector<std::string>{"--", TestWorkerBinary(), "--env", dir_.File("env"), "--hang"}));
+  // The options did travel: --max_restarts 0, not the default 3, and the label's run id.
+  auto status = Gangrun({"status", "--master", master, "--json"});
+  EXPECT_EQ(RunToEnd(status).code, 0) << status.Stderr();
+  EXPECT_NE(status.Stdout().find(argv[2]), std::string::npos) << status.Stdout();
+  kill(ready[0].pid, SIGKILL);
+  EXPECT_EQ(RunToEnd(job).code, 137) << job.Stderr();
+  EXPECT_NE(job.Stderr().find("not restarted"), std::string::npos) << job.Stderr();
+  const std::string worker_env = ReadFile(dir_.File("env.0"));
+  EXPECT_EQ(worker_env.find("GANGRUN_INTERNAL_"), std::string::npos) << worker_env;
   StopDaemon(agent);
   StopDaemon(scheduler);
 }

@@ -4,10 +4,12 @@
 
 #include "launcher/launch_spec.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 
 #include <map>
 
+#include "common/files.h"
 #include "launcher/option_table.h"
 
 namespace gangrun::launcher {
@@ -157,6 +159,34 @@ TEST(LaunchSpecTest, ASpecIsHeldToTheCommandLinesRules) {
   auto placed = FromLaunchSpec(spec);
   ASSERT_TRUE(placed.ok());
   EXPECT_EQ(placed->node_rank, 4);
+}
+
+// An agent's launcher: its command line is the label, its spec comes whole through a memory
+// file, and what is not a spec, or is larger than any spec can be, is one clear error.
+TEST(LaunchSpecTest, ASpecTravelsThroughADescriptorBehindAShortLabel) {
+  v1::LaunchSpec spec = ToLaunchSpec(ParseAll({"--max_restarts", "7", "train.py", "--lr", "1"}));
+  SetLaunchOption(spec, "run_id", "job-4");
+  EXPECT_EQ(LaunchLabel(spec),
+            (std::vector<std::string>{"--run_id", "job-4", "--", "train.py", "--lr", "1"}));
+  auto fd = common::MemoryFile("spec", spec.SerializeAsString());
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  auto read = ReadLaunchSpec(*fd);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(LaunchArgv(*read), LaunchArgv(spec));
+  EXPECT_EQ(fcntl(*fd, F_GETFD), -1) << "the descriptor is closed once read";
+
+  auto garbage = common::MemoryFile("spec", "\xff\xff\xff not a spec");
+  ASSERT_TRUE(garbage.ok());
+  auto bad = ReadLaunchSpec(*garbage);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("does not parse"), std::string::npos) << bad.status();
+
+  auto huge = common::MemoryFile("spec", std::string(kMaxLaunchSpecBytes + 1, '\0'));
+  ASSERT_TRUE(huge.ok());
+  auto too_large = ReadLaunchSpec(*huge);
+  ASSERT_FALSE(too_large.ok());
+  EXPECT_NE(too_large.status().message().find("larger than 8388608 bytes"), std::string::npos)
+      << too_large.status();
 }
 
 }  // namespace

@@ -78,7 +78,9 @@ TEST(RankAssignmentTest, RandomJobsGetEveryRankExactlyOnce) {
     std::vector<int> node_ranks(count, 0);
     for (int i = 0; i < count; ++i) {
       const NodeSlot& slot = (*slots)[i];
-      if (nodes[i].requested_rank >= 0) EXPECT_EQ(slot.node_rank, nodes[i].requested_rank);
+      if (nodes[i].requested_rank >= 0) {
+        EXPECT_EQ(slot.node_rank, nodes[i].requested_rank);
+      }
       ++node_ranks.at(slot.node_rank);
       for (int r = 0; r < nodes[i].local_worker_num; ++r) ++owners.at(slot.first_rank + r);
     }
