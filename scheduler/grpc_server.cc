@@ -344,7 +344,8 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   if (tls && server->Grpc() == nullptr) return server->grpc_error_;
   server->session_port_ = std::make_unique<SessionPort>(
       io, *server->sessions_,
-      SessionPort::Options{options.token, options.run_id, tls, options.loud_sessions});
+      SessionPort::Options{options.token, options.run_id, tls, options.loud_sessions,
+                           options.max_unjoined});
   server->port_->Start(server->session_port_->Handler(),
                        [raw = server.get()] { return raw->Grpc(); });
   // The nodes' pings are their heartbeats (scheduler/liveness.cc). Posted, so that it runs on

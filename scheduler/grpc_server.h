@@ -40,6 +40,8 @@ struct ServerOptions {
   // Node sessions whose pings are read as they come; the later ones keep quiet
   // (scheduler/session_port.h).
   size_t loud_sessions = 64;
+  // Opened node sessions that have not joined, at most (scheduler/session_port.h).
+  size_t max_unjoined = SessionPort::kMaxUnjoined;
 };
 
 class SchedulerServer {

@@ -1,6 +1,8 @@
 #include "scheduler/session_port.h"
 
+#include <atomic>
 #include <boost/asio/post.hpp>
+#include <list>
 #include <set>
 
 #include "common/logging.h"
@@ -20,15 +22,22 @@ using std::chrono::milliseconds;
 constexpr std::chrono::seconds kLogPeriod{1};
 constexpr int kLogsPerPeriod = 10;
 
+// Opened sessions without an event yet, in every port of this process.
+std::atomic<size_t> unjoined_in_process{0};
+
 }  // namespace
 
 class Handshake;
+class FrameWire;
 
 struct SessionPort::State : std::enable_shared_from_this<SessionPort::State> {
   State(boost::asio::io_context& context, NodeSessions& node_sessions, Options o)
       : io(context), sessions(node_sessions), options(std::move(o)), drain_deadline(context) {}
 
   void Warn(const std::string& peer, const std::string& why);
+  // Whether one more session that has not joined may open here: at a bound, the one of this
+  // port that has waited longest is closed for it; false when this port has none.
+  bool AdmitUnjoined();
   // rpc::TokenKey of the job's token, made at the first handshake (a job without a node of
   // another host never loads OpenSSL for it).
   const std::string& TokenKey() {
@@ -51,6 +60,7 @@ struct SessionPort::State : std::enable_shared_from_this<SessionPort::State> {
   std::string token_key;
   milliseconds handshake{rpc::HandshakeTimeoutMs()};
   std::set<std::shared_ptr<Handshake>> handshakes;
+  std::list<FrameWire*> unjoined;  // oldest first; each wire removes itself
   boost::asio::steady_timer drain_deadline;
   std::function<void()> drained;  // set while draining
   bool closed = false;
@@ -89,19 +99,31 @@ class FrameWire : public NodeSession::Wire {
         opener_(keys.node_to_scheduler),
         linger_(port_->io) {}
   ~FrameWire() override {
+    Joined();
     linger_.cancel();
     conn_->Close();
   }
 
   // Starts reading the session's frames; `session` must hold this wire from now on.
   // Frames are bounded by kMaxJoinPayload until the scheduler answers the node's join, then
-  // by kMaxFramePayload.
+  // by kMaxFramePayload. A session with no event yet counts as unjoined (after
+  // State::AdmitUnjoined) until its first.
   void Start(NodeSession* session) {
     session_ = session;
     if (session->commanded())
       Answered();
     else
       conn_->set_max_payload(rpc::kMaxJoinPayload);
+    if (session->last_event() == 0) {
+      unjoined_ = port_->unjoined.insert(port_->unjoined.end(), this);
+      counted_ = true;
+      unjoined_in_process.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  // Closed for a newer unjoined session (State::AdmitUnjoined); may destroy this.
+  void Evict() {
+    Fail("it opened a session and sent no join while " + std::to_string(port_->unjoined.size()) +
+         " others had not joined either (the longest waiting is closed)");
   }
   void Answered() {
     if (answered_) return;
@@ -167,6 +189,13 @@ class FrameWire : public NodeSession::Wire {
   void Seal(rpc::FrameType type, const google::protobuf::MessageLite& message) {
     conn_->Send(type, sealer_.Seal(type, message.SerializeAsString()));
   }
+  // Leaves the unjoined sessions (its first event was read, or it ends).
+  void Joined() {
+    if (!counted_) return;
+    counted_ = false;
+    port_->unjoined.erase(unjoined_);
+    unjoined_in_process.fetch_sub(1, std::memory_order_relaxed);
+  }
   // Ends the connection on a frame that cannot be trusted or understood.
   bool Fail(const std::string& why) {
     port_->Warn(conn_->peer(), why);
@@ -184,7 +213,19 @@ class FrameWire : public NodeSession::Wire {
   bool quiet_ = false;
   bool watermark_due_ = false;  // quiet once the first event that came with the opening is read
   bool answered_ = false;       // the scheduler sent a command: frames up to kMaxFramePayload
+  std::list<FrameWire*>::iterator unjoined_;  // in port_->unjoined while counted_
+  bool counted_ = false;                      // unjoined: no event read yet
 };
+
+bool SessionPort::State::AdmitUnjoined() {
+  if (unjoined.size() < options.max_unjoined &&
+      unjoined_in_process.load(std::memory_order_relaxed) < kMaxUnjoinedInProcess) {
+    return true;
+  }
+  if (unjoined.empty()) return false;
+  unjoined.front()->Evict();
+  return true;
+}
 
 bool FrameWire::OnFrame(rpc::FrameType type, std::string_view payload) {
   if (type == rpc::FrameType::kTick) {
@@ -206,6 +247,7 @@ bool FrameWire::OnFrame(rpc::FrameType type, std::string_view payload) {
         conn_->SetReadWatermark(rpc::kQuietWatermark);
       }
       if (port_->closed) return true;
+      Joined();
       if (!session_->OnEvent(this, event)) return Fail("an event out of order");
       return !conn_->closed();
     }
@@ -371,6 +413,10 @@ bool Handshake::OnOpen(std::string_view payload) {
     return Refuse(refused);
   }
   if (port_->closed) return Fail("the scheduler is closing");
+  if ((resumed == nullptr || resumed->last_event() == 0) && !port_->AdmitUnjoined()) {
+    return Fail("opened while " + std::to_string(SessionPort::kMaxUnjoinedInProcess) +
+                " sessions of this process's jobs had not joined");
+  }
   // Proven: the connection leaves the pre-authentication budget and becomes a session's, and
   // the scheduler proves itself in turn (with the token's key, for a resume too).
   slot_->Release();

@@ -32,7 +32,16 @@ class SessionPort {
     // Sessions whose pings are read as they come; the ones opened after them, of nodes that
     // can, keep quiet (docs/WIRE.md: ticks left unread, padded events, rarer pongs).
     size_t loud_sessions = 64;
+    // Sessions that have opened (proven the token) but sent no event yet, at most; a new
+    // node's first event is its join, which leaves with its opening.
+    size_t max_unjoined = kMaxUnjoined;
   };
+  // An opened session that has not joined may hold a partial frame of up to
+  // rpc::kMaxJoinPayload (64 KiB): at most 512 of them per port (32 MiB), and 2,048 in all the
+  // ports of a process (a daemon's jobs: 128 MiB). When one more opens, the one of its port
+  // that has waited longest is closed; when its port has none, the new one is.
+  static constexpr size_t kMaxUnjoined = 512;
+  static constexpr size_t kMaxUnjoinedInProcess = 2048;
 
   SessionPort(boost::asio::io_context& io, NodeSessions& sessions, Options options);
   ~SessionPort();

@@ -29,10 +29,13 @@ class SchedulerServerFixture : public ::testing::Test {
   // Sessions whose pings are read as they come (scheduler::ServerOptions); 0: every session
   // of a node that can keeps quiet.
   virtual size_t LoudSessions() const { return 64; }
+  // Opened sessions that have not joined, at most (scheduler::ServerOptions).
+  virtual size_t MaxUnjoined() const { return scheduler::SessionPort::kMaxUnjoined; }
 
   void SetUp() override {
     auto server = scheduler::SchedulerServer::Start(
-        io_, scheduler_, store_, {"127.0.0.1:0", Token(), nullptr, "job-a", LoudSessions()});
+        io_, scheduler_, store_,
+        {"127.0.0.1:0", Token(), nullptr, "job-a", LoudSessions(), MaxUnjoined()});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     thread_ = std::thread([this] { io_.run(); });
