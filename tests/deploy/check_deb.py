@@ -199,12 +199,31 @@ class Notify:
         return True
 
 
-def unit_command(root, unit):
+NOBODY = 65534  # the user a DynamicUser= unit runs as here
+
+
+def unit_command(root, unit, work):
+    """The unit's ExecStart as systemd runs it: its credentials (LoadCredential=) copied into a
+    directory of their own for %d, and a DynamicUser= unit as a user without privilege (here
+    nobody), with no capabilities and no new privileges; whether it is such a unit."""
     with open(os.path.join(root, "usr/lib/systemd/system", unit)) as f:
         text = f.read()
     exec_start = re.search(r"^ExecStart=(.+)$", text, re.M).group(1).split()
     check(exec_start[0] == "/usr/bin/gangrun", f"{unit} runs {exec_start[0]}")
-    return [root + exec_start[0]] + exec_start[1:]
+    dynamic = re.search(r"^DynamicUser=(true|yes)$", text, re.M) is not None
+    credentials = os.path.join(work, unit + ".credentials")
+    os.makedirs(credentials)
+    for name, path in re.findall(r"^LoadCredential=([^:\n]+):(\S+)$", text, re.M):
+        copy = os.path.join(credentials, name)
+        shutil.copyfile(root + path, copy)
+        os.chmod(copy, 0o400)
+        if dynamic:
+            os.chown(copy, NOBODY, NOBODY)
+    command = [root + exec_start[0]] + [arg.replace("%d", credentials) for arg in exec_start[1:]]
+    if dynamic:
+        command = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                   "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all"] + command
+    return command, dynamic
 
 
 def conffile_environment(root, port, logs):
@@ -218,7 +237,7 @@ def conffile_environment(root, port, logs):
             name, value = line.split("=", 1)
             value = value.replace(":8118", f":{port}")
             value = value.replace("/etc/gangrun/", root + "/etc/gangrun/")
-            value = value.replace("/var/log/gangrun/", logs + "/")
+            value = value.replace("/var/log/gangrun-scheduler/", logs + "/")
             env[name] = value
     check(env.get("GANGRUN_LISTEN", "").startswith("127.0.0.1:"),
           "the conffile's daemon does not listen on loopback")
@@ -229,16 +248,22 @@ def conffile_environment(root, port, logs):
 
 def check_units_start(root, work):
     port = free_port()
-    logs = os.path.join(work, "log")
+    logs = os.path.join(work, "log")  # the daemon's LogsDirectory=
     os.makedirs(logs)
     env = conffile_environment(root, port, logs)
+    os.chmod(work, 0o755)  # the daemon's user reaches the package and its directories
     processes = []
     try:
         for unit in ("gangrun-scheduler.service", "gangrun-agent.service"):
             notify = Notify(os.path.join(work, unit + ".notify"))
             state = os.path.join(work, unit + ".state")  # the unit's WorkingDirectory
             os.makedirs(state)
-            process = subprocess.Popen(unit_command(root, unit), cwd=state,
+            command, dynamic = unit_command(root, unit, work)
+            if dynamic:  # systemd gives the unit's own directories to its user
+                for directory in (state, logs):
+                    os.chown(directory, NOBODY, NOBODY)
+                os.chmod(notify.path, 0o777)
+            process = subprocess.Popen(command, cwd=state,
                                        env=dict(env, NOTIFY_SOCKET=notify.path),
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                        text=True)
@@ -258,7 +283,7 @@ def check_units_start(root, work):
             except subprocess.TimeoutExpired:
                 process.kill()
                 out, _ = process.communicate()
-            check(process.returncode == 0, f"{process.args[1]} exited {process.returncode}:"
+            check(process.returncode == 0, f"{process.args} exited {process.returncode}:"
                   f" {out[-2000:]}")
 
 
