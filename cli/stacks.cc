@@ -9,7 +9,7 @@
 #include "gangrun/v1/daemon.grpc.pb.h"
 #include "gangrun/v1/session.grpc.pb.h"
 #include "proto/conversions.h"
-#include "scheduler/scheduler.h"
+#include "scheduler/stacks_request.h"
 
 namespace gangrun::cli {
 namespace {
@@ -38,7 +38,7 @@ std::string Format(const v1::StacksResponse& response) {
     out += absl::StrFormat(
         "\n(more than %d ranks: only where each one is; ask for some with --rank for their "
         "stacks)\n",
-        scheduler::Scheduler::kMaxStackTexts);
+        scheduler::StacksRequests::kMaxStackTexts);
   }
   return out;
 }

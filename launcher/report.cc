@@ -17,23 +17,6 @@ std::string Warnings(const v1::JobOutcome& outcome) {
   return out;
 }
 
-// A hang's groups, one line each.
-std::string WhereEveryRankWas(const v1::JobOutcome& outcome) {
-  if (outcome.stack_groups_size() == 0) return "";
-  std::ostringstream out;
-  out << "  where every rank was (each rank's stack is at the end of its log):\n";
-  for (const auto& group : outcome.stack_groups()) {
-    out << "    " << (group.ranks_size() == 1 ? "rank " : "ranks ");
-    for (int i = 0; i < group.ranks_size(); ++i) out << (i ? "," : "") << group.ranks(i);
-    out << ": "
-        << (group.where().empty()     ? "not sampled"
-            : group.has_collectives() ? scheduler::GroupPlace(group)
-                                      : group.where())
-        << (group.odd_one_out() ? "   <- look here first" : "") << "\n";
-  }
-  return out.str();
-}
-
 }  // namespace
 
 std::string FormatOutcome(const v1::JobOutcome& outcome) {
@@ -89,7 +72,8 @@ std::string FormatKind(const v1::JobOutcome& outcome) {
       break;
     case v1::JobOutcome::KIND_HUNG: {
       out << "gangrun: job hung. " << outcome.message() << "\n";
-      out << WhereEveryRankWas(outcome);
+      out << scheduler::WhereEveryRankWas(
+          {outcome.stack_groups().begin(), outcome.stack_groups().end()});
       const auto& cause = outcome.root_cause();
       if (!cause.host().empty()) {
         out << "  root cause: rank " << cause.rank() << " on host " << cause.host();

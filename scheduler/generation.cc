@@ -100,7 +100,7 @@ void Scheduler::StartGeneration() {
   lost_node_.clear();  // its place is taken
   holes_.clear();
   stopping_.reset();
-  capture_.reset();
+  hang_capture_.Cancel();
   stopped_ranks_.clear();
   started_ranks_ = 0;
   succeeded_ranks_ = 0;
@@ -162,7 +162,7 @@ void Scheduler::OnWorkerStarted(NodeState& node, const v1::WorkerStarted& starte
 void Scheduler::OnWorkerExited(NodeState& node, const v1::WorkerExited& exited) {
   const bool failed = !proto::FromProto(exited.exit()).success();
   if (!exited.log_lost().empty()) OnLogOutputLost(node, exited);
-  if (exited.rank() >= 0) ReadRestOfLog(exited.rank());
+  if (exited.rank() >= 0) logs_.ReadRestOf(exited.rank());
   if (exited.rank() >= 0) {
     auto& worker = node.workers[exited.rank()];
     worker.set_pid(exited.pid());
@@ -224,7 +224,7 @@ void Scheduler::OnGenerationEnded(NodeState& node) {
 void Scheduler::BeginStopping(StopReason reason) {
   if (!Live()) return;  // already stopping: the first reason stands
   Enter(State::kStopping, reason.message);
-  capture_.reset();
+  hang_capture_.Cancel();
   // A hang's verdict (where every group of ranks was, ~300 characters) is said once, in the
   // job's report; the progress lines of the stop carry its first clause.
   const std::string message =
@@ -284,7 +284,7 @@ void Scheduler::AbortAll(const std::string& reason) {
 
 void Scheduler::Finish(v1::JobOutcome outcome) {
   Enter(State::kFinished, proto::Name(outcome.kind()));
-  EndLogFollowing();
+  logs_.EndFollowing();
   for (const auto& warning : log_warnings_) outcome.add_warnings(warning);
   outcome_ = outcome;
   nlohmann::json fields = {{"generation", generation_},

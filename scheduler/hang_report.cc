@@ -5,6 +5,8 @@
 #include <set>
 #include <tuple>
 
+#include "scheduler/peer_checks.h"
+
 namespace gangrun::scheduler {
 
 std::string RankList(std::vector<int> ranks, size_t max_items) {
@@ -119,7 +121,7 @@ std::string DescribeGroups(const std::vector<v1::StackGroup>& groups) {
     if (group.has_collectives()) {
       // "ranks 0-2: all_reduce #42 in step (train.py:88)"
       text += Ranks(group) + ": " + GroupPlace(group);
-      if (group.odd_one_out()) text += " <- look here first";
+      if (group.odd_one_out()) text += " " + std::string(kLookHereFirst);
       continue;
     }
     std::vector<int> ranks(group.ranks().begin(), group.ranks().end());
@@ -133,6 +135,86 @@ std::string DescribeGroups(const std::vector<v1::StackGroup>& groups) {
     if (group.odd_one_out()) text += odd == 1 ? " — the odd one out" : " — an odd one out";
   }
   return text;
+}
+
+v1::RankStack KeptStack(const std::string& host, const v1::RankStack& stack) {
+  v1::RankStack kept;
+  kept.set_rank(stack.rank());
+  kept.set_pid(stack.pid());
+  kept.set_host(host);
+  kept.set_kind(Sanitize(stack.kind(), 16));
+  kept.set_where(Sanitize(stack.where(), kMaxNameBytes));
+  kept.set_error(Sanitize(stack.error(), kMaxReasonBytes));
+  if (stack.has_collectives()) {
+    kept.set_collectives(std::max<int64_t>(0, stack.collectives()));
+    kept.set_last_op(Sanitize(stack.last_op(), 64));
+    kept.set_in_collective(stack.in_collective());
+  }
+  kept.set_flight_recorder(Sanitize(stack.flight_recorder(), 4096));
+  return kept;
+}
+
+HangVerdict JudgeHang(const std::vector<v1::RankStack>& stacks, const std::string& noticed,
+                      const v1::RootCause& hung) {
+  HangVerdict verdict{noticed, hung, GroupStacks(stacks)};
+  const std::vector<v1::StackGroup>& groups = verdict.groups;
+  // Where to look first: the odd one out (the smallest odd group), else the rank that hung.
+  const v1::StackGroup* odd = nullptr;
+  for (const auto& group : groups) {
+    if (group.odd_one_out() && (odd == nullptr || group.ranks_size() < odd->ranks_size())) {
+      odd = &group;
+    }
+  }
+  if (odd == nullptr) {
+    if (!groups.empty()) verdict.message += "; " + DescribeGroups(groups);
+    return verdict;
+  }
+  const int rank = odd->ranks(0);
+  verdict.root_cause.set_rank(rank);
+  verdict.root_cause.set_pid(0);
+  for (const auto& stack : stacks) {
+    if (stack.rank() != rank) continue;
+    verdict.root_cause.set_host(stack.host());
+    verdict.root_cause.set_pid(stack.pid());
+  }
+  // The line leads with where to look, then how the hang was noticed.
+  std::vector<v1::StackGroup> others;
+  for (const auto& group : groups) {
+    if (&group != odd) others.push_back(group);
+  }
+  std::vector<int> odd_ranks(odd->ranks().begin(), odd->ranks().end());
+  const bool one = odd->ranks_size() == 1;
+  std::string who = one ? "rank " + std::to_string(rank) + " on " + verdict.root_cause.host()
+                        : "ranks " + RankList(odd_ranks);
+  if (odd->behind()) {
+    who += (one ? " is" : " are") + std::string(" behind the others, at ") + GroupPlace(*odd) +
+           " " + std::string(kLookHereFirst);
+  } else {
+    who += (one ? " is the odd one out" : " are the odd ones out") + std::string(", in ") +
+           odd->where();
+  }
+  verdict.message =
+      who + (others.empty() ? "" : "; " + DescribeGroups(others)) + "; noticed when " + noticed;
+  return verdict;
+}
+
+std::string WhereEveryRankWas(const std::vector<v1::StackGroup>& groups) {
+  if (groups.empty()) return "";
+  std::string out = "  where every rank was (each rank's stack is at the end of its log):\n";
+  for (const auto& group : groups) {
+    out += "    ";
+    out += group.ranks_size() == 1 ? "rank " : "ranks ";
+    for (int i = 0; i < group.ranks_size(); ++i) {
+      out += (i ? "," : "") + std::to_string(group.ranks(i));
+    }
+    out += ": ";
+    out += group.where().empty()     ? "not sampled"
+           : group.has_collectives() ? GroupPlace(group)
+                                     : group.where();
+    if (group.odd_one_out()) out += "   " + std::string(kLookHereFirst);
+    out += "\n";
+  }
+  return out;
 }
 
 }  // namespace gangrun::scheduler

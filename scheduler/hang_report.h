@@ -19,13 +19,43 @@
 // first".
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gangrun/v1/progress.pb.h"
+#include "gangrun/v1/session.pb.h"
 
 namespace gangrun::scheduler {
 
+// How a report points at the group to read first.
+inline constexpr std::string_view kLookHereFirst = "<- look here first";
+
+// What a hung generation is stopped with: its one line, where to look first (the odd one out,
+// else the rank that hung) and where every rank was.
+struct HangVerdict {
+  std::string message;
+  v1::RootCause root_cause;
+  std::vector<v1::StackGroup> groups;
+};
+
+// The verdict on the stacks captured at a hang that `noticed` says how it was noticed ("rank 2
+// on h1 made no progress for 30 s ...") and `hung` names. With an odd one out the line leads
+// with it: "rank 3 on h2 is behind the others, at collective #41, in f (a.py:3) <- look here
+// first; ranks 0-2: ...; noticed when rank 2 ..."; the root cause is then its smallest odd group's
+// first rank (host and pid from its stack). Without one: `noticed`, then where the groups were.
+HangVerdict JudgeHang(const std::vector<v1::RankStack>& stacks, const std::string& noticed,
+                      const v1::RootCause& hung);
+
+// The report's lines for the groups, one per group, the odd ones out marked, as the job's
+// outcome prints them (launcher/report.cc).
+std::string WhereEveryRankWas(const std::vector<v1::StackGroup>& groups);
+
 std::vector<v1::StackGroup> GroupStacks(const std::vector<v1::RankStack>& stacks);
+
+// What the scheduler keeps of a rank's stack as node `host` reported it: every field bounded
+// and sanitized (scheduler/peer_checks.h), the host the scheduler knows the node by. The
+// stack's text is not kept (a hang report's stacks are in the ranks' logs).
+v1::RankStack KeptStack(const std::string& host, const v1::RankStack& stack);
 
 // Where a group is: "in f (a.py:3)", "all_reduce #42 in f (a.py:3)", "collective #41, in
 // f (a.py:3)" or "not sampled".

@@ -1,13 +1,12 @@
-// `gangrun logs`, the scheduler's half: each stream reads its ranks' logs from their nodes
-// piece by piece (ReadLog -> LogRead), at most kLogsInFlight pieces ahead of what the client
-// has taken, one read per rank at a time (a rank's pieces stay in order), round-robin over
-// the ranks. Part of the Scheduler actor (scheduler.h): the same strand, the same state.
+// `gangrun logs`, the scheduler's half (scheduler/logs.h).
+
+#include "scheduler/logs.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
-#include "scheduler/scheduler.h"
+#include "scheduler/peer_checks.h"
 
 namespace gangrun::scheduler {
 namespace {
@@ -32,43 +31,45 @@ v1::LogChunk EndOf(int rank, const std::string& host, std::string error) {
 
 }  // namespace
 
-absl::StatusOr<uint64_t> Scheduler::OpenLogs(const v1::LogsRequest& request,
-                                             std::shared_ptr<LogsSink> sink) {
-  GANGRUN_ON_STRAND(strand_);
-  if (static_cast<int>(logs_.size()) >= kMaxLogStreams) {
+LogsPump::~LogsPump() {
+  for (auto& [id, stream] : streams_) {
+    stream.sink->Finish(absl::UnavailableError("the job has ended"));
+  }
+}
+
+absl::StatusOr<uint64_t> LogsPump::Open(const v1::LogsRequest& request,
+                                        std::shared_ptr<LogsSink> sink) {
+  if (static_cast<int>(streams_.size()) >= kMaxLogStreams) {
     return absl::UnavailableError(
         absl::StrFormat("%d gangrun logs streams are open already; try again", kMaxLogStreams));
   }
-  std::map<int, LogsStream::RankLog> ranks;
-  for (const auto& [id, node] : nodes_) {
-    if (!node.joined || node.link == nullptr) continue;
-    for (const auto& [rank, worker] : node.workers) {
-      LogsStream::RankLog log;
-      log.node_id = id;
-      log.host = node.join.node_name;
-      ranks[rank] = std::move(log);
-    }
+  std::map<int, RankLog> ranks;
+  for (const auto& [rank, place] : nodes_.RankPlaces()) {
+    RankLog log;
+    log.node_id = place.node_id;
+    log.host = place.host;
+    ranks[rank] = std::move(log);
   }
   if (ranks.empty()) {
     return absl::FailedPreconditionError(
         "no generation has started yet: no rank has a log (the job is " +
-        std::string(JobStateName(state_)) + ")");
+        std::string(JobStateName(nodes_.state())) + ")");
   }
   if (!request.ranks().empty()) {
-    std::map<int, LogsStream::RankLog> wanted;
+    std::map<int, RankLog> wanted;
     for (int rank : request.ranks()) {
       auto it = ranks.find(rank);
       if (it == ranks.end()) {
         return absl::InvalidArgumentError(
-            absl::StrFormat("there is no rank %d in generation %d (ranks 0-%d)", rank, generation_,
-                            ranks.rbegin()->first));
+            absl::StrFormat("there is no rank %d in generation %d (ranks 0-%d)", rank,
+                            nodes_.generation(), ranks.rbegin()->first));
       }
       wanted.insert(*it);
     }
     ranks = std::move(wanted);
   }
-  const uint64_t id = ++log_streams_;
-  LogsStream& stream = logs_[id];
+  const uint64_t id = ++opened_;
+  Stream& stream = streams_[id];
   stream.id = id;
   stream.sink = std::move(sink);
   stream.follow = request.follow();
@@ -77,37 +78,34 @@ absl::StatusOr<uint64_t> Scheduler::OpenLogs(const v1::LogsRequest& request,
   common::Logger("scheduler")
       ->debug("gangrun logs: stream {} of {} rank(s){}", id, stream.ranks.size(),
               stream.follow ? ", following" : "");
-  ArmLogsTimer(stream);
-  PumpLogs(id);
+  ArmTimer(stream);
+  Pump(id);
   return id;
 }
 
-void Scheduler::LogsWritten(uint64_t id) {
-  GANGRUN_ON_STRAND(strand_);
-  auto it = logs_.find(id);
-  if (it == logs_.end()) return;
+void LogsPump::Written(uint64_t id) {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
   it->second.writing = false;
-  PumpLogs(id);
+  Pump(id);
 }
 
-void Scheduler::CloseLogs(uint64_t id) {
-  GANGRUN_ON_STRAND(strand_);
-  logs_.erase(id);  // answers still on their way are dropped (OnLogRead)
+void LogsPump::Close(uint64_t id) {
+  streams_.erase(id);  // answers still on their way are dropped (OnLogRead)
 }
 
-void Scheduler::ArmLogsTimer(LogsStream& stream) {
+void LogsPump::ArmTimer(Stream& stream) {
   const uint64_t id = stream.id;
   stream.timer = clock_.After(kLogsTick, [this, id] {
-    auto it = logs_.find(id);
-    if (it == logs_.end()) return;
-    ArmLogsTimer(it->second);
-    PumpLogs(id);
+    auto it = streams_.find(id);
+    if (it == streams_.end()) return;
+    ArmTimer(it->second);
+    Pump(id);
   });
 }
 
-void Scheduler::AskForLog(LogsStream& stream, int rank, LogsStream::RankLog& log) {
-  auto node = nodes_.find(log.node_id);
-  if (node == nodes_.end() || node->second.link == nullptr || node->second.lost) {
+void LogsPump::Ask(Stream& stream, int rank, RankLog& log) {
+  if (!nodes_.Reachable(log.node_id)) {
     log.done = true;
     stream.ready.push_back(EndOf(rank, log.host, "its node is gone"));
     return;
@@ -122,19 +120,18 @@ void Scheduler::AskForLog(LogsStream& stream, int rank, LogsStream::RankLog& log
   log.asked = true;
   log.asked_at = clock_.Now();
   ++stream.in_flight;
-  SendTo(node->second, std::move(command));
+  nodes_.Send(log.node_id, std::move(command));
 }
 
-void Scheduler::PumpLogs(uint64_t id) {
-  auto it = logs_.find(id);
-  if (it == logs_.end()) return;
-  LogsStream& stream = it->second;
+void LogsPump::Pump(uint64_t id) {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
+  Stream& stream = it->second;
   const common::TimePoint now = clock_.Now();
   // Late reads end their rank; due reads go out while the window has room.
   for (auto& [rank, log] : stream.ranks) {
     if (!log.asked) continue;
-    auto node = nodes_.find(log.node_id);
-    const bool gone = node == nodes_.end() || node->second.link == nullptr || node->second.lost;
+    const bool gone = !nodes_.Reachable(log.node_id);
     if (!gone && now - log.asked_at <= kReadTimeout) continue;
     log.asked = false;
     --stream.in_flight;
@@ -149,9 +146,9 @@ void Scheduler::PumpLogs(uint64_t id) {
     auto next = stream.ranks.lower_bound(stream.next_rank);
     if (next == stream.ranks.end()) next = stream.ranks.begin();
     stream.next_rank = next->first + 1;
-    LogsStream::RankLog& log = next->second;
+    RankLog& log = next->second;
     if (log.asked || log.done || log.again_at > now) continue;
-    AskForLog(stream, next->first, log);
+    Ask(stream, next->first, log);
   }
   if (!stream.writing && !stream.ready.empty()) {
     stream.writing = true;
@@ -165,42 +162,42 @@ void Scheduler::PumpLogs(uint64_t id) {
   if (all_done && !stream.writing && stream.ready.empty()) {
     auto sink = std::move(stream.sink);
     common::Logger("scheduler")->debug("gangrun logs: stream {} has ended", id);
-    logs_.erase(it);
+    streams_.erase(it);
     sink->Finish(absl::OkStatus());
   }
 }
 
-void Scheduler::ReadRestOfLog(int rank) {
+void LogsPump::ReadRestOf(int rank) {
   std::vector<uint64_t> ids;
-  for (auto& [id, stream] : logs_) {
+  for (auto& [id, stream] : streams_) {
     auto log = stream.ranks.find(rank);
     if (log == stream.ranks.end() || log->second.done) continue;
     log->second.again_at = common::TimePoint::min();
     ids.push_back(id);
   }
-  for (uint64_t id : ids) PumpLogs(id);
+  for (uint64_t id : ids) Pump(id);
 }
 
-void Scheduler::EndLogFollowing() {
+void LogsPump::EndFollowing() {
   std::vector<uint64_t> ids;
-  for (auto& [id, stream] : logs_) {
+  for (auto& [id, stream] : streams_) {
     stream.follow = false;
     ids.push_back(id);
   }
-  for (uint64_t id : ids) PumpLogs(id);
+  for (uint64_t id : ids) Pump(id);
 }
 
-void Scheduler::OnLogRead(int node_id, const v1::LogRead& read) {
+void LogsPump::OnLogRead(int node_id, const v1::LogRead& read) {
   if (read.data().size() > 2 * kLogPieceBytes) return;  // not what was asked for
-  auto it = logs_.find(read.request());
-  if (it == logs_.end()) return;  // closed, or not ours
-  LogsStream& stream = it->second;
+  auto it = streams_.find(read.request());
+  if (it == streams_.end()) return;  // closed, or not ours
+  Stream& stream = it->second;
   auto rank = stream.ranks.find(read.rank());
   if (rank == stream.ranks.end() || rank->second.node_id != node_id || !rank->second.asked ||
       read.offset() != rank->second.offset) {
     return;  // not the answer to the read that is out
   }
-  LogsStream::RankLog& log = rank->second;
+  RankLog& log = rank->second;
   log.asked = false;
   log.retries = 0;
   --stream.in_flight;
@@ -221,7 +218,7 @@ void Scheduler::OnLogRead(int node_id, const v1::LogRead& read) {
   } else if (read.at_end()) {
     log.again_at = clock_.Now() + kFollowInterval;
   }
-  PumpLogs(stream.id);
+  Pump(stream.id);
 }
 
 }  // namespace gangrun::scheduler

@@ -12,7 +12,7 @@ class LogsReactor;
 
 // What the scheduler holds (its sink) and the reactor shares: the reactor is gone once gRPC
 // is done with the call, this is not.
-class Shared : public Scheduler::LogsSink {
+class Shared : public LogsSink {
  public:
   void Write(v1::LogChunk chunk) override;
   void Finish(absl::Status status) override;

@@ -1,7 +1,7 @@
 // Progress supervision, the scheduler's half: the ranks' progress as nodes report it, hangs
-// (a node judges a rank hung; the scheduler captures every rank's stack, says where each was
-// and stops the generation as hung), torch timer expiries, and stragglers. Part of the
-// Scheduler actor (scheduler.h): the same strand, the same state.
+// (a node judges a rank hung; the hang capture, scheduler/hang_capture.h, says where every
+// rank was, and the generation stops as hung), torch timer expiries, and stragglers. Part of
+// the Scheduler core (scheduler.h): the same strand, the same state.
 
 #include <algorithm>
 
@@ -15,9 +15,6 @@ namespace gangrun::scheduler {
 namespace {
 
 using Seconds = std::chrono::duration<double>;
-
-// Margin over the nodes' own capture timeout for their answers to arrive.
-constexpr common::Duration kCaptureMargin = std::chrono::seconds(5);
 
 std::string DescribeHang(const v1::RankHung& hung, const std::string& node) {
   const std::string who = "rank " + std::to_string(hung.rank()) + " on " + node;
@@ -84,142 +81,25 @@ void Scheduler::OnRankHung(NodeState& node, const v1::RankHung& hung) {
   CountFailure(FailureCause::kHang);
   failed_at_ = std::make_pair(generation_, clock_.Now());
   Enter(State::kCapturing, message);
-  capture_.emplace();
-  capture_->message = message;
-  capture_->root_cause.set_host(node.join.node_name);
-  capture_->root_cause.set_rank(hung.rank());
+  v1::RootCause root_cause;
+  root_cause.set_host(node.join.node_name);
+  root_cause.set_rank(hung.rank());
   if (auto w = node.workers.find(hung.rank()); w != node.workers.end()) {
-    capture_->root_cause.set_pid(w->second.pid());
+    root_cause.set_pid(w->second.pid());
   }
-  const double timeout = std::max(0.1, options_.progress_rules.stack_timeout_seconds());
-  for (auto& [id, other] : nodes_) {
-    if (!other.joined || other.link == nullptr || other.ended) continue;
-    v1::NodeCommand command;
-    command.mutable_capture_stacks()->set_reason(message);
-    command.mutable_capture_stacks()->set_timeout_seconds(timeout);
-    SendTo(other, std::move(command));
-    capture_->waiting.insert(id);
-  }
-  if (capture_->waiting.empty()) return FinishCapture();
-  capture_->timer =
-      clock_.After(std::chrono::duration_cast<common::Duration>(Seconds(timeout)) + kCaptureMargin,
-                   [this] { FinishCapture(); });
+  hang_capture_.Begin(message, std::move(root_cause));
 }
 
-// What the scheduler keeps of a node's stack: bounded, printable, with the node's name.
-v1::RankStack Scheduler::KeptStack(const NodeState& node, const v1::RankStack& stack) {
-  v1::RankStack kept;
-  kept.set_rank(stack.rank());
-  kept.set_pid(stack.pid());
-  kept.set_host(node.join.node_name);
-  kept.set_kind(Sanitize(stack.kind(), 16));
-  kept.set_where(Sanitize(stack.where(), kMaxNameBytes));
-  kept.set_error(Sanitize(stack.error(), kMaxReasonBytes));
-  if (stack.has_collectives()) {
-    kept.set_collectives(std::max<int64_t>(0, stack.collectives()));
-    kept.set_last_op(Sanitize(stack.last_op(), 64));
-    kept.set_in_collective(stack.in_collective());
-  }
-  kept.set_flight_recorder(Sanitize(stack.flight_recorder(), 4096));
-  return kept;
+void Scheduler::OnHangJudged(HangVerdict verdict) {
+  if (state_ != State::kCapturing) return;
+  BeginStopping({StopReason::Kind::kHung, std::move(verdict.message), std::move(verdict.root_cause),
+                 std::move(verdict.groups)});
 }
 
+// Stacks a node captured: for `gangrun stacks` (a request's id) or for the hang.
 void Scheduler::OnStacksCaptured(int node_id, const v1::StacksCaptured& captured) {
-  if (captured.request() != 0) return OnRequestedStacks(node_id, captured);
-  if (state_ != State::kCapturing || !capture_ || capture_->waiting.erase(node_id) == 0) return;
-  auto node = nodes_.find(node_id);
-  if (node == nodes_.end()) return;
-  for (const auto& stack : captured.stacks()) {
-    capture_->stacks.push_back(KeptStack(node->second, stack));
-  }
-  if (capture_->waiting.empty()) FinishCapture();
-}
-
-void Scheduler::FinishCapture() {
-  if (state_ != State::kCapturing || !capture_) return;
-  std::vector<v1::StackGroup> groups = GroupStacks(capture_->stacks);
-  StopReason reason{StopReason::Kind::kHung, capture_->message, capture_->root_cause, groups};
-  // Where to look first: the odd one out (the smallest odd group), else the rank that hung.
-  const v1::StackGroup* odd = nullptr;
-  for (const auto& group : groups) {
-    if (group.odd_one_out() && (odd == nullptr || group.ranks_size() < odd->ranks_size())) {
-      odd = &group;
-    }
-  }
-  if (odd == nullptr && !groups.empty()) reason.message += "; " + DescribeGroups(groups);
-  if (odd != nullptr) {
-    const int rank = odd->ranks(0);
-    reason.root_cause.set_rank(rank);
-    reason.root_cause.set_pid(0);
-    for (const auto& [id, node] : nodes_) {
-      auto w = node.workers.find(rank);
-      if (w == node.workers.end()) continue;
-      reason.root_cause.set_host(node.join.node_name);
-      reason.root_cause.set_pid(w->second.pid());
-    }
-    // The headline leads with where to look, then how the hang was noticed.
-    std::vector<v1::StackGroup> others;
-    for (const auto& group : groups) {
-      if (&group != odd) others.push_back(group);
-    }
-    std::vector<int> odd_ranks(odd->ranks().begin(), odd->ranks().end());
-    const bool one = odd->ranks_size() == 1;
-    std::string who = one ? "rank " + std::to_string(rank) + " on " + reason.root_cause.host()
-                          : "ranks " + RankList(odd_ranks);
-    if (odd->behind()) {
-      who += (one ? " is" : " are") + std::string(" behind the others, at ") + GroupPlace(*odd) +
-             " <- look here first";
-    } else {
-      who += (one ? " is the odd one out" : " are the odd ones out") + std::string(", in ") +
-             odd->where();
-    }
-    reason.message = who + (others.empty() ? "" : "; " + DescribeGroups(others)) +
-                     "; noticed when " + capture_->message;
-  }
-  SayFlightRecorderDumps(capture_->stacks);
-  nlohmann::json json_groups = nlohmann::json::array();
-  for (const auto& group : groups) {
-    nlohmann::json json_group = {
-        {"where", group.where()},
-        {"ranks", std::vector<int>(group.ranks().begin(), group.ranks().end())},
-        {"odd_one_out", group.odd_one_out()}};
-    if (group.has_collectives()) {
-      json_group["collectives"] = group.collectives();
-      json_group["in_collective"] = group.in_collective();
-      json_group["behind"] = group.behind();
-    }
-    json_groups.push_back(std::move(json_group));
-  }
-  Record(Event::kHang, {{"generation", generation_},
-                        {"message", reason.message},
-                        {"rank", reason.root_cause.rank()},
-                        {"groups", std::move(json_groups)}});
-  // The whole verdict is the job's report (and the event above); this line names the culprit.
-  common::Logger("scheduler")
-      ->error("hang in generation {}: {}", generation_,
-              reason.message.substr(0, reason.message.find("; ")));
-  BeginStopping(std::move(reason));
-}
-
-// Where the hang's NCCL flight recorder dumps were kept (node/flight_recorder.h).
-void Scheduler::SayFlightRecorderDumps(const std::vector<v1::RankStack>& stacks) {
-  std::vector<std::string> dumps;
-  nlohmann::json json_dumps = nlohmann::json::array();
-  for (const auto& stack : stacks) {
-    if (stack.flight_recorder().empty()) continue;
-    dumps.push_back("rank " + std::to_string(stack.rank()) + " on " + stack.host() + ": " +
-                    stack.flight_recorder());
-    json_dumps.push_back(
-        {{"rank", stack.rank()}, {"node", stack.host()}, {"path", stack.flight_recorder()}});
-  }
-  if (dumps.empty()) return;
-  std::string list;
-  for (size_t i = 0; i < dumps.size() && i < 8; ++i) list += (i > 0 ? ", " : "") + dumps[i];
-  if (dumps.size() > 8) list += absl::StrFormat(" and %d more", dumps.size() - 8);
-  common::Logger("scheduler")
-      ->error("hang: NCCL flight recorder dumps of {} rank(s), beside their logs: {}", dumps.size(),
-              list);
-  Record(Event::kFlightRecorder, {{"generation", generation_}, {"dumps", std::move(json_dumps)}});
+  if (captured.request() != 0) return stacks_requests_.OnCaptured(node_id, captured);
+  if (state_ == State::kCapturing) hang_capture_.OnCaptured(node_id, captured);
 }
 
 void Scheduler::OnTimerExpired(NodeState& node, const v1::TimerExpired& expired) {

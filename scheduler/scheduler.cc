@@ -21,13 +21,52 @@ Scheduler::Scheduler(common::Clock& clock, Options options)
   identity_.personality = options_.personality;
 }
 
-Scheduler::~Scheduler() {
-  for (auto& [id, stream] : logs_) stream.sink->Finish(absl::UnavailableError("the job has ended"));
-  if (stacks_request_) {
-    auto done = std::move(stacks_request_->done);
-    stacks_request_.reset();
-    done(absl::UnavailableError("the job's scheduler has ended"));
+Scheduler::~Scheduler() = default;
+
+std::map<int, NodeDirectory::Place> Scheduler::RankPlaces() const {
+  std::map<int, Place> places;
+  for (const auto& [id, node] : nodes_) {
+    if (!node.joined || node.link == nullptr) continue;
+    for (const auto& [rank, worker] : node.workers) {
+      places[rank] = Place{id, node.join.node_name, worker.pid(), !node.ended};
+    }
   }
+  return places;
+}
+
+std::string Scheduler::HostOf(int node_id) const {
+  auto it = nodes_.find(node_id);
+  return it == nodes_.end() ? std::string() : it->second.join.node_name;
+}
+
+bool Scheduler::Reachable(int node_id) const {
+  auto it = nodes_.find(node_id);
+  return it != nodes_.end() && it->second.link != nullptr && !it->second.lost;
+}
+
+void Scheduler::Send(int node_id, v1::NodeCommand command) {
+  if (Reachable(node_id)) SendTo(nodes_.at(node_id), std::move(command));
+}
+
+void Scheduler::RequestStacks(const v1::StacksRequest& request, StacksDone done) {
+  GANGRUN_ON_STRAND(strand_);
+  stacks_requests_.Request(request, std::move(done));
+}
+
+absl::StatusOr<uint64_t> Scheduler::OpenLogs(const v1::LogsRequest& request,
+                                             std::shared_ptr<LogsSink> sink) {
+  GANGRUN_ON_STRAND(strand_);
+  return logs_.Open(request, std::move(sink));
+}
+
+void Scheduler::LogsWritten(uint64_t id) {
+  GANGRUN_ON_STRAND(strand_);
+  logs_.Written(id);
+}
+
+void Scheduler::CloseLogs(uint64_t id) {
+  GANGRUN_ON_STRAND(strand_);
+  logs_.Close(id);
 }
 
 void Scheduler::Enter(JobState to, std::string_view why) {
@@ -100,7 +139,7 @@ void Scheduler::OnNodeEvent(int node_id, const v1::NodeEvent& event) {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) return;
   // `gangrun logs` reads the last of the logs while the job ends.
-  if (event.has_log_read() && it->second.joined) return OnLogRead(node_id, event.log_read());
+  if (event.has_log_read() && it->second.joined) return logs_.OnLogRead(node_id, event.log_read());
   if (state_ == State::kFinished) return;
   NodeState& node = it->second;
   node.last_seen = node.last_message = clock_.Now();

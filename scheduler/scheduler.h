@@ -77,18 +77,24 @@
 #include "gangrun/v1/session.pb.h"
 #include "nlohmann/json.hpp"
 #include "rpc/connection_activity.h"
+#include "scheduler/hang_capture.h"
 #include "scheduler/job_state.h"
+#include "scheduler/logs.h"
+#include "scheduler/node_directory.h"
 #include "scheduler/node_link.h"
 #include "scheduler/peer_checks.h"
 #include "scheduler/rank_assignment.h"
 #include "scheduler/recovery_policy.h"
 #include "scheduler/scheduler_options.h"
+#include "scheduler/stacks_request.h"
 #include "scheduler/telemetry.h"
 #include "scheduler/wait_reminder.h"
 
 namespace gangrun::scheduler {
 
-class Scheduler {
+// The core; its components (scheduler/logs.h, scheduler/stacks_request.h,
+// scheduler/hang_capture.h) reach it through NodeDirectory alone.
+class Scheduler : private NodeDirectory {
  public:
   using Options = SchedulerOptions;  // scheduler/scheduler_options.h
 
@@ -113,7 +119,7 @@ class Scheduler {
   void SetOnRecord(std::function<void(nlohmann::json)> on_record) {
     on_record_ = std::move(on_record);
   }
-  uint64_t generation() const { return generation_; }
+  uint64_t generation() const override { return generation_; }
   common::Duration node_timeout() const { return options_.node_timeout; }
   // The scheduler's time, which its links' timestamps (NodeLink::LastHeartbeat) follow.
   common::TimePoint Now() const { return clock_.Now(); }
@@ -123,7 +129,7 @@ class Scheduler {
   // `gangrun stop`, a daemon's job being cancelled: as if a launcher had got `signal`.
   void Stop(int signal, const std::string& reason);
   bool finished() const { return state_ == JobState::kFinished; }
-  JobState state() const { return state_; }
+  JobState state() const override { return state_; }
   // How the scheduler reads the activity of connections their links cannot read (gRPC's:
   // rpc::ConnectionActivityReader); unset, their Heartbeat messages alone. On the strand.
   using ActivityReader = std::function<absl::StatusOr<rpc::ConnectionActivity>()>;
@@ -138,28 +144,13 @@ class Scheduler {
   // `gangrun scale`: sets the elastic job's maximum size. Below the current size, the
   // newest nodes are released and the job re-forms. Refuses sizes below the minimum.
   absl::Status Scale(int target);
-  // `gangrun stacks`: the stacks of every rank (or of request.ranks) of the running
-  // generation, through the hang path's capture, grouped as a hang report groups them; the
-  // job goes on untouched. One request at a time; `done` is called once, on the strand (with
-  // an error if the request cannot be answered). Stacks themselves are sent for at most
-  // kMaxStackTexts ranks; past that only where each rank is.
-  static constexpr int kMaxStackTexts = 64;
-  using StacksDone = std::function<void(absl::StatusOr<v1::StacksResponse>)>;
+  // `gangrun stacks` (scheduler/stacks_request.h): the stacks of every rank (or of
+  // request.ranks) of the running generation; `done` is called once, on the strand.
+  using StacksDone = StacksRequests::Done;
   void RequestStacks(const v1::StacksRequest& request, StacksDone done);
 
-  // `gangrun logs` (scheduler/logs.cc): the ranks' logs, pulled piece by piece from the
-  // nodes that hold them. The sink gets one chunk at a time, and the next only after
-  // LogsWritten: a slow client slows the reads, and at most kLogsInFlight pieces
-  // (kLogPieceBytes each) are read ahead per stream. At most kMaxLogStreams at once.
-  static constexpr int kLogsInFlight = 4;
-  static constexpr uint32_t kLogPieceBytes = 64 * 1024;
-  static constexpr int kMaxLogStreams = 16;
-  class LogsSink {
-   public:
-    virtual ~LogsSink() = default;
-    virtual void Write(v1::LogChunk chunk) = 0;
-    virtual void Finish(absl::Status status) = 0;  // the last call
-  };
+  // `gangrun logs` (scheduler/logs.h): the ranks' logs, pulled piece by piece from the nodes
+  // that hold them, as fast as the sink takes them.
   absl::StatusOr<uint64_t> OpenLogs(const v1::LogsRequest& request, std::shared_ptr<LogsSink> sink);
   void LogsWritten(uint64_t id);
   // The client went away: the sink is called no more.
@@ -176,46 +167,6 @@ class Scheduler {
     std::vector<v1::StackGroup> groups;  // kHung: where every rank was
     int root_node = 0;        // kWorkerFailed, kHung: the node it happened on (0: unknown)
     bool no_restart = false;  // kWorkerFailed: its exit code is one of --no_restart_exit_codes
-  };
-  // kCapturing: the hang being reported, and the stacks gathered so far.
-  struct Capture {
-    std::string message;
-    v1::RootCause root_cause;
-    std::set<int> waiting;  // node ids that have not answered
-    std::vector<v1::RankStack> stacks;
-    std::unique_ptr<common::Timer> timer;
-  };
-  // A `gangrun logs` stream.
-  struct LogsStream {
-    struct RankLog {
-      int node_id = 0;
-      std::string host;
-      int64_t offset = -1;  // -1: not read yet
-      bool asked = false;   // a ReadLog is out
-      common::TimePoint asked_at;
-      common::TimePoint again_at;  // --follow at the end of the log: read again then
-      int retries = 0;             // reads asked for again in a row
-      bool done = false;
-    };
-    uint64_t id = 0;
-    std::shared_ptr<LogsSink> sink;
-    bool follow = false;
-    int64_t tail_lines = 0;
-    std::map<int, RankLog> ranks;
-    int next_rank = 0;  // where the round-robin of reads goes on
-    std::deque<v1::LogChunk> ready;
-    bool writing = false;
-    int in_flight = 0;
-    std::unique_ptr<common::Timer> timer;
-  };
-  // A `gangrun stacks` being answered.
-  struct StacksRequest {
-    uint64_t id = 0;
-    std::set<int> waiting;  // node ids
-    std::vector<v1::RankStack> stacks;
-    bool texts_left_out = false;
-    std::unique_ptr<common::Timer> timer;
-    StacksDone done;
   };
   struct NodeState {
     int id = 0;
@@ -276,22 +227,14 @@ class Scheduler {
   void OnRankHung(NodeState& node, const v1::RankHung& hung);
   void OnTimerExpired(NodeState& node, const v1::TimerExpired& expired);
   void OnStacksCaptured(int node_id, const v1::StacksCaptured& captured);
-  static v1::RankStack KeptStack(const NodeState& node, const v1::RankStack& stack);
-  void SayFlightRecorderDumps(const std::vector<v1::RankStack>& stacks);
-  // stacks_request.cc
-  void OnRequestedStacks(int node_id, const v1::StacksCaptured& captured);
-  void FinishStacksRequest();
-  // logs.cc
-  void OnLogRead(int node_id, const v1::LogRead& read);
-  void PumpLogs(uint64_t id);
-  void AskForLog(LogsStream& stream, int rank, LogsStream::RankLog& log);
-  void ArmLogsTimer(LogsStream& stream);
-  // A rank exited: streams following it read the rest of its log now, while its node is
-  // certainly there; at the job's end, nothing is followed any more.
-  void ReadRestOfLog(int rank);
-  void EndLogFollowing();
-  // kCapturing -> kStopping(hung), with whatever stacks arrived.
-  void FinishCapture();
+  // The hang capture's verdict: kCapturing -> kStopping(hung).
+  void OnHangJudged(HangVerdict verdict);
+  // NodeDirectory, for the components (scheduler.cc).
+  std::map<int, Place> RankPlaces() const override;
+  std::string HostOf(int node_id) const override;
+  bool Reachable(int node_id) const override;
+  void Send(int node_id, v1::NodeCommand command) override;
+  int world_size() const override { return options_.world_size; }
   // Progress ages, straggler flags and the median step time, as of now.
   void AddProgress(v1::GetStatusResponse& status) const;
   // The one writer of state_: checks the edge against the table (scheduler/job_state.h) and
@@ -387,7 +330,7 @@ class Scheduler {
   void OnStopRequest(const v1::StopRequest& request);
   // The outcome if the job ended now.
   v1::JobOutcome CurrentOutcome() const;
-  void Record(Event event, nlohmann::json fields = nlohmann::json::object()) {
+  void Record(Event event, nlohmann::json fields = nlohmann::json::object()) override {
     if (telemetry_ != nullptr) telemetry_->Record(event, std::move(fields));
   }
   void CountFailure(FailureCause cause) {
@@ -400,12 +343,7 @@ class Scheduler {
   JobIdentity identity_;  // what a joining node must agree with (as configured)
   common::ThreadAffinity strand_;
   State state_ = State::kForming;
-  std::optional<StopReason> stopping_;           // kStopping: why
-  std::optional<Capture> capture_;               // kCapturing
-  std::optional<StacksRequest> stacks_request_;  // `gangrun stacks`, at most one
-  uint64_t stacks_requests_ = 0;
-  std::map<uint64_t, LogsStream> logs_;  // `gangrun logs`, by id
-  uint64_t log_streams_ = 0;
+  std::optional<StopReason> stopping_;             // kStopping: why
   std::optional<v1::StopRequest> stop_requested_;  // nothing restarts or re-forms after one
   bool time_limit_reached_ = false;                // likewise
   RecoveryPolicy policy_;
@@ -470,6 +408,11 @@ class Scheduler {
   // latency), and when the running one was told to abort (for the stop latency).
   common::TimePoint generation_requested_at_;
   std::optional<common::TimePoint> abort_sent_at_;
+  // The components, last: destroyed first, while the core they reach is whole.
+  LogsPump logs_{*this, clock_};
+  StacksRequests stacks_requests_{*this, clock_, options_.progress_rules.stack_timeout_seconds()};
+  HangCapture hang_capture_{*this, clock_, options_.progress_rules.stack_timeout_seconds(),
+                            [this](HangVerdict verdict) { OnHangJudged(std::move(verdict)); }};
 };
 
 }  // namespace gangrun::scheduler
