@@ -16,6 +16,7 @@
 #include "common/status.h"
 #include "launcher/launch_spec.h"
 #include "launcher/launcher.h"
+#include "launcher/parse_command_line.h"
 #include "launcher/slurm.h"
 #include "node/keeper_client.h"
 #include "rpc/credentials.h"

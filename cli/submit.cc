@@ -25,6 +25,7 @@
 #include "gangrun/v1/daemon.grpc.pb.h"
 #include "launcher/launch_spec.h"
 #include "launcher/launcher.h"
+#include "launcher/parse_command_line.h"
 #include "rpc/client_stream.h"
 
 namespace gangrun::cli {

@@ -1,11 +1,9 @@
 #include "launcher/command_line.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <set>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/env_names.h"
@@ -124,41 +122,6 @@ absl::Status TakeTask(std::vector<std::string> rest, const std::string& program,
     options.task_args.assign(rest.begin() + 1, rest.end());
   }
   return absl::OkStatus();
-}
-
-std::string QuoteValue(const std::string& value) {
-  constexpr size_t kShown = 200;
-  std::string shown = absl::CHexEscape(value.substr(0, kShown));
-  if (value.size() > kShown) shown += "...";
-  return shown;
-}
-
-Personality PersonalityFromArgv0(const std::string& argv0) {
-  size_t slash = argv0.rfind('/');
-  std::string base = slash == std::string::npos ? argv0 : argv0.substr(slash + 1);
-  if (base == "msrun") return Personality::kMsrun;
-  if (base == "torchrun") return Personality::kTorchrun;
-  return Personality::kGangrun;
-}
-
-std::string PersonalityName(Personality personality) {
-  switch (personality) {
-    case Personality::kMsrun:
-      return "msrun";
-    case Personality::kTorchrun:
-      return "torchrun";
-    case Personality::kGangrun:
-      break;
-  }
-  return "gangrun";
-}
-
-EnvLookup ProcessEnv() {
-  return [](const std::string& name) -> std::optional<std::string> {
-    const char* value = std::getenv(name.c_str());
-    if (value == nullptr) return std::nullopt;
-    return std::string(value);
-  };
 }
 
 }  // namespace gangrun::launcher

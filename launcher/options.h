@@ -132,6 +132,7 @@ struct Options {
 // Looks up an environment variable; nullopt when unset.
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 
+// What a command line gives (launcher/parse_command_line.h).
 struct ParseResult {
   Options options;
   std::string help;                   // non-empty when --help was asked for: print it and exit 0
@@ -142,12 +143,6 @@ struct ParseResult {
 
 // A value as an error message shows it: on one line (control characters escaped) and short.
 std::string QuoteValue(const std::string& value);
-
-// Parses argv[1..] (argv[0] is not read). Errors are InvalidArgument with one line that
-// names the option, e.g. "invalid value 'x' for --worker_num: expected an integer".
-absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
-                                             const std::vector<std::string>& args,
-                                             const EnvLookup& env);
 
 // Checks what parsing cannot: how options relate, files, directories and CPUs of this host,
 // the task. One line, InvalidArgument. ValidateValues is the part that needs no host (the

@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "daemon/daemon.h"
 #include "launcher/options.h"
+#include "launcher/parse_command_line.h"
 #include "rpc/frame_decoder.h"
 #include "scheduler/kv_store.h"
 #include "scheduler/peer_checks.h"

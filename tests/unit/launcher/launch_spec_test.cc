@@ -11,6 +11,7 @@
 
 #include "common/files.h"
 #include "launcher/option_table.h"
+#include "launcher/parse_command_line.h"
 
 namespace gangrun::launcher {
 namespace {

@@ -9,6 +9,7 @@
 
 #include "launcher/command_line.h"
 #include "launcher/option_table.h"
+#include "launcher/parse_command_line.h"
 #include "tests/testing/test_util.h"
 
 namespace gangrun::launcher {

@@ -7,6 +7,8 @@
 #include <csignal>
 #include <map>
 
+#include "launcher/parse_command_line.h"
+
 namespace gangrun::launcher {
 namespace {
 
