@@ -7,11 +7,14 @@
 //
 // An actor: all of its state is touched only on the io_context's single thread (its strand),
 // checked at every entry point. Links must outlive it or be removed with OnNodeDisconnected
-// first. The code is spread by concern: scheduler.cc (entry points, lost nodes), liveness.cc
-// (the heartbeat sweep, connection activity, stalls of this process), generation.cc (forming,
-// starting, stopping and ending generations), joins.cc (admitting nodes), recovery.cc (restarts,
-// replacements, elastic membership), spares.cc (spares, exclusions, health rounds), limits.cc
-// (job-wide signals, the time limit), status.cc (status, stop requests, the outcome).
+// first. The core (docs/ARCHITECTURE.md) is spread by concern: scheduler.cc (entry points,
+// lost nodes, the NodeDirectory its components reach it through), liveness.cc (the heartbeat
+// sweep, connection activity, stalls of this process), generation.cc (forming, starting,
+// stopping and ending generations), joins.cc (admitting nodes), adoption.cc, recovery.cc
+// (restarts, replacements, elastic membership), spares.cc (spares, exclusions, health
+// rounds), limits.cc (job-wide signals, the time limit), progress.cc (progress reports,
+// hangs, stragglers), status.cc (status, stop requests, the outcome). Its components own their
+// state, each in its own header: logs.h, stacks_request.h, hang_capture.h.
 //
 // The job is always in one named state:
 //
