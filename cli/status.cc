@@ -14,6 +14,7 @@
 #include "gangrun/v1/session.grpc.pb.h"
 #include "proto/conversions.h"
 #include "scheduler/job_record.h"
+#include "scheduler/ledger.h"
 #include "store/run_store.h"
 
 namespace gangrun::cli {
@@ -83,6 +84,9 @@ std::string FormatJobStatus(const v1::GetStatusResponse& s) {
   out += "\n";
   if (!s.store_note().empty()) out += "store: " + s.store_note() + "\n";
   if (!s.last_generation_end().empty()) out += "last: " + s.last_generation_end() + "\n";
+  if (s.has_ledger()) {
+    out += "time: " + scheduler::DescribeLedger(s.ledger()) + " (now " + s.ledger().phase() + ")\n";
+  }
   if (!s.failures().empty()) {
     // Sorted by cause (the map on the wire has no order).
     std::map<std::string, uint64_t> failures(s.failures().begin(), s.failures().end());

@@ -10,6 +10,9 @@
 namespace gangrun::common {
 
 using Duration = std::chrono::steady_clock::duration;
+
+// A duration in seconds, as people and JSON read it; the one conversion.
+inline double SecondsOf(Duration d) { return std::chrono::duration<double>(d).count(); }
 using TimePoint = std::chrono::steady_clock::time_point;
 
 // A pending timer. Destroying or cancelling it guarantees the callback will not run.

@@ -39,8 +39,8 @@ struct RunContext {
 absl::StatusOr<v1::JobOutcome> RunJob(const Options& options, const HostFacts& facts,
                                       const RunContext& context);
 
-// The one-paragraph root-cause report for a failed job, then the outcome's warnings ("" for a
-// success without warnings).
+// The one-paragraph root-cause report for a failed job, then the outcome's warnings, then
+// where the job's time went (its ledger: scheduler/ledger.h).
 std::string FormatOutcome(const v1::JobOutcome& outcome);
 // The report without the warnings.
 std::string FormatKind(const v1::JobOutcome& outcome);

@@ -6,6 +6,7 @@
 #include "launcher/launcher.h"
 #include "proto/conversions.h"
 #include "scheduler/hang_report.h"
+#include "scheduler/ledger.h"
 
 namespace gangrun::launcher {
 
@@ -20,7 +21,11 @@ std::string Warnings(const v1::JobOutcome& outcome) {
 }  // namespace
 
 std::string FormatOutcome(const v1::JobOutcome& outcome) {
-  return FormatKind(outcome) + Warnings(outcome);
+  std::string time;
+  if (outcome.has_ledger()) {
+    time = "gangrun: the job's time: " + scheduler::DescribeLedger(outcome.ledger()) + "\n";
+  }
+  return FormatKind(outcome) + Warnings(outcome) + time;
 }
 
 std::string FormatKind(const v1::JobOutcome& outcome) {

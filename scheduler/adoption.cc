@@ -134,6 +134,7 @@ void Scheduler::CompleteAdoption(const std::string& missing) {
     }
   }
   Enter(State::kRunning, "generation " + std::to_string(generation_) + " adopted");
+  ledger_.OnGenerationStarted(generation_, current_world_, /*adopted=*/true);
   common::Logger("scheduler")
       ->warn("generation {} goes on under this scheduler: {} of {} worker(s) back{}", generation_,
              adoption->workers_back, current_world_,

@@ -105,6 +105,7 @@ void Scheduler::StartGeneration() {
   started_ranks_ = 0;
   succeeded_ranks_ = 0;
   ++generation_;  // its only writer: generation numbers only increase
+  ledger_.OnGenerationStarted(generation_, current_world_, /*adopted=*/false);
   common::Logger("scheduler")
       ->info("generation {}: {} node(s), {} worker(s){}", generation_, states.size(),
              current_world_,
@@ -284,6 +285,7 @@ void Scheduler::AbortAll(const std::string& reason) {
 
 void Scheduler::Finish(v1::JobOutcome outcome) {
   Enter(State::kFinished, proto::Name(outcome.kind()));
+  *outcome.mutable_ledger() = ledger_.ToProto();
   logs_.EndFollowing();
   for (const auto& warning : log_warnings_) outcome.add_warnings(warning);
   outcome_ = outcome;
@@ -293,6 +295,11 @@ void Scheduler::Finish(v1::JobOutcome outcome) {
   if (!outcome.message().empty()) fields["message"] = outcome.message();
   if (outcome.has_root_cause()) fields["rank"] = outcome.root_cause().rank();
   if (outcome.signal() != 0) fields["signal"] = outcome.signal();
+  const v1::Ledger& ledger = outcome.ledger();
+  fields["ledger"] = {
+      {"wall_seconds", ledger.wall_seconds()},
+      {"ettr", ledger.ettr()},
+      {"seconds", std::map<std::string, double>(ledger.seconds().begin(), ledger.seconds().end())}};
   Record(Event::kJobFinished, std::move(fields));
   WriteRecord();
   formation_timer_.reset();

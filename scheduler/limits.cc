@@ -10,11 +10,8 @@
 #include "scheduler/scheduler.h"
 
 namespace gangrun::scheduler {
-namespace {
 
-double SecondsOf(common::Duration d) { return std::chrono::duration<double>(d).count(); }
-
-}  // namespace
+using common::SecondsOf;
 
 void Scheduler::ArmTimeLimit() {
   if (options_.time_limit <= common::Duration::zero()) return;

@@ -17,6 +17,7 @@
 #include "common/net.h"
 #include "common/secret.h"
 #include "proto/conversions.h"
+#include "scheduler/ledger.h"
 #include "scheduler/status_page.h"
 
 namespace gangrun::scheduler {
@@ -83,6 +84,7 @@ class Renderer {
     Phases();
     States();
     Counters();
+    TimeLedger();
     Latencies();
     Progress();
     Store();
@@ -156,6 +158,24 @@ class Renderer {
                   j.telemetry->failures(cause));
       }
     }
+  }
+
+  // Where each job's time went (scheduler/ledger.h): every phase, in the ledger's order.
+  void TimeLedger() {
+    w_.Family("gangrun_phase_seconds_total", "counter",
+              "Seconds of the job's wall time by phase: forming, starting, training, stalled, "
+              "detecting, stopping, backoff, reforming.");
+    for (const auto& j : jobs_) {
+      for (size_t i = 0; i < static_cast<size_t>(LedgerPhase::kCount); ++i) {
+        const std::string phase(LedgerPhaseName(static_cast<LedgerPhase>(i)));
+        const auto it = j.status.ledger().seconds().find(phase);
+        w_.Sample("gangrun_phase_seconds_total", j.label + ",phase=\"" + phase + "\"",
+                  it == j.status.ledger().seconds().end() ? 0.0 : it->second);
+      }
+    }
+    w_.Family("gangrun_ettr", "gauge",
+              "Effective training time ratio: training seconds over wall seconds so far.");
+    for (const auto& j : jobs_) w_.Sample("gangrun_ettr", j.label, j.status.ledger().ettr());
   }
 
   void Summary(const std::string& name, const char* help,

@@ -46,6 +46,7 @@ void Scheduler::OnProgress(NodeState& node, const v1::ProgressReport& report) {
     auto it = node.workers.find(progress.rank());
     if (it == node.workers.end()) continue;
     v1::WorkerStatus& worker = it->second;
+    if (worker.reports() == 0 && progress.reports() > 0) ledger_.OnFirstReport();
     worker.set_step(progress.step());
     if (progress.reports() > 0) policy_.OnStep(progress.step());
     worker.set_reports(progress.reports());
@@ -80,6 +81,9 @@ void Scheduler::OnRankHung(NodeState& node, const v1::RankHung& hung) {
                             {"section", Sanitize(hung.section(), 64)}});
   CountFailure(FailureCause::kHang);
   failed_at_ = std::make_pair(generation_, clock_.Now());
+  // The rank's silence was a stall, not training.
+  ledger_.Reclassify(LedgerPhase::kStalled, std::chrono::duration_cast<common::Duration>(Seconds(
+                                                std::clamp(hung.silent_seconds(), 0.0, 1e9))));
   Enter(State::kCapturing, message);
   v1::RootCause root_cause;
   root_cause.set_host(node.join.node_name);

@@ -78,6 +78,7 @@ void Scheduler::Enter(JobState to, std::string_view why) {
                                  std::string(why));
   }
   state_ = to;
+  ledger_.OnState(to);
   if (!Forming()) wait_reminder_.Stop();
 }
 
@@ -254,6 +255,10 @@ void Scheduler::OnNodeLost(int node_id, NodeState& node, FailureCause cause,
   if (node.spare || node.excluded) {
     nodes_.erase(node_id);  // not in the job: nothing else changes
     return;
+  }
+  // Its silence was spent detecting the loss, not training.
+  if (Live() && cause == FailureCause::kHeartbeatTimeout) {
+    ledger_.Reclassify(LedgerPhase::kDetecting, clock_.Now() - node.last_seen);
   }
   if (state_ == State::kForming || state_ == State::kAwaitingReplacement) {
     membership_.Remove(node.join);

@@ -14,7 +14,7 @@
 // (restarts, replacements, elastic membership), spares.cc (spares, exclusions, health
 // rounds), limits.cc (job-wide signals, the time limit), progress.cc (progress reports,
 // hangs, stragglers), status.cc (status, stop requests, the outcome). Its components own their
-// state, each in its own header: logs.h, stacks_request.h, hang_capture.h.
+// state, each in its own header: logs.h, stacks_request.h, hang_capture.h, ledger.h.
 //
 // The job is always in one named state:
 //
@@ -82,6 +82,7 @@
 #include "rpc/connection_activity.h"
 #include "scheduler/hang_capture.h"
 #include "scheduler/job_state.h"
+#include "scheduler/ledger.h"
 #include "scheduler/logs.h"
 #include "scheduler/node_directory.h"
 #include "scheduler/node_link.h"
@@ -416,6 +417,7 @@ class Scheduler : private NodeDirectory {
   StacksRequests stacks_requests_{*this, clock_, options_.progress_rules.stack_timeout_seconds()};
   HangCapture hang_capture_{*this, clock_, options_.progress_rules.stack_timeout_seconds(),
                             [this](HangVerdict verdict) { OnHangJudged(std::move(verdict)); }};
+  Ledger ledger_{clock_};  // where the job's time went
 };
 
 }  // namespace gangrun::scheduler

@@ -124,6 +124,7 @@ v1::GetStatusResponse Scheduler::Status() const {
   if (telemetry_ != nullptr) status.set_job_id(telemetry_->job_id());
   if (options_.store_note) status.set_store_note(options_.store_note());
   status.set_last_generation_end(last_note_);
+  *status.mutable_ledger() = ledger_.ToProto();
   const common::TimePoint now = clock_.Now();
   for (const auto& [id, node] : nodes_) {
     if (!node.joined && !node.spare) continue;

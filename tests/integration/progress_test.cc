@@ -255,5 +255,44 @@ time.sleep(3600)
   EXPECT_EQ(RunToEnd(job).code, 128 + SIGTERM);
 }
 
+// The ledger against the workers' own clock: two ranks that start up for 1 s, then step for
+// 1 s; rank 1 fails in generation 1, the job restarts after a 1 s backoff and succeeds. Each
+// phase within 0.5 s of what the workers did, every second in one phase.
+TEST_F(ProgressTest, TheLedgerPutsEverySecondOfAJobWithARestartWhereItWent) {
+  auto job = Run({"--worker_num", "2", "--local_worker_num", "2", "--max_restarts", "1",
+                  "--restart_backoff", "1", "--heartbeat_interval", "0.05", "--event_log",
+                  dir_.File("events.jsonl"), "/usr/bin/python3", Script("job.py", R"PY(
+import os, socket, sys, time
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+time.sleep(1.0)  # start-up: imports, init_process_group, loading a checkpoint
+for step in range(10):
+    sock.sendto(b"step %d" % step, os.environ["GANGRUN_PROGRESS"])
+    time.sleep(0.1)
+if os.environ["GANGRUN_GENERATION"] == "1" and os.environ["RANK"] == "1":
+    sys.exit(3)
+)PY")});
+  EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr();
+  EXPECT_NE(job.Stderr().find("gangrun: the job's time: "), std::string::npos) << job.Stderr();
+  std::ifstream events(dir_.File("events.jsonl"));
+  nlohmann::json finished;
+  for (std::string line; std::getline(events, line);) {
+    auto event = nlohmann::json::parse(line);
+    if (event["event"] == "job_finished") finished = event;
+  }
+  ASSERT_TRUE(finished.contains("ledger")) << finished.dump();
+  const auto& ledger = finished["ledger"];
+  auto phase = [&](const char* name) {
+    return ledger["seconds"].contains(name) ? ledger["seconds"][name].get<double>() : 0.0;
+  };
+  double sum = 0;
+  for (const auto& [name, value] : ledger["seconds"].items()) sum += value.get<double>();
+  const double wall = ledger["wall_seconds"];
+  EXPECT_NEAR(sum, wall, wall * 0.01) << ledger.dump();
+  EXPECT_NEAR(phase("starting"), 2.0, 0.5) << ledger.dump();  // 1 s per generation
+  EXPECT_NEAR(phase("training"), 2.0, 0.5) << ledger.dump();  // 10 steps of 0.1 s, twice
+  EXPECT_NEAR(phase("backoff"), 1.0, 0.5) << ledger.dump();
+  EXPECT_NEAR(ledger["ettr"].get<double>(), phase("training") / wall, 1e-6);
+}
+
 }  // namespace
 }  // namespace gangrun::testing

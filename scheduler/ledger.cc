@@ -1,0 +1,176 @@
+// Where a job's wall time went (scheduler/ledger.h).
+
+#include "scheduler/ledger.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+#include <vector>
+
+namespace gangrun::scheduler {
+
+using common::SecondsOf;
+
+namespace {
+
+// "3.2 s", "47 s", "1 m 9 s", "2 h 5 m".
+std::string Spoken(double seconds) {
+  char text[32];
+  if (seconds < 10) {
+    std::snprintf(text, sizeof(text), "%.1f s", seconds);
+    return text;
+  }
+  const auto whole = static_cast<int64_t>(seconds + 0.5);
+  if (whole < 60) return std::to_string(whole) + " s";
+  if (whole < 3600) return std::to_string(whole / 60) + " m " + std::to_string(whole % 60) + " s";
+  return std::to_string(whole / 3600) + " h " + std::to_string(whole % 3600 / 60) + " m";
+}
+
+}  // namespace
+
+std::string DescribeLedger(const v1::Ledger& ledger) {
+  const auto training = ledger.seconds().find("training");
+  std::string text = Spoken(ledger.wall_seconds()) + " in all, ETTR " +
+                     std::to_string(static_cast<int>(ledger.ettr() * 100 + 0.5)) + "% (training " +
+                     Spoken(training == ledger.seconds().end() ? 0 : training->second) + ")";
+  std::vector<std::pair<double, std::string>> losses;
+  for (const auto& [phase, seconds] : ledger.seconds()) {
+    if (phase != "training" && seconds >= 0.05) losses.emplace_back(seconds, phase);
+  }
+  std::sort(losses.rbegin(), losses.rend());
+  for (size_t i = 0; i < losses.size() && i < 3; ++i) {
+    text += (i == 0 ? "; the largest losses: " : ", ") + losses[i].second + " " +
+            Spoken(losses[i].first);
+  }
+  return text;
+}
+
+std::string_view LedgerPhaseName(LedgerPhase phase) {
+  switch (phase) {
+    case LedgerPhase::kForming:
+      return "forming";
+    case LedgerPhase::kStarting:
+      return "starting";
+    case LedgerPhase::kTraining:
+      return "training";
+    case LedgerPhase::kStalled:
+      return "stalled";
+    case LedgerPhase::kDetecting:
+      return "detecting";
+    case LedgerPhase::kStopping:
+      return "stopping";
+    case LedgerPhase::kBackoff:
+      return "backoff";
+    case LedgerPhase::kReforming:
+      return "reforming";
+    case LedgerPhase::kCount:
+      break;
+  }
+  return "unknown";
+}
+
+void Ledger::Accumulate(common::TimePoint now) {
+  if (closed_ || now <= since_) return;
+  Of(job_, phase_) += now - since_;
+  Of(generations_[generation_], phase_) += now - since_;
+  since_ = now;
+}
+
+void Ledger::Enter(LedgerPhase to) {
+  Accumulate(clock_.Now());
+  phase_ = to;
+}
+
+void Ledger::OnState(JobState to) {
+  if (closed_) return;
+  switch (to) {
+    case JobState::kForming:
+      return Enter(generation_ == 0 ? LedgerPhase::kForming : LedgerPhase::kReforming);
+    case JobState::kAwaitingReplacement:
+      return Enter(LedgerPhase::kReforming);
+    case JobState::kRunning:
+      return Enter(LedgerPhase::kTraining);
+    case JobState::kCapturing:
+      return Enter(LedgerPhase::kDetecting);
+    case JobState::kStopping:
+      return Enter(LedgerPhase::kStopping);
+    case JobState::kBackingOff:
+      return Enter(LedgerPhase::kBackoff);
+    case JobState::kFinished:
+      Accumulate(clock_.Now());
+      closed_ = clock_.Now();
+      return;
+  }
+}
+
+void Ledger::OnGenerationStarted(uint64_t generation, int world, bool adopted) {
+  if (closed_) return;
+  Accumulate(clock_.Now());  // what came before is the last generation's
+  generation_ = generation;
+  world_ = world;
+  reporting_ = 0;
+  started_ = adopted;
+  running_since_ = clock_.Now();
+}
+
+void Ledger::OnFirstReport() {
+  if (closed_ || started_ || ++reporting_ < world_) return;
+  started_ = true;
+  if (phase_ != LedgerPhase::kTraining) return;
+  Accumulate(clock_.Now());
+  // Until now the generation was starting, not training.
+  Seconds& generation = generations_[generation_];
+  const common::Duration span =
+      std::min(clock_.Now() - running_since_, Of(generation, LedgerPhase::kTraining));
+  Of(generation, LedgerPhase::kTraining) -= span;
+  Of(job_, LedgerPhase::kTraining) -= span;
+  Of(generation, LedgerPhase::kStarting) += span;
+  Of(job_, LedgerPhase::kStarting) += span;
+}
+
+void Ledger::Reclassify(LedgerPhase to, common::Duration span) {
+  if (closed_ || span <= common::Duration::zero()) return;
+  Accumulate(clock_.Now());
+  Seconds& generation = generations_[generation_];
+  // Out of the current generation's training first, then its starting.
+  for (LedgerPhase from : {LedgerPhase::kTraining, LedgerPhase::kStarting}) {
+    const common::Duration moved = std::min(span, Of(generation, from));
+    Of(generation, from) -= moved;
+    Of(job_, from) -= moved;
+    Of(generation, to) += moved;
+    Of(job_, to) += moved;
+    span -= moved;
+  }
+}
+
+v1::Ledger Ledger::ToProto() const {
+  const common::TimePoint now = closed_.value_or(clock_.Now());
+  Seconds job = job_;
+  std::map<uint64_t, Seconds> generations = generations_;
+  if (!closed_ && now > since_) {
+    job[static_cast<size_t>(phase_)] += now - since_;
+    generations[generation_][static_cast<size_t>(phase_)] += now - since_;
+  }
+  v1::Ledger ledger;
+  const double wall = SecondsOf(now - opened_);
+  ledger.set_wall_seconds(wall);
+  ledger.set_phase(std::string(LedgerPhaseName(phase_)));
+  for (size_t i = 0; i < job.size(); ++i) {
+    const std::string name(LedgerPhaseName(static_cast<LedgerPhase>(i)));
+    if (job[i] > common::Duration::zero()) (*ledger.mutable_seconds())[name] = SecondsOf(job[i]);
+  }
+  const double training = SecondsOf(job[static_cast<size_t>(LedgerPhase::kTraining)]);
+  ledger.set_ettr(wall > 0 ? training / wall : 0);
+  for (const auto& [number, seconds] : generations) {
+    v1::GenerationLedger* generation = ledger.add_generations();
+    generation->set_generation(number);
+    for (size_t i = 0; i < seconds.size(); ++i) {
+      if (seconds[i] <= common::Duration::zero()) continue;
+      (*generation->mutable_seconds())[std::string(LedgerPhaseName(static_cast<LedgerPhase>(i)))] =
+          SecondsOf(seconds[i]);
+    }
+  }
+  return ledger;
+}
+
+}  // namespace gangrun::scheduler

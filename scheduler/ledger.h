@@ -1,0 +1,100 @@
+#pragma once
+// Where a job's wall time went: a component of the scheduler that puts every second from the
+// scheduler's start to the job's end in exactly one phase, per generation and in all, and
+// gives the effective training time ratio (ETTR: training / wall time; Meta's measure).
+//
+// Phases, as the core's course moves them (Enter's transitions, scheduler/job_state.h):
+//   forming      kForming before the first generation: waiting for nodes
+//   starting     kRunning until every rank has reported progress once (imports,
+//                init_process_group, checkpoint loading); counted when that happens, so a job
+//                whose ranks never report progress has no starting time, only training
+//   training     kRunning after that
+//   stalled      the silence before a rank was judged hung (moved out of training)
+//   detecting    kCapturing (stacks of a hang), and the silence before a node was judged
+//                lost (moved out of training)
+//   stopping     kStopping: until every worker of the generation is gone
+//   backoff      kBackingOff
+//   reforming    kForming after a generation, and kAwaitingReplacement
+// Not yet measured: health checks (they run inside backoff) and lost work (the steps done
+// again after a restart, which needs the checkpoints' steps); ETTR counts all training.
+//
+// Example: formed in 2 s, ranks reported after 3 s, trained 40 s, a rank hung (judged after
+// 10 s of silence), 1 s of capture, 1 s stopping, 1 s backoff, 1 s reforming, then 20 s more:
+// forming 2, starting 3 + 3, training 30 + 17, stalled 10, detecting 1, stopping 1, backoff 1,
+// reforming 1; wall 69 s, ETTR 0.68.
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/clock.h"
+#include "gangrun/v1/session.pb.h"
+#include "scheduler/job_state.h"
+
+namespace gangrun::scheduler {
+
+enum class LedgerPhase {
+  kForming,
+  kStarting,
+  kTraining,
+  kStalled,
+  kDetecting,
+  kStopping,
+  kBackoff,
+  kReforming,
+  kCount
+};
+std::string_view LedgerPhaseName(LedgerPhase phase);
+
+// The ledger in one line, for the job's end and `gangrun status`: "1 m 9 s in all, ETTR 68%
+// (training 47 s); the largest losses: stalled 10 s, starting 6 s, forming 2 s" (at most three,
+// largest first; none under 0.05 s). Seconds under 10 with one decimal.
+std::string DescribeLedger(const v1::Ledger& ledger);
+
+class Ledger {
+ public:
+  // Opens at `now` in forming.
+  explicit Ledger(common::Clock& clock) : clock_(clock), since_(clock.Now()), opened_(since_) {}
+
+  // The core entered `to`.
+  void OnState(JobState to);
+  // Generation `generation` of `world` ranks started (after OnState(kRunning)); an adopted one
+  // was running already: it has no starting time.
+  void OnGenerationStarted(uint64_t generation, int world, bool adopted);
+  // A rank reported progress for the first time in this generation (each rank once).
+  void OnFirstReport();
+  // The last `span` of the current training (or starting) was not: it was silence before a
+  // hang (kStalled) or before a lost node (kDetecting). At most what this generation trained.
+  void Reclassify(LedgerPhase to, common::Duration span);
+
+  LedgerPhase phase() const { return phase_; }
+  // As of now (frozen once the job has finished).
+  v1::Ledger ToProto() const;
+
+ private:
+  using Seconds = std::array<common::Duration, static_cast<size_t>(LedgerPhase::kCount)>;
+  void Enter(LedgerPhase to);
+  // Adds the time since the last change to the current phase.
+  void Accumulate(common::TimePoint now);
+  common::Duration& Of(Seconds& seconds, LedgerPhase phase) {
+    return seconds[static_cast<size_t>(phase)];
+  }
+
+  common::Clock& clock_;
+  LedgerPhase phase_ = LedgerPhase::kForming;
+  common::TimePoint since_;                  // when the current phase's uncounted time began
+  common::TimePoint opened_;                 // the scheduler's start
+  std::optional<common::TimePoint> closed_;  // the job's end
+  Seconds job_{};
+  std::map<uint64_t, Seconds> generations_;  // by generation (0: before the first)
+  uint64_t generation_ = 0;
+  int world_ = 0;
+  int reporting_ = 0;                // ranks of this generation that reported
+  common::TimePoint running_since_;  // this generation's kRunning began
+  bool started_ = false;             // every rank has reported: training from here
+};
+
+}  // namespace gangrun::scheduler

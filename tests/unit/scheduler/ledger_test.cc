@@ -1,0 +1,111 @@
+// Where a job's time went (scheduler/ledger.h), on the fake clock: the header's worked example
+// phase by phase, every second in exactly one phase, and the one-line summary. No Scheduler.
+
+#include "scheduler/ledger.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/testing/fake_clock.h"
+
+namespace gangrun::scheduler {
+namespace {
+
+using std::chrono::seconds;
+
+double Seconds(const v1::Ledger& ledger, const std::string& phase) {
+  auto it = ledger.seconds().find(phase);
+  return it == ledger.seconds().end() ? 0 : it->second;
+}
+
+double Sum(const v1::Ledger& ledger) {
+  double sum = 0;
+  for (const auto& [phase, value] : ledger.seconds()) sum += value;
+  return sum;
+}
+
+TEST(LedgerTest, TheHeadersWorkedExample) {
+  testing::FakeClock clock;
+  Ledger ledger(clock);
+  ledger.OnState(JobState::kForming);
+  clock.Advance(seconds(2));
+  ledger.OnState(JobState::kRunning);
+  ledger.OnGenerationStarted(1, 2, false);
+  clock.Advance(seconds(3));
+  ledger.OnFirstReport();
+  EXPECT_EQ(ledger.phase(), LedgerPhase::kTraining);
+  ledger.OnFirstReport();  // both ranks have reported: the 3 s were starting
+  clock.Advance(seconds(40));
+  ledger.Reclassify(LedgerPhase::kStalled, seconds(10));  // judged hung after 10 s of silence
+  ledger.OnState(JobState::kCapturing);
+  clock.Advance(seconds(1));
+  ledger.OnState(JobState::kStopping);
+  clock.Advance(seconds(1));
+  ledger.OnState(JobState::kBackingOff);
+  clock.Advance(seconds(1));
+  ledger.OnState(JobState::kForming);
+  EXPECT_EQ(ledger.phase(), LedgerPhase::kReforming);
+  clock.Advance(seconds(1));
+  ledger.OnState(JobState::kRunning);
+  ledger.OnGenerationStarted(2, 2, false);
+  clock.Advance(seconds(3));
+  ledger.OnFirstReport();
+  ledger.OnFirstReport();
+  clock.Advance(seconds(17));
+  ledger.OnState(JobState::kFinished);
+  clock.Advance(seconds(100));  // frozen at the end
+
+  const v1::Ledger done = ledger.ToProto();
+  EXPECT_EQ(done.wall_seconds(), 69);
+  EXPECT_EQ(Seconds(done, "forming"), 2);
+  EXPECT_EQ(Seconds(done, "starting"), 6);
+  EXPECT_EQ(Seconds(done, "training"), 47);
+  EXPECT_EQ(Seconds(done, "stalled"), 10);
+  EXPECT_EQ(Seconds(done, "detecting"), 1);
+  EXPECT_EQ(Seconds(done, "stopping"), 1);
+  EXPECT_EQ(Seconds(done, "backoff"), 1);
+  EXPECT_EQ(Seconds(done, "reforming"), 1);
+  EXPECT_EQ(Sum(done), done.wall_seconds());
+  EXPECT_NEAR(done.ettr(), 47.0 / 69, 1e-9);
+  ASSERT_EQ(done.generations_size(), 3);  // before the first, and each generation
+  EXPECT_EQ(done.generations(1).generation(), 1u);
+  EXPECT_EQ(done.generations(1).seconds().at("training"), 30);
+  EXPECT_EQ(done.generations(2).seconds().at("training"), 17);
+  EXPECT_EQ(DescribeLedger(done),
+            "1 m 9 s in all, ETTR 68% (training 47 s); the largest losses: stalled 10 s, starting "
+            "6.0 s, forming 2.0 s");
+}
+
+TEST(LedgerTest, ARunningJobIsCountedToNowAndSilenceIsNeverMoreThanItTrained) {
+  testing::FakeClock clock;
+  Ledger ledger(clock);
+  clock.Advance(seconds(1));
+  ledger.OnState(JobState::kRunning);
+  ledger.OnGenerationStarted(1, 1, false);
+  clock.Advance(seconds(4));
+  // A node lost after 30 s of silence, in a generation that ran 4 s: 4 s were detecting.
+  ledger.Reclassify(LedgerPhase::kDetecting, seconds(30));
+  const v1::Ledger now = ledger.ToProto();
+  EXPECT_EQ(now.wall_seconds(), 5);
+  EXPECT_EQ(Seconds(now, "detecting"), 4);
+  EXPECT_EQ(Seconds(now, "training"), 0);
+  EXPECT_EQ(Sum(now), now.wall_seconds());
+  EXPECT_EQ(now.phase(), "training");
+  // Ranks that never report progress: all of their time is training (no starting is known).
+  clock.Advance(seconds(5));
+  EXPECT_EQ(Seconds(ledger.ToProto(), "training"), 5);
+  EXPECT_EQ(Seconds(ledger.ToProto(), "starting"), 0);
+}
+
+TEST(LedgerTest, AnAdoptedGenerationHasNoStartingTime) {
+  testing::FakeClock clock;
+  Ledger ledger(clock);
+  ledger.OnState(JobState::kRunning);
+  ledger.OnGenerationStarted(4, 1, true);
+  clock.Advance(seconds(3));
+  ledger.OnFirstReport();
+  EXPECT_EQ(Seconds(ledger.ToProto(), "starting"), 0);
+  EXPECT_EQ(Seconds(ledger.ToProto(), "training"), 3);
+}
+
+}  // namespace
+}  // namespace gangrun::scheduler
