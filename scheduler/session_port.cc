@@ -413,7 +413,9 @@ bool Handshake::OnOpen(std::string_view payload) {
     return Refuse(refused);
   }
   if (port_->closed) return Fail("the scheduler is closing");
-  if ((resumed == nullptr || resumed->last_event() == 0) && !port_->AdmitUnjoined()) {
+  // A resume moves its session to this connection (its old one leaves the count), so only a
+  // new session can add one; evicting for a resume could end the very session being resumed.
+  if (resumed == nullptr && !port_->AdmitUnjoined()) {
     return Fail("opened while " + std::to_string(SessionPort::kMaxUnjoinedInProcess) +
                 " sessions of this process's jobs had not joined");
   }
