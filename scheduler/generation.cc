@@ -257,7 +257,7 @@ void Scheduler::MaybeGenerationOver() {
   generation_requested_at_ = clock_.Now();
   const bool worker_failed = stopping_ && (stopping_->kind == StopReason::Kind::kWorkerFailed ||
                                            stopping_->kind == StopReason::Kind::kHung);
-  if (stop_requested_ || time_limit_reached_) return Finish(CurrentOutcome());
+  if (stop_requested_ || time_limit_.reached()) return Finish(CurrentOutcome());
   if (!lost_node_.empty()) return AfterFailedGeneration(false);
   if (!worker_failed && succeeded_ranks_ == current_world_) {
     return Finish(CurrentOutcome());  // done, whatever joined or left meanwhile

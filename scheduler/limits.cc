@@ -1,45 +1,16 @@
 // Job-wide signals (--signals_to_forward: a signal one launcher gets reaches every worker of the
-// job, which goes on) and the time limit (--time_limit, with --time_limit_signal's early
-// warning). Part of the Scheduler actor (scheduler.h): the same strand, the same state.
+// job, which goes on) and what the time limit (scheduler/time_limit.h) means for the job. Part
+// of the Scheduler core (scheduler.h): the same strand, the same state.
 
 #include <algorithm>
 
-#include "absl/strings/str_cat.h"
 #include "common/exit_status.h"
 #include "common/logging.h"
 #include "scheduler/scheduler.h"
 
 namespace gangrun::scheduler {
 
-using common::SecondsOf;
-
-void Scheduler::ArmTimeLimit() {
-  if (options_.time_limit <= common::Duration::zero()) return;
-  time_limit_timer_ = clock_.After(options_.time_limit, [this] { OnTimeLimit(); });
-  if (options_.time_limit_signal == 0 || options_.time_limit_signal_before >= options_.time_limit) {
-    return;
-  }
-  time_limit_signal_timer_ =
-      clock_.After(options_.time_limit - options_.time_limit_signal_before, [this] {
-        time_limit_signal_timer_.reset();
-        const std::string why =
-            absl::StrCat(SecondsOf(options_.time_limit_signal_before),
-                         " s before the job's time limit (--time_limit_signal)");
-        Record(Event::kTimeLimit, {{"signal", common::SignalName(options_.time_limit_signal)},
-                                   {"seconds_left", SecondsOf(options_.time_limit_signal_before)}});
-        SignalWorkers(options_.time_limit_signal, why);
-      });
-}
-
-void Scheduler::OnTimeLimit() {
-  time_limit_timer_.reset();
-  time_limit_signal_timer_.reset();
-  if (state_ == State::kFinished) return;
-  time_limit_reached_ = true;
-  const std::string why =
-      absl::StrCat("the job reached its time limit of ", SecondsOf(options_.time_limit), " s");
-  common::Logger("scheduler")->warn("{}: stopping it", why);
-  Record(Event::kTimeLimit, {{"time_limit_seconds", SecondsOf(options_.time_limit)}});
+void Scheduler::OnTimeLimit(const std::string& why) {
   switch (state_) {
     case State::kRunning:
     case State::kCapturing:

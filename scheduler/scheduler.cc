@@ -94,7 +94,7 @@ void Scheduler::Start() {
       // As for any lost node of a fixed-size job: the survivors and a node in the lost one's
       // place (its launcher started again, or a spare) form the next generation, a restart.
       lost_node_ = options_.takeover->lost;
-      ArmTimeLimit();
+      time_limit_.Arm();
       CheckHeartbeats();
       return WaitForReplacement();
     }
@@ -102,12 +102,12 @@ void Scheduler::Start() {
   if (options_.adopt_timeout) {
     adoption_ = std::make_unique<Adoption>();
     ArmAdoption();
-    ArmTimeLimit();
+    time_limit_.Arm();
     CheckHeartbeats();
     return;
   }
   ArmFormationTimeout();
-  ArmTimeLimit();
+  time_limit_.Arm();
   CheckHeartbeats();
 }
 

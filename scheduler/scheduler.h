@@ -14,7 +14,8 @@
 // (restarts, replacements, elastic membership), spares.cc (spares, exclusions, health
 // rounds), limits.cc (job-wide signals, the time limit), progress.cc (progress reports,
 // hangs, stragglers), status.cc (status, stop requests, the outcome). Its components own their
-// state, each in its own header: logs.h, stacks_request.h, hang_capture.h, ledger.h.
+// state, each in its own header: logs.h, stacks_request.h, hang_capture.h, ledger.h,
+// time_limit.h.
 //
 // The job is always in one named state:
 //
@@ -92,12 +93,14 @@
 #include "scheduler/scheduler_options.h"
 #include "scheduler/stacks_request.h"
 #include "scheduler/telemetry.h"
+#include "scheduler/time_limit.h"
 #include "scheduler/wait_reminder.h"
 
 namespace gangrun::scheduler {
 
 // The core; its components (scheduler/logs.h, scheduler/stacks_request.h,
-// scheduler/hang_capture.h) reach it through NodeDirectory alone.
+// scheduler/hang_capture.h, scheduler/time_limit.h) reach it through NodeDirectory alone (the
+// ledger, scheduler/ledger.h, needs only the clock and what the core tells it).
 class Scheduler : private NodeDirectory {
  public:
   using Options = SchedulerOptions;  // scheduler/scheduler_options.h
@@ -316,8 +319,8 @@ class Scheduler : private NodeDirectory {
   // A fixed-size job has all its workers; an elastic one at least its minimum.
   bool MembershipComplete() const;
   // limits.cc
-  void ArmTimeLimit();
-  void OnTimeLimit();
+  // The time limit passed (scheduler/time_limit.h): the job stops.
+  void OnTimeLimit(const std::string& why);
   void OnForwardSignal(const NodeState& from, int signal);
   // Sends `signal` to every worker of every member.
   void SignalWorkers(int signal, const std::string& why);
@@ -349,14 +352,11 @@ class Scheduler : private NodeDirectory {
   State state_ = State::kForming;
   std::optional<StopReason> stopping_;             // kStopping: why
   std::optional<v1::StopRequest> stop_requested_;  // nothing restarts or re-forms after one
-  bool time_limit_reached_ = false;                // likewise
   RecoveryPolicy policy_;
   std::string recovery_note_;  // why the job was not restarted (a policy), for the outcome
   uint64_t health_round_ = 0;
   uint64_t health_for_ = 0;       // the generation the last health round checked for
   std::set<int> health_waiting_;  // node ids whose answer is due
-  std::unique_ptr<common::Timer> time_limit_timer_;
-  std::unique_ptr<common::Timer> time_limit_signal_timer_;
   common::TimePoint started_at_;
   std::array<uint64_t, static_cast<size_t>(FailureCause::kCount)> failures_{};
   struct Hole {
@@ -418,6 +418,12 @@ class Scheduler : private NodeDirectory {
   HangCapture hang_capture_{*this, clock_, options_.progress_rules.stack_timeout_seconds(),
                             [this](HangVerdict verdict) { OnHangJudged(std::move(verdict)); }};
   Ledger ledger_{clock_};  // where the job's time went
+  TimeLimit time_limit_{
+      *this,
+      clock_,
+      {options_.time_limit, options_.time_limit_signal, options_.time_limit_signal_before},
+      [this](int signal, const std::string& why) { SignalWorkers(signal, why); },
+      [this](const std::string& why) { OnTimeLimit(why); }};
 };
 
 }  // namespace gangrun::scheduler

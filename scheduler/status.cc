@@ -164,9 +164,8 @@ v1::GetStatusResponse Scheduler::Status() const {
     (*status.mutable_failures())[FailureCauseName(static_cast<FailureCause>(cause))] =
         failures_[cause];
   }
-  if (options_.time_limit > common::Duration::zero() && state_ != State::kFinished) {
-    const common::Duration left = started_at_ + options_.time_limit - now;
-    status.set_time_left_seconds(std::max(0.0, std::chrono::duration<double>(left).count()));
+  if (const auto left = time_limit_.Left(); left && state_ != State::kFinished) {
+    status.set_time_left_seconds(common::SecondsOf(*left));
   }
   AddProgress(status);
   return status;
@@ -205,11 +204,9 @@ v1::JobOutcome Scheduler::CurrentOutcome() const {
   std::sort(stopped.begin(), stopped.end());
   const bool fatal_loss =
       stopping_ && stopping_->kind == StopReason::Kind::kNodeLost && lost_node_.empty();
-  if (time_limit_reached_) {
+  if (time_limit_.reached()) {
     outcome.set_kind(v1::JobOutcome::KIND_TIME_LIMIT);
-    outcome.set_message(absl::StrCat("the job reached its time limit of ",
-                                     std::chrono::duration<double>(options_.time_limit).count(),
-                                     " s"));
+    outcome.set_message(time_limit_.Why());
   } else if (stopping_ && stopping_->kind == StopReason::Kind::kWorkerFailed) {
     outcome.set_kind(v1::JobOutcome::KIND_WORKER_FAILED);
     outcome.set_message(recovery_note_);
