@@ -124,8 +124,8 @@ std::string FormatDaemonStatus(const v1::DaemonStatusResponse& s) {
   for (const auto& job : s.jobs()) out += "\n" + FormatJobStatus(job);
   if (!s.finished().empty()) {
     out += absl::StrFormat("\nfinished, newest first (the last %d kept):\n", s.finished_size());
-    out += absl::StrFormat("%-14s %-18s %-8s %8s %8s %s\n", "JOB", "OUTCOME", "EXIT", "RESTARTS",
-                           "WALL", "COMMAND");
+    out += absl::StrFormat("%-14s %-18s %-8s %8s %8s %5s %s\n", "JOB", "OUTCOME", "EXIT",
+                           "RESTARTS", "WALL", "ETTR", "COMMAND");
     for (const auto& f : s.finished()) {
       std::string exit = "-";
       if (f.outcome().kind() == v1::JobOutcome::KIND_SUCCEEDED) {
@@ -138,9 +138,12 @@ std::string FormatDaemonStatus(const v1::DaemonStatusResponse& s) {
       const std::string wall = f.submitted_unix() > 0 && f.ended_unix() >= f.submitted_unix()
                                    ? absl::StrFormat("%.1fs", f.ended_unix() - f.submitted_unix())
                                    : std::string("-");
-      out +=
-          absl::StrFormat("%-14s %-18s %-8s %8d %8s %s\n", f.job_id(),
-                          proto::Name(f.outcome().kind()), exit, f.restarts(), wall, f.command());
+      const std::string ettr = f.outcome().has_ledger()
+                                   ? absl::StrFormat("%.0f%%", f.outcome().ledger().ettr() * 100)
+                                   : std::string("-");
+      out += absl::StrFormat("%-14s %-18s %-8s %8d %8s %5s %s\n", f.job_id(),
+                             proto::Name(f.outcome().kind()), exit, f.restarts(), wall, ettr,
+                             f.command());
     }
   }
   return out;
@@ -177,6 +180,9 @@ CommandResult OneDaemonJob(const v1::DaemonStatusResponse& daemon, const std::st
       out += absl::StrFormat("root cause: rank %d on %s %s%s\n", cause.rank(), cause.host(),
                              proto::FromProto(cause.exit()).ToString(),
                              cause.log_path().empty() ? "" : " (log: " + cause.log_path() + ")");
+    }
+    if (finished.outcome().has_ledger()) {
+      out += "time: " + scheduler::DescribeLedger(finished.outcome().ledger()) + "\n";
     }
     out += "command: " + finished.command() + "\n";
     std::fputs(out.c_str(), stdout);

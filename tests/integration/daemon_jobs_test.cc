@@ -149,6 +149,10 @@ TEST_F(DaemonTest, StatusListsFinishedJobsNewestFirst) {
   EXPECT_NE(one.Stdout().find("job " + id + "  finished: worker_failed"), std::string::npos)
       << one.Stdout();
   EXPECT_NE(one.Stdout().find("exited with code 3"), std::string::npos) << one.Stdout();
+  // Where its time went, as its launchers said at its end.
+  EXPECT_NE(one.Stdout().find("\ntime: "), std::string::npos) << one.Stdout();
+  EXPECT_NE(one.Stdout().find(" in all, ETTR "), std::string::npos) << one.Stdout();
+  EXPECT_NE(text.find("ETTR"), std::string::npos) << text;
   auto unknown = Gangrun({"status", "--master", master, "--job", "no-such-job"});
   EXPECT_EQ(RunToEnd(unknown).code, 1) << unknown.Stderr();
   EXPECT_NE(unknown.Stderr().find("has no job no-such-job"), std::string::npos) << unknown.Stderr();
