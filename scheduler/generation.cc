@@ -295,11 +295,7 @@ void Scheduler::Finish(v1::JobOutcome outcome) {
   if (!outcome.message().empty()) fields["message"] = outcome.message();
   if (outcome.has_root_cause()) fields["rank"] = outcome.root_cause().rank();
   if (outcome.signal() != 0) fields["signal"] = outcome.signal();
-  const v1::Ledger& ledger = outcome.ledger();
-  fields["ledger"] = {
-      {"wall_seconds", ledger.wall_seconds()},
-      {"ettr", ledger.ettr()},
-      {"seconds", std::map<std::string, double>(ledger.seconds().begin(), ledger.seconds().end())}};
+  fields["ledger"] = LedgerJson(outcome.ledger());
   Record(Event::kJobFinished, std::move(fields));
   WriteRecord();
   formation_timer_.reset();

@@ -1,6 +1,7 @@
 #pragma once
 // The job's outcome as a store's record holds it (Scheduler::SetOnRecord writes the record;
-// README "A store of record"): {"kind": "succeeded", "code": 1, "message": "..."}. The one
+// README "A store of record"): {"kind": "succeeded", "code": 1, "message": "...", "ledger":
+// {...}} (the ledger: scheduler/ledger.h). The one
 // codec both ways: the scheduler that writes it, and the launcher that takes a job over, or
 // ends one no scheduler is left to end, reads or writes it.
 

@@ -28,6 +28,36 @@ std::string Spoken(double seconds) {
 
 }  // namespace
 
+nlohmann::json LedgerJson(const v1::Ledger& ledger) {
+  return {
+      {"wall_seconds", ledger.wall_seconds()},
+      {"ettr", ledger.ettr()},
+      {"seconds", std::map<std::string, double>(ledger.seconds().begin(), ledger.seconds().end())}};
+}
+
+v1::Ledger LedgerFromJson(const nlohmann::json& json) {
+  v1::Ledger ledger;
+  auto number = [](const nlohmann::json& value) {
+    return value.is_number() ? std::max(0.0, value.get<double>()) : 0.0;
+  };
+  if (!json.is_object()) return ledger;
+  if (auto wall = json.find("wall_seconds"); wall != json.end()) {
+    ledger.set_wall_seconds(number(*wall));
+  }
+  if (auto ettr = json.find("ettr"); ettr != json.end()) {
+    ledger.set_ettr(std::min(1.0, number(*ettr)));
+  }
+  auto seconds = json.find("seconds");
+  if (seconds == json.end() || !seconds->is_object()) return ledger;
+  for (size_t i = 0; i < static_cast<size_t>(LedgerPhase::kCount); ++i) {
+    const std::string name(LedgerPhaseName(static_cast<LedgerPhase>(i)));
+    if (auto value = seconds->find(name); value != seconds->end() && number(*value) > 0) {
+      (*ledger.mutable_seconds())[name] = number(*value);
+    }
+  }
+  return ledger;
+}
+
 std::string DescribeLedger(const v1::Ledger& ledger) {
   const auto training = ledger.seconds().find("training");
   std::string text = Spoken(ledger.wall_seconds()) + " in all, ETTR " +

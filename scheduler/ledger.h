@@ -32,6 +32,7 @@
 
 #include "common/clock.h"
 #include "gangrun/v1/session.pb.h"
+#include "nlohmann/json.hpp"
 #include "scheduler/job_state.h"
 
 namespace gangrun::scheduler {
@@ -53,6 +54,12 @@ std::string_view LedgerPhaseName(LedgerPhase phase);
 // (training 47 s); the largest losses: stalled 10 s, starting 6 s, forming 2 s" (at most three,
 // largest first; none under 0.05 s). Seconds under 10 with one decimal.
 std::string DescribeLedger(const v1::Ledger& ledger);
+
+// The ledger in the event log and the store's record: {"wall_seconds": 69, "ettr": 0.68,
+// "seconds": {"training": 47, ...}}; and back, from a record gangrun may not have written (only
+// the phases it knows, numbers only, nothing throws).
+nlohmann::json LedgerJson(const v1::Ledger& ledger);
+v1::Ledger LedgerFromJson(const nlohmann::json& json);
 
 class Ledger {
  public:

@@ -107,5 +107,28 @@ TEST(LedgerTest, AnAdoptedGenerationHasNoStartingTime) {
   EXPECT_EQ(Seconds(ledger.ToProto(), "training"), 3);
 }
 
+// The event log's and the store's form, and back; a record gangrun did not write reads as far
+// as it can, never throwing.
+TEST(LedgerTest, ItsJsonReadsBackAndAForeignOneHarmsNothing) {
+  v1::Ledger ledger;
+  ledger.set_wall_seconds(69);
+  ledger.set_ettr(0.68);
+  (*ledger.mutable_seconds())["training"] = 47;
+  (*ledger.mutable_seconds())["stalled"] = 10;
+  const v1::Ledger back = LedgerFromJson(LedgerJson(ledger));
+  EXPECT_EQ(back.wall_seconds(), 69);
+  EXPECT_EQ(back.ettr(), 0.68);
+  EXPECT_EQ(back.seconds().at("training"), 47);
+  EXPECT_EQ(back.seconds().at("stalled"), 10);
+  const v1::Ledger foreign = LedgerFromJson(nlohmann::json::parse(
+      R"({"wall_seconds": "x", "ettr": 7, "seconds": {"training": -3, "mining": 5,
+          "backoff": [1], "stopping": 2}})"));
+  EXPECT_EQ(foreign.wall_seconds(), 0);
+  EXPECT_EQ(foreign.ettr(), 1);
+  EXPECT_EQ(foreign.seconds_size(), 1);
+  EXPECT_EQ(foreign.seconds().at("stopping"), 2);
+  EXPECT_EQ(LedgerFromJson(nlohmann::json::array()).seconds_size(), 0);
+}
+
 }  // namespace
 }  // namespace gangrun::scheduler
