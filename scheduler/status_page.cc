@@ -18,6 +18,11 @@ th{background:#f0f0f0}
 .straggler{background:#fff3c4}
 .failed{color:#b00}
 #error{color:#b00}
+.bar{display:flex;width:480px;height:14px;border:1px solid #999}
+.bar span{display:block;height:100%}
+.p-forming{background:#9ab}.p-starting{background:#fc6}.p-training{background:#4a4}
+.p-stalled{background:#c33}.p-detecting{background:#e74}.p-stopping{background:#a6c}
+.p-backoff{background:#888}.p-reforming{background:#69d}
 </style></head>
 <body>
 <h1 id="title">gangrun</h1>
@@ -48,6 +53,42 @@ function table(id, headers, rows) {
   }
   return t;
 }
+// The ledger's phases in its order (scheduler/ledger.h), and seconds as people read them.
+const PHASES = ["forming", "starting", "training", "stalled", "detecting", "stopping", "backoff",
+                "reforming"];
+function seconds(v) {
+  v = Number(v) || 0;
+  if (v < 10) return v.toFixed(1) + " s";
+  v = Math.round(v);
+  return v < 60 ? v + " s" : Math.floor(v / 60) + " m " + (v % 60) + " s";
+}
+// Each generation's phases as a bar (width by seconds) and in words.
+function ledgerTable(ledger) {
+  const t = table("ledger", ["generation", "where its time went", "seconds by phase"], []);
+  for (const g of ledger.generations || []) {
+    const by = g.seconds || {};
+    const total = PHASES.reduce((sum, p) => sum + (Number(by[p]) || 0), 0);
+    if (total <= 0) continue;
+    const tr = t.insertRow();
+    cell(tr, Number(g.generation || 0) === 0 ? "before the first" : g.generation);
+    const td = document.createElement("td");
+    const bar = document.createElement("div");
+    bar.className = "bar";
+    for (const p of PHASES) {
+      const v = Number(by[p]) || 0;
+      if (v <= 0) continue;
+      const span = document.createElement("span");
+      span.className = "p-" + p;
+      span.style.width = (100 * v / total) + "%";
+      span.title = p + " " + seconds(v);
+      bar.appendChild(span);
+    }
+    td.appendChild(bar);
+    tr.appendChild(td);
+    cell(tr, PHASES.filter(p => Number(by[p]) > 0).map(p => p + " " + seconds(by[p])).join(", "));
+  }
+  return t;
+}
 function short(name) { return String(name || "").replace(/^[A-Z]+_STATE_|^JOB_PHASE_|^KIND_/, "").toLowerCase(); }
 function showJob(s, events) {
   document.getElementById("title").textContent = "gangrun job " + (s.job_id || "");
@@ -67,8 +108,17 @@ function showJob(s, events) {
     last.textContent = "last: " + s.last_generation_end;
     summary.appendChild(last);
   }
+  if (s.ledger) {
+    const time = document.createElement("p");
+    time.id = "time";
+    time.textContent = "time: " + seconds(s.ledger.wall_seconds) + " in all, ETTR " +
+      Math.round(100 * (Number(s.ledger.ettr) || 0)) + "% (training " +
+      seconds((s.ledger.seconds || {}).training) + "), now " + s.ledger.phase;
+    summary.appendChild(time);
+  }
   const content = document.getElementById("content");
   content.innerHTML = "";
+  if (s.ledger) content.appendChild(ledgerTable(s.ledger));
   content.appendChild(table("nodes", ["node", "address", "node rank", "launcher pid", "state"],
     (s.nodes || []).map(n => ({cells: [n.node_name, n.host_address,
       n.node_rank < 0 ? "-" : n.node_rank, n.launcher_pid, short(n.state)]}))));
@@ -100,12 +150,14 @@ function showDaemon(d) {
   content.appendChild(table("jobs", ["job", "phase", "generation", "workers", "last"],
     (d.jobs || []).map(j => ({cells: [j.job_id, short(j.phase), j.generation, j.world_size,
                                       j.last_generation_end || "-"]}))));
-  content.appendChild(table("finished", ["job", "outcome", "restarts", "wall", "command"],
+  content.appendChild(table("finished", ["job", "outcome", "restarts", "wall", "ETTR", "command"],
     (d.finished || []).map(f => ({
       cls: short(f.outcome && f.outcome.kind) === "succeeded" ? "" : "failed",
       cells: [f.job_id, short(f.outcome && f.outcome.kind), f.restarts || 0,
               f.submitted_unix > 0 && f.ended_unix >= f.submitted_unix
                   ? (f.ended_unix - f.submitted_unix).toFixed(1) + " s" : "-",
+              f.outcome && f.outcome.ledger
+                  ? Math.round(100 * (Number(f.outcome.ledger.ettr) || 0)) + "%" : "-",
               f.command]}))));
 }
 async function refresh() {

@@ -122,6 +122,12 @@ with tempfile.TemporaryDirectory() as work:
             fail("the page's workers %r are not status's %r" % (rows, want))
         if not any(r[0:2] == ["forming", "running"] for r in page.tables.get("events", [])):
             fail("the page shows no forming -> running event:\n" + dom)
+        # Where the job's time went: its phases so far, drawn per generation.
+        ledger = page.tables.get("ledger", [])[1:]
+        if not any(r[0] == "1" and "training" in r[2] for r in ledger):
+            fail("the page shows no time of generation 1:\n" + dom)
+        if 'class="p-training"' not in dom or "ETTR" not in page.ids.get("time", ""):
+            fail("the page draws no timeline or says no ETTR:\n" + dom)
     finally:
         subprocess.run([GANGRUN, "stop", "--master", "127.0.0.1:" + port], capture_output=True,
                        timeout=60)
@@ -152,7 +158,8 @@ with tempfile.TemporaryDirectory() as work:
         if "agents" not in page.tables or "1 agent(s)" not in page.ids.get("summary", ""):
             fail("the daemon's page shows no agents table:\n" + dom)
         finished = page.tables.get("finished", [])
-        if not any(r[0:2] == [job_id, "succeeded"] and r[4] == "/bin/true" for r in finished):
+        if not any(r[0:2] == [job_id, "succeeded"] and r[4].endswith("%") and r[5] == "/bin/true"
+                   for r in finished):
             fail("the daemon's page does not list finished job %s:\n%s" % (job_id, dom))
     finally:
         if agent is not None:
