@@ -59,7 +59,7 @@ TEST_F(StacksRequestsTest, EveryRunningNodeIsAskedAndTheAnswersAreGrouped) {
   Ask(stacks);
   for (int node : {1, 2}) {
     ASSERT_EQ(nodes_.SentTo(node).size(), 1u);
-    const v1::CaptureStacks& capture = nodes_.SentTo(node)[0].capture_stacks();
+    const v1::CaptureStacks capture = nodes_.SentTo(node)[0].capture_stacks();
     EXPECT_EQ(capture.timeout_seconds(), 5.0);  // the job's when the request does not say
     EXPECT_TRUE(capture.with_text());
   }
