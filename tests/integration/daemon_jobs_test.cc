@@ -107,6 +107,9 @@ TEST_F(DaemonTest, SubmitSaysWhyEachGenerationEndedAndWhetherItRestarts) {
       << err;
   // Once each.
   EXPECT_EQ(err.find(": generation 1 ended:", first + 1), std::string::npos) << err;
+  // At the end, where the job's time went, as a one-shot launcher says it.
+  EXPECT_NE(err.find("gangrun: the job's time: "), std::string::npos) << err;
+  EXPECT_NE(err.find("backoff"), std::string::npos) << err;
   StopDaemon(agent);
   StopDaemon(scheduler);
 }
