@@ -4,12 +4,16 @@
 
 #include "node/progress.h"
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_join.h"
 #include "cli/command.h"
@@ -63,6 +67,16 @@ CommandResult RunProgress(const CommandArgs& command) {
   ssize_t sent = sendto(fd, datagram.data(), datagram.size(), 0,
                         reinterpret_cast<const sockaddr*>(&address), sizeof(address));
   const int error = errno;
+  // The node checks whose report it is by the sender's pid when it reads it: a sender gone by
+  // then cannot be told from a sibling's forgery and is ignored. So this command lives until
+  // its datagram is read (a Unix datagram stays charged to its sender until then), at most
+  // kReadWait; a node that reads later gets a report it may ignore.
+  constexpr auto kReadWait = std::chrono::seconds(2);
+  const auto deadline = std::chrono::steady_clock::now() + kReadWait;
+  for (int unread = 0; sent >= 0 && ioctl(fd, SIOCOUTQ, &unread) == 0 && unread > 0 &&
+                       std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   close(fd);
   if (sent < 0) {
     return absl::UnavailableError("cannot report to " + *path + ": " + std::strerror(error) +

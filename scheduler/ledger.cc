@@ -137,6 +137,8 @@ void Ledger::OnGenerationStarted(uint64_t generation, int world, bool adopted) {
   if (closed_) return;
   Accumulate(clock_.Now());  // what came before is the last generation's
   generation_ = generation;
+  generations_[generation_];
+  while (generations_.size() > kGenerationsKept) generations_.erase(generations_.begin());
   world_ = world;
   reporting_ = 0;
   started_ = adopted;

@@ -96,7 +96,10 @@ class Ledger {
   common::TimePoint opened_;                 // the scheduler's start
   std::optional<common::TimePoint> closed_;  // the job's end
   Seconds job_{};
-  std::map<uint64_t, Seconds> generations_;  // by generation (0: before the first)
+  // By generation (0: before the first), the last kGenerationsKept (an elastic job may re-form
+  // without end; the job's totals keep every second).
+  static constexpr size_t kGenerationsKept = 64;
+  std::map<uint64_t, Seconds> generations_;
   uint64_t generation_ = 0;
   int world_ = 0;
   int reporting_ = 0;                // ranks of this generation that reported

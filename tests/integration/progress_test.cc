@@ -4,10 +4,15 @@
 // stack, and a flood of reports.
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -292,6 +297,33 @@ if os.environ["GANGRUN_GENERATION"] == "1" and os.environ["RANK"] == "1":
   EXPECT_NEAR(phase("training"), 2.0, 0.5) << ledger.dump();  // 10 steps of 0.1 s, twice
   EXPECT_NEAR(phase("backoff"), 1.0, 0.5) << ledger.dump();
   EXPECT_NEAR(ledger["ettr"].get<double>(), phase("training") / wall, 1e-6);
+}
+
+// `gangrun progress` lives until its report is read: the node checks whose report it is by the
+// sender's pid when it reads it, and a sender already gone would be taken for a forgery.
+TEST_F(ProgressTest, TheProgressCommandWaitsUntilItsReportIsRead) {
+  const std::string path = dir_.File("node.sock");
+  const int node = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+  ASSERT_EQ(bind(node, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  auto reporter = Launch({GangrunBinary(), "progress", "step", "7"}, {"GANGRUN_PROGRESS=" + path},
+                         dir_.path(), dir_.path());
+  pollfd arrived{node, POLLIN, 0};
+  ASSERT_EQ(poll(&arrived, 1, 30000), 1);
+  // Sent and not read: the command does not end (it would in a few milliseconds without its
+  // wait; it waits up to 2 s).
+  const int exited = static_cast<int>(syscall(SYS_pidfd_open, reporter.pid, 0));
+  ASSERT_GE(exited, 0);
+  pollfd gone{exited, POLLIN, 0};
+  EXPECT_EQ(poll(&gone, 1, 500), 0) << "the command ended before its report was read";
+  close(exited);
+  char report[64] = {};
+  ASSERT_GT(recv(node, report, sizeof(report) - 1, 0), 0);
+  EXPECT_STREQ(report, "step 7");
+  EXPECT_EQ(RunToEnd(reporter).code, 0) << reporter.Stderr();
+  close(node);
 }
 
 }  // namespace

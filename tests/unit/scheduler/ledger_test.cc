@@ -130,5 +130,21 @@ TEST(LedgerTest, ItsJsonReadsBackAndAForeignOneHarmsNothing) {
   EXPECT_EQ(LedgerFromJson(nlohmann::json::array()).seconds_size(), 0);
 }
 
+TEST(LedgerTest, ItKeepsTheLastGenerationsAndEverySecondOfTheJob) {
+  testing::FakeClock clock;
+  Ledger ledger(clock);
+  for (uint64_t generation = 1; generation <= 100; ++generation) {
+    ledger.OnState(JobState::kRunning);
+    ledger.OnGenerationStarted(generation, 1, false);
+    clock.Advance(seconds(1));
+    ledger.OnState(JobState::kStopping);
+    ledger.OnState(JobState::kForming);
+  }
+  const v1::Ledger now = ledger.ToProto();
+  ASSERT_EQ(now.generations_size(), 64);
+  EXPECT_EQ(now.generations(0).generation(), 37u);
+  EXPECT_EQ(Seconds(now, "training"), 100);
+}
+
 }  // namespace
 }  // namespace gangrun::scheduler
