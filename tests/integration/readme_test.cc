@@ -160,7 +160,7 @@ void ReadmeTest::RunBlock(const Block& block) {
       const std::string what = "h" + std::to_string(host) + "$ " + line.command;
       if (line.service) {
         const int before = Listeners(hosts, host);
-        services.push_back({Run(hosts, host, line.command, true), what});
+        services.push_back({Run(hosts, host, line.command, true), what, std::nullopt});
         const bool serves =
             line.command.rfind("etcd", 0) == 0 || line.command.rfind("gangrun scheduler", 0) == 0;
         const auto deadline = std::chrono::steady_clock::now() + seconds(30);
@@ -176,7 +176,7 @@ void ReadmeTest::RunBlock(const Block& block) {
         wait(foreground[previous->second]);
       }
       last_on_host[host] = foreground.size();
-      foreground.push_back({Run(hosts, host, line.command, false), what});
+      foreground.push_back({Run(hosts, host, line.command, false), what, std::nullopt});
     }
   }
   for (; finished < foreground.size(); ++finished) finish(foreground[finished]);
