@@ -215,33 +215,22 @@ void Agent::Run(const v1::RunLauncher& run) {
   spawn.argv = {options_.self_exe};
   for (auto& arg : launcher::LaunchLabel(spec)) spawn.argv.push_back(std::move(arg));
   const std::vector<std::string> agent_env = common::CurrentEnvironment();
-  // The workers' environment (the submitter's, as --export chose), in another memory file;
-  // the launcher's own is the agent's.
-  std::vector<std::string> job_env = launcher::LauncherEnvironment(spec, agent_env);
-  if (options_.run_as) SetIdentity(job_env);  // who the workers are, whoever submitted
-  std::string env_bytes;
-  for (const auto& entry : job_env) env_bytes.append(entry).push_back('\0');
-  auto workers_env = common::MemoryFile("gangrun-worker-env", env_bytes);
-  if (!workers_env.ok()) {
+  auto files = LauncherFiles(spec, agent_env);
+  if (!files.ok()) {
     close_pipes();
-    return fail(std::string(workers_env.status().message()));
+    return fail(std::string(files.status().message()));
   }
-  auto spec_file = common::MemoryFile("gangrun-launch-spec", spec.SerializeAsString());
-  if (!spec_file.ok()) {
-    close_pipes();
-    close(*workers_env);
-    return fail(std::string(spec_file.status().message()));
-  }
+  const auto [workers_env, spec_file] = *files;
   spawn.env = LauncherOwnEnvironment(agent_env, run.job_id());
   spawn.cwd = spec.cwd();
   if (options_.run_as) spawn.run_as = options_.run_as->credentials;
   int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  spawn.fds = {{0, devnull}, {1, out[1]}, {2, err[1]}, {3, *workers_env}, {4, *spec_file}};
+  spawn.fds = {{0, devnull}, {1, out[1]}, {2, err[1]}, {3, workers_env}, {4, spec_file}};
   spawn.parent_death_signal = SIGKILL;  // its keeper then kills the workers
   auto pid = common::Spawn(spawn);
   close(devnull);
-  close(*workers_env);
-  close(*spec_file);
+  close(workers_env);
+  close(spec_file);
   close(out[1]);
   close(err[1]);
   if (!pid.ok()) {
@@ -257,6 +246,23 @@ void Agent::Run(const v1::RunLauncher& run) {
                                 run.job_id(), *pid, launcher::LaunchOption(spec, "master_port"));
   ReadPipe(launcher, launcher->out);
   ReadPipe(launcher, launcher->err);
+}
+
+absl::StatusOr<std::pair<int, int>> Agent::LauncherFiles(
+    const v1::LaunchSpec& spec, const std::vector<std::string>& agent_env) const {
+  // The workers' environment: the submitter's, as --export chose (the launcher's own is the
+  // agent's).
+  std::vector<std::string> job_env = launcher::LauncherEnvironment(spec, agent_env);
+  if (options_.run_as) SetIdentity(job_env);  // who the workers are, whoever submitted
+  std::string env_bytes;
+  for (const auto& entry : job_env) env_bytes.append(entry).push_back('\0');
+  ASSIGN_OR_RETURN(const int workers_env, common::MemoryFile("gangrun-worker-env", env_bytes));
+  auto spec_file = common::MemoryFile("gangrun-launch-spec", spec.SerializeAsString());
+  if (!spec_file.ok()) {
+    close(workers_env);
+    return spec_file.status();
+  }
+  return std::make_pair(workers_env, *spec_file);
 }
 
 absl::Status Agent::PlaceLogs(v1::LaunchSpec& spec, const std::string& job_id) const {

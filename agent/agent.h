@@ -27,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "common/check.h"
 #include "common/clock.h"
@@ -88,6 +89,10 @@ class Agent {
   // Unless the job names its log directory, its logs go under --log_root (made the run-as
   // user's own there).
   absl::Status PlaceLogs(v1::LaunchSpec& spec, const std::string& job_id) const;
+  // A job's launcher's two memory files: the workers' environment (descriptor 3) and the
+  // whole launch spec (descriptor 4); (workers' environment, spec).
+  absl::StatusOr<std::pair<int, int>> LauncherFiles(
+      const v1::LaunchSpec& spec, const std::vector<std::string>& agent_env) const;
   // Relays a launcher's output, or drops and counts it while too much waits for the daemon.
   void SendOutput(Launcher& launcher, std::string lines);
   void Reap();
