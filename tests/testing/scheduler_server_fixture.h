@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "node/session_link.h"
+#include "node/tcp_link.h"
 #include "scheduler/grpc_server.h"
 #include "scheduler/kv_store.h"
 #include "scheduler/scheduler.h"
@@ -50,6 +52,17 @@ class SchedulerServerFixture : public ::testing::Test {
     server_.reset();
   }
   std::string Target() const { return "127.0.0.1:" + std::to_string(server_->port()); }
+  // A real node's link to this server over gangrun's session framing, with `token`; made and
+  // used on the io_context.
+  std::unique_ptr<node::SessionLink> NodeLink(const std::string& token) {
+    node::TcpSessionConnection::Options tcp;
+    tcp.target = Target();
+    tcp.token = token;
+    node::SessionLink::Options options;
+    options.target = Target();
+    return std::make_unique<node::SessionLink>(clock_, options,
+                                               node::TcpSessionConnection::Factory(io_, tcp));
+  }
 
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_ =

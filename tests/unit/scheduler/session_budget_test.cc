@@ -35,13 +35,7 @@ class SessionBudgetTest : public testing::SchedulerServerFixture {
     auto first = std::make_shared<std::promise<v1::NodeCommand>>();
     auto future = first->get_future();
     boost::asio::post(io_, [this, join, first] {
-      node::TcpSessionConnection::Options tcp;
-      tcp.target = Target();
-      tcp.token = Token();
-      node::SessionLink::Options options;
-      options.target = Target();
-      auto link = std::make_unique<node::SessionLink>(
-          clock_, options, node::TcpSessionConnection::Factory(io_, tcp));
+      auto link = NodeLink(Token());
       auto commands = std::make_shared<int>(0);
       link->Connect(
           [first, commands](const v1::NodeCommand& command) {

@@ -48,13 +48,7 @@ class SessionPortTest : public testing::SchedulerServerFixture {
     Outcome& result = *outcome;
     outcomes_.push_back(std::move(outcome));
     boost::asio::post(io_, [this, token, join, &result] {
-      node::TcpSessionConnection::Options tcp;
-      tcp.target = Target();
-      tcp.token = token;
-      node::SessionLink::Options options;
-      options.target = Target();
-      auto link = std::make_unique<node::SessionLink>(
-          clock_, options, node::TcpSessionConnection::Factory(io_, tcp));
+      auto link = NodeLink(token);
       auto commands = std::make_shared<int>(0);
       link->Connect(
           [&result, commands](const v1::NodeCommand& command) {
