@@ -14,7 +14,7 @@
 // (default 5 s, the product's) and heartbeat interval S: a ping every S (a session ping, or
 // an HTTP/2 ping that gRPC's transport answers), which the scheduler reads as a heartbeat on
 // the connection, and a Heartbeat message as often as the scheduler's HeartbeatPolicy asks
-// (scheduler/liveness.cc).
+// (scheduler/liveness.h).
 // The scheduler runs with the same node timeout; a node it loses is counted in "lost".
 // --store etcd://HOST:PORT: the scheduler first wins a run's key in etcd and writes the job's
 // record at each generation, as a launcher with --store does (README "A store of record").

@@ -11,8 +11,13 @@ namespace gangrun::common {
 
 using Duration = std::chrono::steady_clock::duration;
 
-// A duration in seconds, as people and JSON read it; the one conversion.
+// A duration in seconds, as people and JSON read it, and back (as options and the wire give
+// it; a value beyond about 292 years does not fit a Duration: callers bound theirs). The one
+// owner of seconds conversions.
 inline double SecondsOf(Duration d) { return std::chrono::duration<double>(d).count(); }
+inline Duration DurationOf(double seconds) {
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(seconds));
+}
 using TimePoint = std::chrono::steady_clock::time_point;
 
 // A pending timer. Destroying or cancelling it guarantees the callback will not run.

@@ -54,14 +54,6 @@ v1::FinishedJob Daemon::FinishedFromRecord(const nlohmann::json& record) {
   return finished;
 }
 
-using scheduler::Event;
-using scheduler::kMaxReasonBytes;
-using scheduler::KvStore;
-using scheduler::Sanitize;
-using scheduler::Scheduler;
-using scheduler::SchedulerServer;
-using scheduler::StopSignal;
-using scheduler::Telemetry;
 namespace {
 
 std::string RandomPrefix() {

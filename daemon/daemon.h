@@ -28,10 +28,21 @@
 #include "rpc/server_stream.h"
 #include "scheduler/grpc_server.h"
 #include "scheduler/kv_store.h"
+#include "scheduler/peer_checks.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/telemetry.h"
 
 namespace gangrun::daemon {
+
+// The scheduler's names the daemon's files use (each job runs a Scheduler).
+using scheduler::Event;
+using scheduler::kMaxReasonBytes;
+using scheduler::KvStore;
+using scheduler::Sanitize;
+using scheduler::Scheduler;
+using scheduler::SchedulerServer;
+using scheduler::StopSignal;
+using scheduler::Telemetry;
 
 class Daemon {
  public:

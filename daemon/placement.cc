@@ -15,15 +15,6 @@
 
 namespace gangrun::daemon {
 
-using scheduler::Event;
-using scheduler::kMaxReasonBytes;
-using scheduler::KvStore;
-using scheduler::Sanitize;
-using scheduler::Scheduler;
-using scheduler::SchedulerServer;
-using scheduler::StopSignal;
-using scheduler::Telemetry;
-
 absl::StatusOr<std::vector<std::pair<int, int>>> Daemon::Place(const Job& job) const {
   std::vector<std::pair<int, int>> placement;
   int remaining = job.config.world_size;

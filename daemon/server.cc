@@ -8,15 +8,6 @@
 
 namespace gangrun::daemon {
 
-using scheduler::Event;
-using scheduler::kMaxReasonBytes;
-using scheduler::KvStore;
-using scheduler::Sanitize;
-using scheduler::Scheduler;
-using scheduler::SchedulerServer;
-using scheduler::StopSignal;
-using scheduler::Telemetry;
-
 class DaemonServer::Service : public v1::Daemon::CallbackService {
  public:
   Service(boost::asio::io_context& io, Daemon& daemon, std::string token)

@@ -147,8 +147,8 @@ absl::Status JobRunner::MakeRemote(const std::string& target) {
   link.target = target;
   link.token = facts_.token;
   ASSIGN_OR_RETURN(link.credentials, rpc::MakeChannelCredentials(options_.access));
-  link.heartbeat_interval = Seconds(options_.heartbeat_interval);
-  link.node_timeout = Seconds(options_.node_timeout);
+  link.heartbeat_interval = common::DurationOf(options_.heartbeat_interval);
+  link.node_timeout = common::DurationOf(options_.node_timeout);
   remote_ = node::MakeRemoteSchedulerLink(io_, clock_, link);
   return absl::OkStatus();
 }
@@ -212,19 +212,19 @@ absl::StatusOr<node::Node::Options> JobRunner::NodeOptions() const {
   o.min_world_size = Simulating(options_) ? 0 : options_.min_workers();
   o.run_id = options_.run_id;
   o.personality = PersonalityName(options_.personality);
-  o.grace = Seconds(options_.grace_period);
+  o.grace = common::DurationOf(options_.grace_period);
   o.log_dir = facts_.log_dir;
-  o.heartbeat_interval = Seconds(options_.heartbeat_interval);
+  o.heartbeat_interval = common::DurationOf(options_.heartbeat_interval);
   if (options_.cluster_time_out >= 0) {
     // A little longer than the scheduler's own timeout, whose message is the better one.
-    o.formation_timeout = Seconds(options_.cluster_time_out + 2.0);
+    o.formation_timeout = common::DurationOf(options_.cluster_time_out + 2.0);
   }
   ASSIGN_OR_RETURN(o.free_port, common::PickFreePort(facts_.local_ip, {options_.master_port,
                                                                        facts_.scheduler_port}));
   // With a store the scheduler may move: this launcher's node stands alone, as every node.
   o.hosts_scheduler = role_.scheduler != nullptr && !store_role_;
   if (!options_.health_check.empty()) o.health_check = HealthCheckSpec();
-  o.health_check_timeout = Seconds(options_.health_check_timeout);
+  o.health_check_timeout = common::DurationOf(options_.health_check_timeout);
   return o;
 }
 
@@ -248,14 +248,7 @@ node::ProcessSpec JobRunner::HealthCheckSpec() const {
 }
 
 absl::StatusOr<node::Supervision> JobRunner::Supervision() {
-  node::WorkerChannels::Sinks sinks;
-  sinks.on_progress = [this](int local_rank, pid_t sender, absl::string_view datagram) {
-    if (node_) node_->OnProgressDatagram(local_rank, sender, datagram);
-  };
-  sinks.on_timer_line = [this](absl::string_view line) {
-    if (node_) node_->OnTimerLine(line);
-  };
-  auto channels = node::WorkerChannels::Create(io_, *keeper_, std::move(sinks));
+  auto channels = node::WorkerChannels::Create(io_, *keeper_);
   if (channels.ok()) {
     channels_ = std::move(*channels);
     return channels_->supervision();
@@ -372,7 +365,7 @@ void JobRunner::OnFinished(const v1::JobOutcome& outcome) {
   }
   outcome_ = outcome;
   SetNodeHealth(false);
-  keeper_->Shutdown(Seconds(options_.grace_period), [this] { StopLoop(); });
+  keeper_->Shutdown(common::DurationOf(options_.grace_period), [this] { StopLoop(); });
 }
 
 void JobRunner::OnKeeperLost() {

@@ -260,7 +260,7 @@ Codec Int(int Options::*field, int min, int max, bool negative_means_forever) {
           [=](const Options& o) { return std::to_string(o.*field); }};
 }
 
-Codec Seconds(double Options::*field, double min, double max, const char* what) {
+Codec SecondsOption(double Options::*field, double min, double max, const char* what) {
   return {[=](Options& o, const std::string& v) -> absl::Status {
             double parsed;
             if (!absl::SimpleAtod(v, &parsed) || !std::isfinite(parsed) || parsed < min ||

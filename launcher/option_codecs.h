@@ -35,8 +35,8 @@ std::string Range(double min, double max);
 // An integer in [min, max]; with `negative_means_forever`, any negative value too
 // (cluster_time_out's "wait forever").
 Codec Int(int Options::*field, int min, int max, bool negative_means_forever = false);
-Codec Seconds(double Options::*field, double min, double max,
-              const char* what = "a number of seconds");
+Codec SecondsOption(double Options::*field, double min, double max,
+                    const char* what = "a number of seconds");
 Codec String(std::string Options::*field);
 // --numa_binding: "", node, socket, exclusive or core-complex (launcher/numa.h).
 Codec NumaBindingMode();

@@ -70,7 +70,7 @@ std::vector<OptionRow> MakeRecoveryRows() {
           String(&Options::health_check)),
       Row("health_check_timeout",
           "seconds the health check may take (default 60)" + Range(0.1, 86400.0),
-          Seconds(&Options::health_check_timeout, 0.1, 86400)),
+          SecondsOption(&Options::health_check_timeout, 0.1, 86400)),
       Row("exclude_after",
           "exclude a node that was the root cause of this many failed generations in a row "
           "(exit 6; default 0: never)" +
@@ -98,7 +98,7 @@ std::vector<OptionRow> MakeRecoveryRows() {
       Row("time_limit",
           "seconds the job may run; then it stops and every launcher exits 7 (default 0: none)" +
               Range(0.0, kMaxTimeLimit),
-          Seconds(&Options::time_limit, 0, kMaxTimeLimit)),
+          SecondsOption(&Options::time_limit, 0, kMaxTimeLimit)),
       Row("time_limit_signal",
           "SIG@S: send SIG to every worker S seconds before --time_limit ('' = none)",
           TimeLimitSignal()),
@@ -116,14 +116,14 @@ std::vector<OptionRow> MakeProgressRows() {
       Row("hang_timeout_initial",
           "seconds from a rank's start to its first progress report (default 0: off)" +
               Range(0.0, kMaxHangSeconds),
-          Seconds(&Options::hang_timeout_initial, 0, kMaxHangSeconds)),
+          SecondsOption(&Options::hang_timeout_initial, 0, kMaxHangSeconds)),
       Row("section_timeout",
           "NAME=S[,NAME=S...]: inside the named section only its bound applies ('' = none)",
           SectionTimeouts()),
       Row("stack_timeout",
           "seconds to capture every rank's stack when the job hangs (default 10)" +
               Range(0.1, 600.0),
-          Seconds(&Options::stack_timeout, 0.1, 600)),
+          SecondsOption(&Options::stack_timeout, 0.1, 600)),
       Row("progress_hook",
           "Python workers get gangrun's hook: their stacks on demand, and torch.distributed's "
           "collectives and optimizer steps as progress, with no code (default True)",
@@ -131,7 +131,7 @@ std::vector<OptionRow> MakeProgressRows() {
       Row("straggler_factor",
           "a rank slower per step than this multiple of the job's median is a straggler "
           "(default 1.5) [1..1000]",
-          Seconds(&Options::straggler_factor, 1.0, 1000, "a factor")),
+          SecondsOption(&Options::straggler_factor, 1.0, 1000, "a factor")),
   };
 }
 
@@ -162,19 +162,19 @@ std::vector<OptionRow> MakeGangrunRows() {
           "restart backoff INITIAL[,CAP] in seconds (default 1,30)" + Range(0.0, kMaxBackoff),
           Backoff()),
       Row("heartbeat_interval", "seconds between node heartbeats (default 1)" + Range(0.01, 60.0),
-          Seconds(&Options::heartbeat_interval, 0.01, 60)),
+          SecondsOption(&Options::heartbeat_interval, 0.01, 60)),
       Row("node_timeout",
           "how long a node or the scheduler may be silent (cut off, paused) at no cost, seconds "
           "(default 5)" +
               Range(0.1, 86400.0),
-          Seconds(&Options::node_timeout, 0.1, 86400)),
+          SecondsOption(&Options::node_timeout, 0.1, 86400)),
       Row("grace_period",
           "seconds between SIGTERM and SIGKILL when stopping (default 30)" + Range(0.0, 86400.0),
-          Seconds(&Options::grace_period, 0, 86400)),
+          SecondsOption(&Options::grace_period, 0, 86400)),
       Row("last_call",
           "elastic jobs: seconds to wait for late joiners once MIN workers joined (default 1)" +
               Range(0.0, 3600.0),
-          Seconds(&Options::last_call, 0, 3600)),
+          SecondsOption(&Options::last_call, 0, 3600)),
       Row("kv_max_bytes",
           "total size of the job's key-value store (default 256MiB) [1MiB..1TiB; K/M/G/T "
           "suffixes]",

@@ -106,10 +106,6 @@ absl::Status StartMetrics(boost::asio::io_context& io, const Options& options,
 
 }  // namespace
 
-common::Duration Seconds(double s) {
-  return std::chrono::duration_cast<common::Duration>(std::chrono::duration<double>(s));
-}
-
 absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io, common::Clock& clock,
                                                  const Options& options, HostFacts& facts) {
   const bool simulating = Simulating(options);
@@ -160,14 +156,15 @@ scheduler::Scheduler::Options SchedulerOptionsFor(const Options& options) {
   scheduler::Scheduler::Options scheduler_options;
   scheduler_options.world_size = options.worker_num;
   scheduler_options.min_world_size = options.min_workers();
-  scheduler_options.last_call = Seconds(options.last_call);
-  scheduler_options.cluster_timeout =
-      options.cluster_time_out < 0 ? common::Duration(-1) : Seconds(options.cluster_time_out);
-  scheduler_options.node_timeout = Seconds(options.node_timeout);
-  scheduler_options.heartbeat_interval = Seconds(options.heartbeat_interval);
+  scheduler_options.last_call = common::DurationOf(options.last_call);
+  scheduler_options.cluster_timeout = options.cluster_time_out < 0
+                                          ? common::Duration(-1)
+                                          : common::DurationOf(options.cluster_time_out);
+  scheduler_options.node_timeout = common::DurationOf(options.node_timeout);
+  scheduler_options.heartbeat_interval = common::DurationOf(options.heartbeat_interval);
   scheduler_options.max_restarts = options.max_restarts;
-  scheduler_options.restart_backoff_initial = Seconds(options.restart_backoff_initial);
-  scheduler_options.restart_backoff_cap = Seconds(options.restart_backoff_cap);
+  scheduler_options.restart_backoff_initial = common::DurationOf(options.restart_backoff_initial);
+  scheduler_options.restart_backoff_cap = common::DurationOf(options.restart_backoff_cap);
   scheduler_options.personality = PersonalityName(options.personality);
   v1::ProgressRules& rules = scheduler_options.progress_rules;
   rules.set_hang_timeout_seconds(options.hang_timeout);
@@ -185,9 +182,9 @@ scheduler::Scheduler::Options SchedulerOptionsFor(const Options& options) {
   scheduler_options.recovery.max_no_progress_restarts = options.max_no_progress_restarts;
   scheduler_options.recovery.max_same_failures = options.max_same_failures;
   scheduler_options.signals_to_forward = options.signals_to_forward;
-  scheduler_options.time_limit = Seconds(options.time_limit);
+  scheduler_options.time_limit = common::DurationOf(options.time_limit);
   scheduler_options.time_limit_signal = options.time_limit_signal;
-  scheduler_options.time_limit_signal_before = Seconds(options.time_limit_signal_before);
+  scheduler_options.time_limit_signal_before = common::DurationOf(options.time_limit_signal_before);
   return scheduler_options;
 }
 

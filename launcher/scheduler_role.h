@@ -49,7 +49,4 @@ scheduler::Scheduler::Options SchedulerOptionsFor(const Options& options);
 // The key-value store's bounds from the launcher's options.
 scheduler::KvLimits KvLimitsFor(const Options& options);
 
-// A duration of `s` seconds.
-common::Duration Seconds(double s);
-
 }  // namespace gangrun::launcher

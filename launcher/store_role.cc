@@ -80,7 +80,7 @@ StoreRole::StoreRole(boost::asio::io_context& io, common::Clock& clock, const Op
       options_(options),
       facts_(facts),
       config_(std::move(config)),
-      ttl_seconds_(store::LeaseSecondsFor(Seconds(options.node_timeout))),
+      ttl_seconds_(store::LeaseSecondsFor(common::DurationOf(options.node_timeout))),
       worker_(std::make_unique<store::Worker>()) {}
 
 StoreRole::~StoreRole() {
@@ -96,9 +96,10 @@ StoreRole::~StoreRole() {
 common::Duration StoreRole::seek_time() const {
   if (options_.store_follow) {
     // The daemon's lease, then a standby's campaign and its adoption of every job.
-    return std::chrono::seconds(store::kDaemonLeaseSeconds + 4) + Seconds(options_.node_timeout);
+    return std::chrono::seconds(store::kDaemonLeaseSeconds + 4) +
+           common::DurationOf(options_.node_timeout);
   }
-  return std::chrono::seconds(ttl_seconds_ + 1) + Seconds(options_.node_timeout);
+  return std::chrono::seconds(ttl_seconds_ + 1) + common::DurationOf(options_.node_timeout);
 }
 
 // Where this launcher's scheduler would be reached: its address (facts_.local_ip) first, then

@@ -32,9 +32,7 @@ Node::Node(ProcessBackend& backend, common::Clock& clock, SchedulerLink& link, O
       options_(std::move(options)),
       planner_(std::move(planner)),
       callbacks_(std::move(callbacks)),
-      supervision_(std::move(supervision)),
-      timers_(supervision_.process_start_time ? supervision_.process_start_time
-                                              : FileTimers::ProcessStartTime) {}
+      supervisor_(clock, *this, std::move(supervision)) {}
 
 Node::~Node() = default;
 
@@ -96,7 +94,7 @@ void Node::CheckLogSpace() {
 void Node::SendHeartbeat() {
   if (finished_) return;
   CheckLogSpace();
-  SendProgress();
+  supervisor_.SendProgress();
   if (HeartbeatMessageDue(clock_.Now(), last_sent_, options_.heartbeat_interval,
                           message_interval_)) {
     v1::NodeEvent event;
@@ -135,11 +133,9 @@ void Node::OnLinkLost(const std::string& reason, bool unauthenticated) {
 void Node::FinishLocally(v1::JobOutcome outcome) {
   if (finished_) return;
   finished_ = true;
-  SayRefusedTimers();
+  supervisor_.Stop();
   heartbeat_timer_.reset();
   formation_timer_.reset();
-  hang_timer_.reset();
-  timer_check_.reset();
   if (callbacks_.on_finished) callbacks_.on_finished(outcome);
 }
 
@@ -202,7 +198,7 @@ void Node::OnCommand(const v1::NodeCommand& command) {
       return;
     case v1::NodeCommand::kCaptureStacks:
       if (command.generation() != generation_) return;
-      OnCaptureStacks(command.capture_stacks());
+      supervisor_.CaptureStacks(command.capture_stacks());
       return;
     case v1::NodeCommand::kWaiting:
       // The launcher that hosts the scheduler said it already.
@@ -318,22 +314,20 @@ void Node::OnStart(uint64_t generation, const v1::StartGeneration& start) {
   };
   processes_.reset();  // the previous generation's (all ended): it lets go of the backend
   processes_ = std::make_unique<ProcessManager>(backend_, clock_, std::move(callbacks));
-  StartSupervision(start);
+  supervisor_.StartGeneration(start);
+  log_of_rank_.clear();
   expected_ = plan->size();
   started_ = 0;
-  processes_->SpawnAll(std::move(*plan),
-                       [this, &start](ProcessSpec& spec) { return Supervise(start, spec); });
+  processes_->SpawnAll(std::move(*plan), [this, &start](ProcessSpec& spec) {
+    if (spec.rank >= 0) log_of_rank_[spec.rank] = spec.log_path;
+    return supervisor_.AddWorker(start, spec);
+  });
 }
 
 void Node::OnProcessExited(const ProcessSpec& spec, pid_t pid, common::ExitStatus status,
                            bool stopped_by_us) {
   auto log = common::Logger("node");
-  if (spec.local_rank >= 0) {
-    // Its last reports, sent before it exited, go before its exit.
-    if (supervision_.read_progress) supervision_.read_progress(spec.local_rank);
-    SendProgress();
-  }
-  OnWorkerGone(spec, pid);
+  supervisor_.RemoveWorker(spec, pid, /*read_last=*/true);
   if (spec.rank >= 0) {
     // A rank that ended as asked (0, or stopped by us) is a debug line: the job's own lines
     // say as much once ("job succeeded", the report's "stopped because of it"). Anything
@@ -368,7 +362,7 @@ void Node::OnProcessExited(const ProcessSpec& spec, pid_t pid, common::ExitStatu
 void Node::OnSpawnFailed(const ProcessSpec& spec, const absl::Status& status) {
   common::Logger("node")->error("rank {} could not start: {}", spec.rank,
                                 std::string(status.message()));
-  if (progress_ && spec.rank >= 0) progress_->RemoveRank(spec.rank);
+  supervisor_.RemoveWorker(spec, 0, /*read_last=*/false);
   v1::NodeEvent event;
   auto* exited = event.mutable_worker_exited();
   exited->set_rank(spec.rank);

@@ -1,15 +1,15 @@
 #pragma once
-// The compute-graph node: one per host. It joins the scheduler, and for each generation the
+// A launcher's node: one per host. It joins the scheduler, and for each generation the
 // scheduler starts it spawns this host's processes (through a ProcessManager), reports
 // their starts and exits, stops them when told to, and ends when the scheduler says the
 // job is finished. Every command carries a generation; stale ones are refused.
 //
-// It also supervises progress (node/supervision.cc): its workers' GANGRUN_PROGRESS reports,
-// the hang rules the scheduler gives with each generation, torch FileTimers, and stack
-// capture when the scheduler asks.
+// Its Supervisor (node/supervisor.h) watches its workers: their GANGRUN_PROGRESS reports, the
+// hang rules the scheduler gives with each generation, torch FileTimers, and stack capture
+// when the scheduler asks.
 //
-// Runs on the io_context's single thread (its strand). It owns its ProcessManager; the
-// backend, clock, link and the Supervision's parts must outlive it.
+// Runs on the io_context's single thread (its strand). It owns its ProcessManager and its
+// Supervisor; the backend, clock, link and the Supervision's parts must outlive it.
 
 #include <functional>
 #include <map>
@@ -23,14 +23,10 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "gangrun/v1/session.pb.h"
-#include "node/file_timer.h"
 #include "node/process_manager.h"
-#include "node/progress.h"
-#include "node/stacks.h"
+#include "node/supervisor.h"
 
 namespace gangrun::node {
-
-class FlightRecorder;
 
 // The node's way to the scheduler: in-process for the launcher that hosts it
 // (launcher/local_link.h), a resumable session otherwise (node/remote_link.h).
@@ -38,28 +34,6 @@ class SchedulerLink {
  public:
   virtual ~SchedulerLink() = default;
   virtual void Send(const v1::NodeEvent& event) = 0;
-};
-
-// What a node's workers report to and how their stacks are taken; every part may be missing
-// (tests).
-struct Supervision {
-  // GANGRUN_PROGRESS of the worker with this local rank, ready for its reports (made on first
-  // use, just before the worker's spawn). On an error the worker runs without one (a warning),
-  // or, when the generation has hang rules, fails to start.
-  std::function<absl::StatusOr<std::string>(int local_rank)> progress_path;
-  std::string timer_file;  // TORCHELASTIC_TIMER_FILE ("" = none)
-  // TORCHELASTIC_ERROR_FILE of the worker with this local rank (unset: none).
-  std::function<std::string(int local_rank)> error_file;
-  StackSampler* stacks = nullptr;
-  FlightRecorder* flight_recorder = nullptr;  // torch's NCCL flight recorder, dumped at a hang
-  // Wall-clock seconds (torch timers are absolute wall-clock times).
-  std::function<double()> wall_now;
-  // Sends a signal to a process (unset: kill(2)).
-  std::function<void(pid_t, int)> signal_process;
-  // A process's start time, which tells a pid's process from a later one (unset: /proc).
-  FileTimers::StartTimeOf process_start_time;
-  // Reads the progress reports the worker of this local rank sent and were not read yet.
-  std::function<void(int local_rank)> read_progress;
 };
 
 // When a node sends a Heartbeat message (Node::SendHeartbeat; the rendezvous benchmark's
@@ -73,7 +47,7 @@ common::Duration MessageIntervalFor(common::Duration heartbeat_interval,
 bool HeartbeatMessageDue(common::TimePoint now, common::TimePoint last_sent,
                          common::Duration heartbeat_interval, common::Duration message_interval);
 
-class Node {
+class Node : private Supervisor::Owner {
  public:
   // Less free space than this on the log directory's file system counts as full.
   static constexpr unsigned long long kLogSpaceLow = 4096;
@@ -138,19 +112,20 @@ class Node {
   void Detach(const std::string& reason);
   void Reattach(SchedulerLink& link);
   bool finished() const { return finished_; }
-  // A GANGRUN_PROGRESS datagram on the socket of `local_rank`, from process `sender` (0:
-  // unknown). Dropped when the sender is another rank's worker or one of its processes, or,
-  // once this rank's worker is known to run, a process that is not of it.
-  void OnProgressDatagram(int local_rank, pid_t sender, absl::string_view datagram);
-  // A line from the TORCHELASTIC_TIMER_FILE pipe.
-  void OnTimerLine(absl::string_view line);
+  // Where the workers' reports go (the channels deliver them there themselves).
+  Supervisor& supervisor() { return supervisor_; }
 
  private:
   void OnStart(uint64_t generation, const v1::StartGeneration& start);
   void OnProcessExited(const ProcessSpec& spec, pid_t pid, common::ExitStatus status,
                        bool stopped_by_us);
   void OnSpawnFailed(const ProcessSpec& spec, const absl::Status& status);
-  void Send(v1::NodeEvent event);
+  void Send(v1::NodeEvent event) override;
+  // Supervisor::Owner
+  const std::map<pid_t, ProcessSpec>* Running() const override {
+    return processes_ ? &processes_->running() : nullptr;
+  }
+  uint64_t generation() const override { return generation_; }
   void SendHeartbeat();
   // Looks at the free space of the log directory's file system; remembers that it was full.
   void CheckLogSpace();
@@ -160,27 +135,8 @@ class Node {
   // health.cc: runs the health check; `done(healthy, message)` on the strand.
   void RunHealthCheck(std::function<void(bool healthy, std::string message)> done);
   void OnHealthCheckEnded(common::ExitStatus status);
-  // supervision.cc
-  // A generation's supervision starts afresh; then each worker's part, just before its spawn.
-  void StartSupervision(const v1::StartGeneration& start);
-  absl::Status Supervise(const v1::StartGeneration& start, ProcessSpec& spec);
-  void OnWorkerGone(const ProcessSpec& spec, pid_t pid);
-  void SendProgress();
-  void ArmHangCheck();
-  void CheckHangs();
-  void ArmTimerCheck();
-  void SayRefusedTimers();
-  void CheckTimers();
-  void OnCaptureStacks(const v1::CaptureStacks& capture);
-  struct StackCapture;
-  void OnStacksCaptured(StackCapture& capture);
-  void SaySilentRanks();
   void AnswerHealthCheck(uint64_t round);
   void OnReadLog(const v1::ReadLog& read);
-  // The rank whose worker is `pid` or one of its descendants; nullopt if none of ours.
-  std::optional<int> RankOfPid(pid_t pid) const;
-  // `sender` may report for `rank` (OnProgressDatagram).
-  bool MayReportFor(int rank, pid_t sender) const;
 
   ProcessBackend& backend_;
   common::Clock& clock_;
@@ -213,23 +169,9 @@ class Node {
   std::unique_ptr<common::Timer> formation_timer_;
   // Set when the node ends on its own (scheduler lost): reported once processes are gone.
   std::optional<v1::JobOutcome> local_outcome_;
-  std::string log_space_lost_;  // why log output may be lost ("" while there is space)
-  Supervision supervision_;
-  std::unique_ptr<ProgressTracker> progress_;  // this generation's
-  std::map<int, std::string> log_of_rank_;     // this generation's ranks' logs
-  std::unique_ptr<common::Timer> hang_timer_;
-  std::optional<common::TimePoint> hang_check_at_;
-  bool hang_reported_ = false;  // this generation's first hang went to the scheduler
-  FileTimers timers_;
-  std::unique_ptr<common::Timer> timer_check_;
-  std::optional<double> timer_check_for_;  // the expiration timer_check_ is armed for
-  uint64_t refused_timers_ = 0;
-  uint64_t malformed_timer_lines_ = 0;
-  std::map<int, int> rank_of_local_;  // this generation's local rank -> rank
-  // Senders whose progress for another rank was refused, each warned about once; at most
-  // kMaxRefusedSenders remembered (then no more warnings).
-  static constexpr size_t kMaxRefusedSenders = 64;
-  std::set<pid_t> refused_senders_;
+  std::string log_space_lost_;              // why log output may be lost ("" while there is space)
+  std::map<int, std::string> log_of_rank_;  // this generation's ranks' logs (gangrun logs)
+  Supervisor supervisor_;          // last but the strand: gone first, while the node is whole
   common::ThreadAffinity strand_;  // the io_context's thread: every entry point checks it
 };
 

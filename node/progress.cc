@@ -8,15 +8,6 @@
 #include "absl/strings/str_split.h"
 
 namespace gangrun::node {
-namespace {
-
-using Seconds = std::chrono::duration<double>;
-
-common::Duration FromSeconds(double seconds) {
-  return std::chrono::duration_cast<common::Duration>(Seconds(seconds));
-}
-
-}  // namespace
 
 bool IsSectionName(absl::string_view name) {
   if (name.empty() || name.size() > kMaxSectionName) return false;
@@ -85,13 +76,6 @@ void ProgressTracker::AddRank(int rank, common::TimePoint at) {
 }
 
 void ProgressTracker::RemoveRank(int rank) { ranks_.erase(rank); }
-
-void ProgressTracker::CountRejected(int rank, uint64_t count) {
-  auto it = ranks_.find(rank);
-  if (it == ranks_.end() || count == 0) return;
-  it->second.rejected += count;
-  it->second.changed = true;
-}
 
 bool ProgressTracker::OnDatagram(int rank, absl::string_view datagram, common::TimePoint now) {
   auto it = ranks_.find(rank);
@@ -181,7 +165,7 @@ HookCounts ProgressTracker::HookOf(int rank) const {
 
 std::optional<common::Duration> ProgressTracker::SilenceHint(const Rank& r) const {
   std::optional<common::Duration> wait;
-  if (rules_.hang_timeout_seconds() > 0) wait = FromSeconds(rules_.hang_timeout_seconds());
+  if (rules_.hang_timeout_seconds() > 0) wait = common::DurationOf(rules_.hang_timeout_seconds());
   if (rules_.learn()) wait = common::Duration(kLearnFloor);
   if (wait && r.hooked) wait = std::max(*wait, common::Duration(kHookedSilence));
   return wait;
@@ -204,29 +188,28 @@ std::optional<ProgressTracker::Bound> ProgressTracker::BoundOf(const Rank& r) co
   for (auto it = r.sections.rbegin(); it != r.sections.rend(); ++it) {
     auto bound = sections.find(*it);
     if (bound != sections.end() && bound->second > 0) {
-      return Bound{FromSeconds(bound->second), r.last_report, "section", *it};
+      return Bound{common::DurationOf(bound->second), r.last_report, "section", *it};
     }
   }
   const double initial = rules_.initial_timeout_seconds();
   if (r.reports == 0) {
-    if (initial > 0) return Bound{FromSeconds(initial), r.started, "initial", ""};
+    if (initial > 0) return Bound{common::DurationOf(initial), r.started, "initial", ""};
     return std::nullopt;
   }
   if (rules_.learn()) {
     if (r.intervals >= kLearnIntervals) {
-      const auto learned = std::chrono::duration_cast<common::Duration>(
-          Seconds(Seconds(r.longest_interval).count() * kLearnFactor));
+      const auto learned = common::DurationOf(common::SecondsOf(r.longest_interval) * kLearnFactor);
       return Bound{std::max(learned, common::Duration(kLearnFloor)), r.last_report, "learned", ""};
     }
     // Until learned, the initial bound since the last report; not for a rank the hook
     // reports for (its datagrams come often enough to learn from soon).
     if (initial > 0 && r.hook.collectives < 0) {
-      return Bound{FromSeconds(initial), r.last_report, "initial", ""};
+      return Bound{common::DurationOf(initial), r.last_report, "initial", ""};
     }
     return std::nullopt;
   }
   if (rules_.hang_timeout_seconds() > 0) {
-    return Bound{FromSeconds(rules_.hang_timeout_seconds()), r.last_report, "steady", ""};
+    return Bound{common::DurationOf(rules_.hang_timeout_seconds()), r.last_report, "steady", ""};
   }
   return std::nullopt;
 }
@@ -240,8 +223,8 @@ std::vector<v1::RankHung> ProgressTracker::CheckHangs(common::TimePoint now) {
     r.hung = true;
     v1::RankHung event;
     event.set_rank(rank);
-    event.set_silent_seconds(Seconds(now - bound->since).count());
-    event.set_bound_seconds(Seconds(bound->bound).count());
+    event.set_silent_seconds(common::SecondsOf(now - bound->since));
+    event.set_bound_seconds(common::SecondsOf(bound->bound));
     event.set_rule(bound->rule);
     event.set_section(bound->section);
     event.set_step(r.step);
@@ -277,7 +260,7 @@ double ProgressTracker::StepSeconds(const Rank& r) const {
   const auto& [first_step, first_at] = r.recent_steps.front();
   const auto& [last_step, last_at] = r.recent_steps.back();
   if (last_step <= first_step) return 0;
-  return Seconds(last_at - first_at).count() / static_cast<double>(last_step - first_step);
+  return common::SecondsOf(last_at - first_at) / static_cast<double>(last_step - first_step);
 }
 
 std::vector<v1::RankProgress> ProgressTracker::TakeChanges(common::TimePoint now) {
@@ -290,7 +273,7 @@ std::vector<v1::RankProgress> ProgressTracker::TakeChanges(common::TimePoint now
     progress.set_step(r.step);
     progress.set_reports(r.reports);
     progress.set_rejected(r.rejected);
-    progress.set_age_seconds(r.reports > 0 ? Seconds(now - r.last_report).count() : 0);
+    progress.set_age_seconds(r.reports > 0 ? common::SecondsOf(now - r.last_report) : 0);
     progress.set_step_seconds(StepSeconds(r));
     if (!r.sections.empty()) progress.set_section(r.sections.back());
     if (r.hook.collectives >= 0) {

@@ -90,8 +90,6 @@ class ProgressTracker {
   void AddRank(int rank, common::TimePoint at);
   // A datagram from `rank`; false (counted as rejected) when malformed or unknown rank.
   bool OnDatagram(int rank, absl::string_view datagram, common::TimePoint now);
-  // Datagrams of `rank` dropped before parsing (over the rate budget).
-  void CountRejected(int rank, uint64_t count);
   // Ranks whose bound has passed at `now` and were not judged hung before.
   std::vector<v1::RankHung> CheckHangs(common::TimePoint now);
   // When the next rank would become hung if nobody reports (nullopt: none can).

@@ -3,7 +3,7 @@
 // directory (mode 0700: only this user can send). A datagram's socket says whose it is, so a
 // worker's subprocesses report as that rank; the kernel's word on the sender (SO_PASSCRED)
 // comes with it, so that the node refuses a sibling rank's process sending to another rank's
-// socket (Node::OnProgressDatagram).
+// socket (Supervisor::OnProgressDatagram).
 //
 // Bounded: a datagram is read into a fixed buffer (longer ones arrive cut and are rejected),
 // and each socket is read at most kBudgetPerSecond times a second. Past that the node stops

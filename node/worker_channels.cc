@@ -13,19 +13,27 @@
 namespace gangrun::node {
 
 absl::StatusOr<std::unique_ptr<WorkerChannels>> WorkerChannels::Create(boost::asio::io_context& io,
-                                                                       KeeperClient& keeper,
-                                                                       Sinks sinks) {
+                                                                       KeeperClient& keeper) {
   std::unique_ptr<WorkerChannels> channels(new WorkerChannels());
   ASSIGN_OR_RETURN(channels->dir_, RuntimeDir::Create());
   const std::string dir = channels->dir_->path();
   keeper.OwnDirectory(dir);
-  channels->progress_ = std::make_unique<ProgressChannel>(io, dir, std::move(sinks.on_progress));
+  WorkerChannels* self = channels.get();
+  // `sender`: the sending process's pid, as the kernel says it (0: unknown).
+  channels->progress_ = std::make_unique<ProgressChannel>(
+      io, dir, [self](int local_rank, pid_t sender, absl::string_view datagram) {
+        if (self->supervisor_ != nullptr) {
+          self->supervisor_->OnProgressDatagram(local_rank, sender, datagram);
+        }
+      });
   // The first worker's socket now, which proves the directory takes them; every other one
   // just before its worker's spawn (supervision()), so that the first spawn waits for none of
   // them (bench/README.md, issue #24).
   RETURN_IF_ERROR(channels->progress_->Open(1));
   ASSIGN_OR_RETURN(channels->timer_pipe_,
-                   FifoLineReader::Open(io, dir + "/timer", std::move(sinks.on_timer_line)));
+                   FifoLineReader::Open(io, dir + "/timer", [self](absl::string_view line) {
+                     if (self->supervisor_ != nullptr) self->supervisor_->OnTimerLine(line);
+                   }));
   ASSIGN_OR_RETURN(channels->stacks_, SystemStackSampler::Create(io, dir));
   ASSIGN_OR_RETURN(channels->flight_recorder_, FlightRecorder::Create(io, dir));
   return channels;
@@ -49,6 +57,9 @@ Supervision WorkerChannels::supervision() const {
   };
   supervision.stacks = stacks_.get();
   supervision.flight_recorder = flight_recorder_.get();
+  supervision.report_to = [self = const_cast<WorkerChannels*>(this)](Supervisor* supervisor) {
+    self->supervisor_ = supervisor;
+  };
   supervision.wall_now = [] {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
         .count();

@@ -2,7 +2,9 @@
 // What a node's workers talk to, in the node's runtime directory (node/runtime_dir.h): one
 // GANGRUN_PROGRESS socket per local rank, the TORCHELASTIC_TIMER_FILE pipe, the error files
 // the stack sampler's hook and the flight recorder's dumps. The node's own part: the launcher asks
-// for them and hands their Supervision to the Node, and knows no file name in the directory.
+// for them and hands their Supervision to the Node, and knows no file name in the directory;
+// the workers' reports go to the node's Supervisor (node/supervisor.h) while it lives, and
+// nowhere before it or after it.
 
 #include <boost/asio/io_context.hpp>
 #include <functional>
@@ -11,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "node/node.h"
+#include "node/supervisor.h"
 
 namespace gangrun::node {
 
@@ -24,17 +26,11 @@ class FlightRecorder;
 
 class WorkerChannels {
  public:
-  struct Sinks {
-    // `sender`: the sending process's pid, as the kernel says it (0: unknown).
-    std::function<void(int local_rank, pid_t sender, absl::string_view datagram)> on_progress;
-    std::function<void(absl::string_view line)> on_timer_line;
-  };
-
   // Makes the runtime directory (owned by the keeper, so it goes with it even after a SIGKILL
   // of the launcher) and everything in it; a worker's progress socket comes with its
   // GANGRUN_PROGRESS (Supervision::progress_path).
   static absl::StatusOr<std::unique_ptr<WorkerChannels>> Create(boost::asio::io_context& io,
-                                                                KeeperClient& keeper, Sinks sinks);
+                                                                KeeperClient& keeper);
   ~WorkerChannels();
   WorkerChannels(const WorkerChannels&) = delete;
   WorkerChannels& operator=(const WorkerChannels&) = delete;
@@ -50,6 +46,7 @@ class WorkerChannels {
   std::unique_ptr<FifoLineReader> timer_pipe_;
   std::unique_ptr<SystemStackSampler> stacks_;
   std::unique_ptr<FlightRecorder> flight_recorder_;
+  Supervisor* supervisor_ = nullptr;  // where the reports go (Supervision::report_to)
 };
 
 }  // namespace gangrun::node

@@ -4,7 +4,7 @@
 // (sock_diag, as `ss -ti` does), whatever the number of connections.
 //
 // The scheduler watches gRPC's connections this way (a session's connection reads its own
-// figure: rpc::FrameConnection::SinceLastData; scheduler/liveness.cc): a node pings every heartbeat
+// figure: rpc::FrameConnection::SinceLastData; scheduler/liveness.h): a node pings every heartbeat
 // interval (a session ping, rpc/frames.h, or a gRPC channel's HTTP/2 keepalive ping, which
 // gRPC's transport answers without waking the application), and any data (a ping, a
 // message) refreshes the connection's "last received" time. A stopped or frozen node process sends

@@ -18,7 +18,7 @@ void Scheduler::OnResume(NodeState& node, const v1::JoinRequest& join) {
   auto refuse = [&](const std::string& why) {
     Reject(node, join, absl::FailedPreconditionError(DescribeJoin(join) + " " + why));
   };
-  if (!adoption_ || generation_ != 0 || state_ != State::kForming) {
+  if (!adoption_ || generation_ != 0 || state_ != JobState::kForming) {
     return refuse("runs a generation that this scheduler does not take over");
   }
   if (absl::Status valid = CheckJoinRequest(join, identity_); !valid.ok()) {
@@ -85,7 +85,7 @@ void Scheduler::OnResume(NodeState& node, const v1::JoinRequest& join) {
 }
 
 void Scheduler::ArmAdoption() {
-  formation_timer_ = clock_.After(*options_.adopt_timeout, [this] {
+  formation_.timer = clock_.After(*options_.adopt_timeout, [this] {
     if (!adoption_) return;
     const bool patient = options_.cluster_timeout < common::Duration::zero() ||
                          clock_.Now() - started_at_ < options_.cluster_timeout;
@@ -112,7 +112,7 @@ void Scheduler::ArmAdoption() {
 
 void Scheduler::CompleteAdoption(const std::string& missing) {
   std::unique_ptr<Adoption> adoption = std::move(adoption_);
-  formation_timer_.reset();
+  formation_.timer.reset();
   if (adoption->generation == 0) {
     v1::JobOutcome lost;
     lost.set_kind(v1::JobOutcome::KIND_NODE_LOST);
@@ -121,23 +121,23 @@ void Scheduler::CompleteAdoption(const std::string& missing) {
   }
   generation_ = adoption->generation;
   restarts_used_ = adoption->restart_count;
-  current_world_ = adoption->world_size;
-  started_ranks_ = 0;
-  succeeded_ranks_ = 0;
-  stopped_ranks_.clear();
+  tally_.world = adoption->world_size;
+  tally_.started = 0;
+  tally_.succeeded = 0;
+  tally_.stopped.clear();
   ended_scan_from_ = 0;
   for (auto& [id, node] : nodes_) {
     if (!node.joined) continue;
     node.ended = false;
     for (const auto& [rank, worker] : node.workers) {
-      started_ranks_ += worker.state() == v1::WORKER_STATE_RUNNING;
+      tally_.started += worker.state() == v1::WORKER_STATE_RUNNING;
     }
   }
-  Enter(State::kRunning, "generation " + std::to_string(generation_) + " adopted");
-  ledger_.OnGenerationStarted(generation_, current_world_, /*adopted=*/true);
+  Enter(JobState::kRunning, "generation " + std::to_string(generation_) + " adopted");
+  ledger_.OnGenerationStarted(generation_, tally_.world, /*adopted=*/true);
   common::Logger("scheduler")
       ->warn("generation {} goes on under this scheduler: {} of {} worker(s) back{}", generation_,
-             adoption->workers_back, current_world_,
+             adoption->workers_back, tally_.world,
              missing.empty() ? " (none restarted)" : "; " + missing);
   Record(Event::kGenerationRunning,
          {{"generation", generation_}, {"workers", adoption->workers_back}, {"adopted", true}});

@@ -33,7 +33,7 @@ void Scheduler::Form() {
   fence_timer_.reset();
   if (!MembershipComplete()) {
     // An exclusion left a place that no spare took: wait for a node to take it.
-    if (state_ == State::kForming && generation_ > 0) WaitForReplacement();
+    if (state_ == JobState::kForming && generation_ > 0) WaitForReplacement();
     return;
   }
   if (RejectUnreachableNodeRanks()) return;  // the job waits for the right nodes
@@ -65,15 +65,15 @@ void Scheduler::Form() {
     outcome.set_message(std::string(slots.status().message()));
     return Finish(std::move(outcome));
   }
-  formation_timer_.reset();
-  last_call_timer_.reset();
+  formation_.timer.reset();
+  formation_.last_call_timer.reset();
   membership_changed_ = false;
-  current_world_ = membership_.workers;
+  tally_.world = membership_.workers;
   for (size_t i = 0; i < states.size(); ++i) states[i]->slot = (*slots)[i];
-  if (state_ == State::kAwaitingReplacement) {
+  if (state_ == JobState::kAwaitingReplacement) {
     lost_node_.clear();
     ++restarts_used_;  // the lost node's generation counts against the budget
-    Enter(State::kForming, "a node took the lost one's place");
+    Enter(JobState::kForming, "a node took the lost one's place");
   }
   StartGeneration();
 }
@@ -96,25 +96,24 @@ void Scheduler::StartGeneration() {
     if (node.slot.node_rank == 0) rank0 = &node;
   }
   GANGRUN_CHECK(rank0 != nullptr, "a formed job has a node of rank 0");
-  Enter(State::kRunning, "generation " + std::to_string(generation_ + 1) + " starts");
+  Enter(JobState::kRunning, "generation " + std::to_string(generation_ + 1) + " starts");
   lost_node_.clear();  // its place is taken
-  holes_.clear();
+  spare_pool_.ClearHoles();
   stopping_.reset();
   hang_capture_.Cancel();
-  stopped_ranks_.clear();
-  started_ranks_ = 0;
-  succeeded_ranks_ = 0;
+  tally_.stopped.clear();
+  tally_.started = 0;
+  tally_.succeeded = 0;
   ++generation_;  // its only writer: generation numbers only increase
-  ledger_.OnGenerationStarted(generation_, current_world_, /*adopted=*/false);
+  ledger_.OnGenerationStarted(generation_, tally_.world, /*adopted=*/false);
   common::Logger("scheduler")
-      ->info("generation {}: {} node(s), {} worker(s){}", generation_, states.size(),
-             current_world_,
+      ->info("generation {}: {} node(s), {} worker(s){}", generation_, states.size(), tally_.world,
              restarts_used_ > 0 ? " (restart " + std::to_string(restarts_used_) + " of " +
                                       std::to_string(options_.max_restarts) + ")"
                                 : std::string());
   Record(Event::kGenerationStarted, {{"generation", generation_},
                                      {"nodes", states.size()},
-                                     {"workers", current_world_},
+                                     {"workers", tally_.world},
                                      {"restart", restarts_used_},
                                      {"max_restarts", options_.max_restarts}});
   WriteRecord();
@@ -125,7 +124,7 @@ void Scheduler::StartGeneration() {
     assignment->set_node_count(static_cast<int>(states.size()));
     assignment->set_first_rank(node->slot.first_rank);
     assignment->set_local_worker_num(node->join.local_worker_num);
-    assignment->set_world_size(current_world_);
+    assignment->set_world_size(tally_.world);
     assignment->set_master_addr(rank0->join.host_address);
     if (!rank0->addresses.empty()) {
       assignment->add_master_addresses(rank0->join.host_address);
@@ -145,11 +144,11 @@ void Scheduler::OnWorkerStarted(NodeState& node, const v1::WorkerStarted& starte
   auto& worker = node.workers[rank];
   worker.set_pid(started.pid());
   worker.set_state(v1::WORKER_STATE_RUNNING);
-  if (++started_ranks_ != current_world_) return;
-  const auto latency = clock_.Now() - generation_requested_at_;
-  if (telemetry_ != nullptr) telemetry_->ObserveRendezvous(latency);
+  if (++tally_.started != tally_.world) return;
+  const auto latency = clock_.Now() - timing_.requested_at;
+  if (owner_.telemetry != nullptr) owner_.telemetry->ObserveRendezvous(latency);
   Record(Event::kGenerationRunning, {{"generation", generation_},
-                                     {"workers", current_world_},
+                                     {"workers", tally_.world},
                                      {"latency_ms", duration_cast<milliseconds>(latency).count()}});
   if (failed_at_ && failed_at_->first < generation_) {
     // The restart latency: failure heard -> every worker of the new generation running.
@@ -172,7 +171,7 @@ void Scheduler::OnWorkerExited(NodeState& node, const v1::WorkerExited& exited) 
                                               : v1::WORKER_STATE_FAILED);
     *worker.mutable_exit() = exited.exit();
   }
-  if (!failed && !exited.stopped_by_us() && exited.rank() >= 0) ++succeeded_ranks_;
+  if (!failed && !exited.stopped_by_us() && exited.rank() >= 0) ++tally_.succeeded;
   if (Live() && failed && !exited.stopped_by_us()) {
     StopReason reason{StopReason::Kind::kWorkerFailed, "", {}, {}};
     reason.root_node = node.id;
@@ -201,8 +200,8 @@ void Scheduler::OnWorkerExited(NodeState& node, const v1::WorkerExited& exited) 
   // Stopped because of the failure: not the rank whose watchdog timer killed it.
   const bool root_cause = stopping_ && stopping_->root_cause.rank() == exited.rank() &&
                           !exited.stopped_by_us() && !stopping_->root_cause.host().empty();
-  if (state_ == State::kStopping && exited.rank() >= 0 && !root_cause) {
-    stopped_ranks_.push_back(exited.rank());
+  if (state_ == JobState::kStopping && exited.rank() >= 0 && !root_cause) {
+    tally_.stopped.push_back(exited.rank());
   }
 }
 
@@ -224,7 +223,7 @@ void Scheduler::OnGenerationEnded(NodeState& node) {
 
 void Scheduler::BeginStopping(StopReason reason) {
   if (!Live()) return;  // already stopping: the first reason stands
-  Enter(State::kStopping, reason.message);
+  Enter(JobState::kStopping, reason.message);
   hang_capture_.Cancel();
   // A hang's verdict (where every group of ranks was, ~300 characters) is said once, in the
   // job's report; the progress lines of the stop carry its first clause.
@@ -237,7 +236,7 @@ void Scheduler::BeginStopping(StopReason reason) {
 }
 
 void Scheduler::MaybeGenerationOver() {
-  if (!Live() && state_ != State::kStopping) return;
+  if (!Live() && state_ != JobState::kStopping) return;
   // Nodes below ended_scan_from_ have ended (only a generation's start un-ends them): each
   // node's end costs O(1) amortised, not a scan of every node.
   for (auto it = nodes_.lower_bound(ended_scan_from_); it != nodes_.end(); ++it) {
@@ -247,25 +246,25 @@ void Scheduler::MaybeGenerationOver() {
     }
   }
   nlohmann::json ended = {{"generation", generation_}};
-  if (abort_sent_at_) {
-    const auto latency = clock_.Now() - *abort_sent_at_;
-    if (telemetry_ != nullptr) telemetry_->ObserveStop(latency);
+  if (timing_.abort_sent_at) {
+    const auto latency = clock_.Now() - *timing_.abort_sent_at;
+    if (owner_.telemetry != nullptr) owner_.telemetry->ObserveStop(latency);
     ended["stop_latency_ms"] = duration_cast<milliseconds>(latency).count();
-    abort_sent_at_.reset();
+    timing_.abort_sent_at.reset();
   }
   Record(Event::kGenerationEnded, std::move(ended));
-  generation_requested_at_ = clock_.Now();
+  timing_.requested_at = clock_.Now();
   const bool worker_failed = stopping_ && (stopping_->kind == StopReason::Kind::kWorkerFailed ||
                                            stopping_->kind == StopReason::Kind::kHung);
   if (stop_requested_ || time_limit_.reached()) return Finish(CurrentOutcome());
   if (!lost_node_.empty()) return AfterFailedGeneration(false);
-  if (!worker_failed && succeeded_ranks_ == current_world_) {
+  if (!worker_failed && tally_.succeeded == tally_.world) {
     return Finish(CurrentOutcome());  // done, whatever joined or left meanwhile
   }
   if (worker_failed) return AfterFailedGeneration(true);
   if (stopping_ && stopping_->kind == StopReason::Kind::kNodeLost) return Finish(CurrentOutcome());
   if (membership_changed_) {
-    Enter(State::kForming, "the membership changed");
+    Enter(JobState::kForming, "the membership changed");
     return Form();
   }
   Finish(CurrentOutcome());
@@ -273,7 +272,7 @@ void Scheduler::MaybeGenerationOver() {
 
 void Scheduler::AbortAll(const std::string& reason) {
   common::Logger("scheduler")->info("aborting generation {}: {}", generation_, reason);
-  if (!abort_sent_at_) abort_sent_at_ = clock_.Now();
+  if (!timing_.abort_sent_at) timing_.abort_sent_at = clock_.Now();
   Record(Event::kGenerationAborted, {{"generation", generation_}, {"reason", reason}});
   for (auto& [id, node] : nodes_) {
     if (!node.joined || node.link == nullptr) continue;
@@ -284,7 +283,7 @@ void Scheduler::AbortAll(const std::string& reason) {
 }
 
 void Scheduler::Finish(v1::JobOutcome outcome) {
-  Enter(State::kFinished, proto::Name(outcome.kind()));
+  Enter(JobState::kFinished, proto::Name(outcome.kind()));
   *outcome.mutable_ledger() = ledger_.ToProto();
   logs_.EndFollowing();
   for (const auto& warning : log_warnings_) outcome.add_warnings(warning);
@@ -298,17 +297,17 @@ void Scheduler::Finish(v1::JobOutcome outcome) {
   fields["ledger"] = LedgerJson(outcome.ledger());
   Record(Event::kJobFinished, std::move(fields));
   WriteRecord();
-  formation_timer_.reset();
+  formation_.timer.reset();
   fence_timer_.reset();
-  heartbeat_timer_.reset();
+  liveness_.Stop();
   restart_timer_.reset();
-  last_call_timer_.reset();
+  formation_.last_call_timer.reset();
   for (auto& [id, node] : nodes_) {
     v1::NodeCommand command;
     *command.mutable_finished()->mutable_outcome() = outcome;
     SendAndClose(node, std::move(command));
   }
-  if (on_finished_) on_finished_(outcome);
+  if (owner_.on_finished) owner_.on_finished(outcome);
 }
 
 void Scheduler::SendAndClose(NodeState& node, v1::NodeCommand command) {

@@ -166,13 +166,13 @@ class WaitingCall : public grpc::ServerUnaryReactor {
   void OnDone() override { delete this; }
 
  private:
-  struct State {
+  struct WaitCall {
     KvStore::WaitId id = 0;
     bool finished = false;  // on the io_context only
   };
   boost::asio::io_context& io_;
   KvStore& store_;
-  std::shared_ptr<State> state_ = std::make_shared<State>();
+  std::shared_ptr<WaitCall> state_ = std::make_shared<WaitCall>();
 };
 
 }  // namespace
@@ -348,7 +348,7 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
                            options.max_unjoined});
   server->port_->Start(server->session_port_->Handler(),
                        [raw = server.get()] { return raw->Grpc(); });
-  // The nodes' pings are their heartbeats (scheduler/liveness.cc). Posted, so that it runs on
+  // The nodes' pings are their heartbeats (scheduler/liveness.h). Posted, so that it runs on
   // the scheduler's strand; a scheduler whose server is gone by then is not touched.
   boost::asio::post(io, [&scheduler, weak = std::weak_ptr(server->port_->activity())] {
     if (weak.expired()) return;

@@ -10,8 +10,6 @@
 namespace gangrun::scheduler {
 namespace {
 
-using Seconds = std::chrono::duration<double>;
-
 // Margin over the nodes' own capture timeout for their answers to arrive.
 constexpr common::Duration kCaptureMargin = std::chrono::seconds(5);
 
@@ -31,8 +29,7 @@ void HangCapture::Begin(std::string noticed, v1::RootCause root_cause) {
   }
   if (capture_->waiting.empty()) return Finish();
   capture_->timer =
-      clock_.After(std::chrono::duration_cast<common::Duration>(Seconds(timeout)) + kCaptureMargin,
-                   [this] { Finish(); });
+      clock_.After(common::DurationOf(timeout) + kCaptureMargin, [this] { Finish(); });
 }
 
 void HangCapture::OnCaptured(int node_id, const v1::StacksCaptured& captured) {

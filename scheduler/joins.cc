@@ -15,8 +15,8 @@ absl::Status Scheduler::CheckJoinAllowed(const NodeState& node, const v1::JoinRe
     return absl::FailedPreconditionError(Describe(node) + " sent a second join; it has " +
                                          "already joined");
   }
-  const bool forming = state_ == State::kForming || state_ == State::kAwaitingReplacement;
-  const bool growing = Elastic() && (Live() || state_ == State::kStopping);
+  const bool forming = state_ == JobState::kForming || state_ == JobState::kAwaitingReplacement;
+  const bool growing = Elastic() && (Live() || state_ == JobState::kStopping);
   if (!forming && !growing) {
     return absl::FailedPreconditionError(DescribeJoin(join) +
                                          " cannot join: the job has already formed");
@@ -89,7 +89,7 @@ void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join
   common::Logger("scheduler")
       ->debug("node {} '{}' joined with {} worker(s); {} of {} workers present", node_id,
               join.node_name(), join.local_worker_num(), membership_.workers, options_.world_size);
-  if (Live() || state_ == State::kStopping) {
+  if (Live() || state_ == JobState::kStopping) {
     // An elastic job grows: the newcomer waits for the next generation.
     node.ended = true;
     Reform(Describe(node) + " joined");
@@ -98,14 +98,15 @@ void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join
   if (membership_.workers == options_.world_size) {
     Form();
   } else if (membership_.workers >= min_world()) {
-    if (!last_call_timer_) {
+    if (!formation_.last_call_timer) {
       common::Logger("scheduler")
           ->info("{} of {} to {} workers present; forming in {} ms unless more join",
                  membership_.workers, min_world(), options_.world_size,
                  std::chrono::duration_cast<std::chrono::milliseconds>(options_.last_call).count());
-      last_call_timer_ = clock_.After(options_.last_call, [this] {
-        last_call_timer_.reset();
-        const bool forming = state_ == State::kForming || state_ == State::kAwaitingReplacement;
+      formation_.last_call_timer = clock_.After(options_.last_call, [this] {
+        formation_.last_call_timer.reset();
+        const bool forming =
+            state_ == JobState::kForming || state_ == JobState::kAwaitingReplacement;
         if (forming && membership_.workers >= min_world()) Form();
       });
     }
@@ -133,7 +134,7 @@ bool Scheduler::RejectUnreachableNodeRanks() {
                                  DescribeJoin(join) + " is out of range: the job has " +
                                  std::to_string(count) + " node(s)"));
     membership_.Remove(node.join);
-    nodes_.erase(id);
+    Forget(id);
   }
   if (!refused.empty()) LogProgress();
   return !refused.empty();

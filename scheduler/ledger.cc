@@ -151,7 +151,7 @@ void Ledger::OnFirstReport() {
   if (phase_ != LedgerPhase::kTraining) return;
   Accumulate(clock_.Now());
   // Until now the generation was starting, not training.
-  Seconds& generation = generations_[generation_];
+  PhaseTimes& generation = generations_[generation_];
   const common::Duration span =
       std::min(clock_.Now() - running_since_, Of(generation, LedgerPhase::kTraining));
   Of(generation, LedgerPhase::kTraining) -= span;
@@ -163,7 +163,7 @@ void Ledger::OnFirstReport() {
 void Ledger::Reclassify(LedgerPhase to, common::Duration span) {
   if (closed_ || span <= common::Duration::zero()) return;
   Accumulate(clock_.Now());
-  Seconds& generation = generations_[generation_];
+  PhaseTimes& generation = generations_[generation_];
   // Out of the current generation's training first, then its starting.
   for (LedgerPhase from : {LedgerPhase::kTraining, LedgerPhase::kStarting}) {
     const common::Duration moved = std::min(span, Of(generation, from));
@@ -177,8 +177,8 @@ void Ledger::Reclassify(LedgerPhase to, common::Duration span) {
 
 v1::Ledger Ledger::ToProto() const {
   const common::TimePoint now = closed_.value_or(clock_.Now());
-  Seconds job = job_;
-  std::map<uint64_t, Seconds> generations = generations_;
+  PhaseTimes job = job_;
+  std::map<uint64_t, PhaseTimes> generations = generations_;
   if (!closed_ && now > since_) {
     job[static_cast<size_t>(phase_)] += now - since_;
     generations[generation_][static_cast<size_t>(phase_)] += now - since_;

@@ -82,11 +82,11 @@ class Ledger {
   v1::Ledger ToProto() const;
 
  private:
-  using Seconds = std::array<common::Duration, static_cast<size_t>(LedgerPhase::kCount)>;
+  using PhaseTimes = std::array<common::Duration, static_cast<size_t>(LedgerPhase::kCount)>;
   void Enter(LedgerPhase to);
   // Adds the time since the last change to the current phase.
   void Accumulate(common::TimePoint now);
-  common::Duration& Of(Seconds& seconds, LedgerPhase phase) {
+  common::Duration& Of(PhaseTimes& seconds, LedgerPhase phase) {
     return seconds[static_cast<size_t>(phase)];
   }
 
@@ -95,11 +95,11 @@ class Ledger {
   common::TimePoint since_;                  // when the current phase's uncounted time began
   common::TimePoint opened_;                 // the scheduler's start
   std::optional<common::TimePoint> closed_;  // the job's end
-  Seconds job_{};
+  PhaseTimes job_{};
   // By generation (0: before the first), the last kGenerationsKept (an elastic job may re-form
   // without end; the job's totals keep every second).
   static constexpr size_t kGenerationsKept = 64;
-  std::map<uint64_t, Seconds> generations_;
+  std::map<uint64_t, PhaseTimes> generations_;
   uint64_t generation_ = 0;
   int world_ = 0;
   int reporting_ = 0;                // ranks of this generation that reported

@@ -1,147 +1,146 @@
-// How the scheduler knows its nodes are alive: the heartbeat sweep, connection activity,
-// its own stalls, and sessions that never join. Part of the Scheduler actor (scheduler.h):
-// the same strand, the same state.
-//
-// Two signs of life, read by one sweep every node_timeout / 4:
-//  - data on the node's connection. A node's gRPC channel sends a keepalive ping every
-//    heartbeat interval, which gRPC's transport answers without waking the scheduler's code; a
-//    quiet session's node a tick, which nobody reads (docs/WIRE.md); the kernel remembers when
-//    the connection last received data (a session's connection reads it with getsockopt, the
-//    others are found in a sock_diag dump: rpc/connection_activity.h).
-//    A stopped, frozen or unreachable node sends nothing: it is lost after node_timeout of
-//    silence, as with heartbeat messages, at the cost of one read per node per node timeout
-//    instead of one message per node per interval.
-//  - the node's own messages. A node whose connection is watched is told so
-//    (HeartbeatPolicy) and sends a Heartbeat message only every kMessageIntervals node
-//    timeouts, which proves that its launcher's event loop (not only gRPC's threads) runs;
-//    kMissedMessages missed in a row lose it. A quiet session's node sends none at all: its
-//    ticks come from that loop, so its connection's data already proves it runs
-//    (NodeLink::DataProvesLoop), and the pongs that tell it the scheduler's loop runs come
-//    from this sweep (NodeLink::OnSweep), not as answers to messages. At 12,500 nodes the
-//    messages' waves, each read, checked and answered, were two thirds of the scheduler's
-//    heartbeat cost. A node whose connection cannot be watched (the kernel refuses sock_diag,
-//    a transport without TCP) keeps sending one every heartbeat interval and is judged by them
-//    alone.
-//
-// Worked example: node_timeout 5 s and heartbeat interval 1 s give a sweep every 1.25 s; a
-// node last heard at t=10 is lost by the first sweep after t=16, i.e. by t=17.25 at the
-// latest: a cut or a pause of up to 5 s (plus the heartbeat it owed) costs nothing. A sweep due at
-// t=20 that runs at t=29 (this process was stopped or its host stalled for 9 s) blames nobody:
-// every node is treated as heard at t=29 and is lost only if it stays silent until t=34.
-// The same node's launcher, if its event loop is stuck while gRPC still answers pings, is
-// lost 30 s after its last message (3 missed messages, one every 10 s); a quiet session's,
-// whose ticks stop with its loop, as a silent connection by t=17.25.
+// The heartbeat sweep (scheduler/liveness.h).
+
+#include "scheduler/liveness.h"
 
 #include <algorithm>
-#include <tuple>
-#include <vector>
 
 #include "common/logging.h"
-#include "scheduler/scheduler.h"
 
 namespace gangrun::scheduler {
 
 using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 
+// The longest message interval a node is told (a day: "none", for a node whose data proves
+// its loop); HeartbeatPolicy.message_interval_ms is 32 bits.
 constexpr int64_t kMaxIntervalMs = int64_t{24} * 3600 * 1000;
 
-void Scheduler::WatchConnections(ActivityReader reader) {
-  GANGRUN_ON_STRAND(strand_);
-  read_activity_ = std::move(reader);
+void Liveness::Add(int node_id, NodeLink* link) {
+  const common::TimePoint now = clock_.Now();
+  nodes_seen_[node_id] = Signs{link, now, now, false, now};
 }
 
-// What one sweep finds, in one pass over the nodes (at 12,500 nodes a pass costs more in
-// cache misses than what it does).
-struct Scheduler::Sweep {
-  // Nodes whose links cannot read their own connections: id, node, remote endpoint.
-  std::vector<std::tuple<int, NodeState*, std::string>> pending;
-  std::vector<std::pair<int, std::string>> silent;  // lost, and why
-  std::vector<int> unjoined;                        // sessions that never joined
-};
+void Liveness::Heard(int node_id) {
+  auto it = nodes_seen_.find(node_id);
+  if (it != nodes_seen_.end()) it->second.last_seen = it->second.last_message = clock_.Now();
+}
 
-void Scheduler::CheckHeartbeats() {
+void Liveness::Unlink(int node_id) {
+  auto it = nodes_seen_.find(node_id);
+  if (it != nodes_seen_.end()) it->second.link = nullptr;
+}
+
+common::TimePoint Liveness::HeardAt(int node_id) const {
+  auto it = nodes_seen_.find(node_id);
+  if (it == nodes_seen_.end()) return {};
+  const Signs& signs = it->second;
+  common::TimePoint heard = signs.last_seen;
+  if (signs.link != nullptr) {
+    heard = std::max(heard, signs.link->LastHeartbeat());
+    // Between sweeps, a quiet node's last_seen may be a node timeout old.
+    if (auto since = signs.link->SinceLastData()) heard = std::max(heard, clock_.Now() - *since);
+  }
+  return heard;
+}
+
+common::TimePoint Liveness::LastSeen(int node_id) const {
+  auto it = nodes_seen_.find(node_id);
+  return it == nodes_seen_.end() ? common::TimePoint() : it->second.last_seen;
+}
+
+std::string Liveness::StallNote() const {
+  return clock_.Now() < stall_note_until_ ? stall_note_ : std::string();
+}
+
+void Liveness::Sweep() {
   if (options_.node_timeout <= common::Duration::zero()) return;
   const common::TimePoint now = clock_.Now();
   const common::Duration period = options_.node_timeout / 4;
   if (sweep_due_ != common::TimePoint() && now - sweep_due_ > options_.node_timeout / 2) {
     OnSchedulerStalled(now - sweep_due_ + period);
   }
-  Sweep sweep;
-  for (auto& [id, node] : nodes_) {
-    if (node.link == nullptr || node.link->InProcess()) continue;
-    node.link->OnSweep();
-    if (!node.joined && !node.spare && !node.excluded &&
-        now - node.connected_at >= options_.join_timeout) {
-      sweep.unjoined.push_back(id);
+  Found found;
+  for (auto& [id, signs] : nodes_seen_) {
+    if (signs.link == nullptr || signs.link->InProcess()) continue;
+    signs.link->OnSweep();
+    const Standing standing = core_.standing(id);
+    if (standing == Standing::kUnjoined && now - signs.connected_at >= options_.join_timeout) {
+      found.unjoined.push_back(id);
       continue;
     }
-    node.last_message = std::max(node.last_message, node.link->LastHeartbeat());
-    node.last_seen = std::max(node.last_seen, node.last_message);
-    if (!ReadConnectionActivity(id, node, now, sweep)) continue;
-    if (auto why = Silence(node, now)) sweep.silent.emplace_back(id, std::move(*why));
+    signs.last_message = std::max(signs.last_message, signs.link->LastHeartbeat());
+    signs.last_seen = std::max(signs.last_seen, signs.last_message);
+    if (!ReadConnectionActivity(signs, now, found, id)) continue;
+    if (standing != Standing::kJudged) continue;
+    if (auto why = Silence(signs, now)) found.silent.emplace_back(id, std::move(*why));
   }
-  ReadActivityDump(now, sweep);
-  CloseSilentSessions(sweep.unjoined);
-  for (const auto& [id, why] : sweep.silent) {
-    auto it = nodes_.find(id);
-    if (it == nodes_.end() || state_ == State::kFinished) continue;
-    OnNodeLost(id, it->second, FailureCause::kHeartbeatTimeout, why);
+  ReadActivityDump(now, found);
+  for (int id : found.unjoined) {
+    common::Logger("scheduler")
+        ->warn("closing a session that did not join within {} s",
+               std::chrono::duration_cast<std::chrono::seconds>(options_.join_timeout).count());
+    core_.close_unjoined(id);
   }
-  if (state_ == State::kFinished) return;
+  for (const auto& [id, why] : found.silent) {
+    if (nodes_.state() == JobState::kFinished) break;
+    if (nodes_seen_.count(id) == 0) continue;  // forgotten since
+    core_.lost(id, why);
+  }
+  if (nodes_.state() == JobState::kFinished) return;
   sweep_due_ = now + period;
-  heartbeat_timer_ = clock_.After(period, [this] { CheckHeartbeats(); });
+  timer_ = clock_.After(period, [this] { Sweep(); });
 }
 
-void Scheduler::OnConnectionData(NodeState& node, common::TimePoint at) {
-  node.last_seen = std::max(node.last_seen, at);
-  if (node.watched) return;
-  node.watched = true;
-  SendHeartbeatPolicy(node, node.link->DataProvesLoop()
-                                ? milliseconds(kMaxIntervalMs)
-                                : options_.node_timeout * kMessageIntervals);
+void Liveness::OnConnectionData(Signs& signs, common::TimePoint at) {
+  signs.last_seen = std::max(signs.last_seen, at);
+  if (signs.watched) return;
+  signs.watched = true;
+  SendHeartbeatPolicy(signs, signs.link->DataProvesLoop()
+                                 ? milliseconds(kMaxIntervalMs)
+                                 : options_.node_timeout * kMessageIntervals);
 }
 
 // A node heard within the node timeout (and the interval it may be late by) cannot be lost at
 // this sweep: its connection is read only once it could be, about once per node timeout
 // instead of once per sweep. A session's connection tells its kernel's figure itself (one
 // getsockopt); the others (gRPC's) wait for one sock_diag dump (false).
-bool Scheduler::ReadConnectionActivity(int id, NodeState& node, common::TimePoint now,
-                                       Sweep& sweep) {
-  if (node.watched && now - node.last_seen <= options_.node_timeout + options_.heartbeat_interval) {
+bool Liveness::ReadConnectionActivity(Signs& signs, common::TimePoint now, Found& found, int id) {
+  if (signs.watched &&
+      now - signs.last_seen <= options_.node_timeout + options_.heartbeat_interval) {
     return true;
   }
-  if (auto since = node.link->SinceLastData()) {
-    OnConnectionData(node, now - *since);
+  if (auto since = signs.link->SinceLastData()) {
+    OnConnectionData(signs, now - *since);
     return true;
   }
-  std::string peer = node.link->PeerEndpoint();
+  std::string peer = signs.link->PeerEndpoint();
   if (!read_activity_ || peer.empty()) return true;
-  sweep.pending.emplace_back(id, &node, std::move(peer));
+  found.pending.emplace_back(id, &signs, std::move(peer));
   return false;
 }
 
-void Scheduler::ReadActivityDump(common::TimePoint now, Sweep& sweep) {
-  if (sweep.pending.empty()) return;
+void Liveness::ReadActivityDump(common::TimePoint now, Found& found) {
+  if (found.pending.empty()) return;
   auto activity = read_activity_();
   if (activity.ok()) {
     activity_error_.clear();
-    for (auto& [id, node, peer] : sweep.pending) {
-      auto found = activity->find(peer);
-      if (found != activity->end()) OnConnectionData(*node, now - found->second);
+    for (auto& [id, signs, peer] : found.pending) {
+      auto at = activity->find(peer);
+      if (at != activity->end()) OnConnectionData(*signs, now - at->second);
     }
   } else {
     StopWatching(now, activity.status());
   }
-  for (auto& [id, node, peer] : sweep.pending) {
-    if (auto why = Silence(*node, now)) sweep.silent.emplace_back(id, std::move(*why));
+  for (auto& [id, signs, peer] : found.pending) {
+    if (core_.standing(id) != Standing::kJudged) continue;
+    if (auto why = Silence(*signs, now)) found.silent.emplace_back(id, std::move(*why));
   }
 }
 
 // The connections cannot be read (the kernel refused, or this process ran out of file
 // descriptors): every node watched through them goes back to a Heartbeat message per
 // interval, and gets a fresh node timeout for its messages to come.
-void Scheduler::StopWatching(common::TimePoint now, const absl::Status& why) {
+void Liveness::StopWatching(common::TimePoint now, const absl::Status& why) {
   if (activity_error_.empty()) {
     activity_error_ = std::string(why.message());
     common::Logger("scheduler")
@@ -150,64 +149,49 @@ void Scheduler::StopWatching(common::TimePoint now, const absl::Status& why) {
             "messages instead",
             activity_error_);
   }
-  for (auto& [id, node] : nodes_) {
-    if (!node.watched || node.link == nullptr || node.link->SinceLastData()) continue;
-    node.watched = false;
-    node.last_seen = std::max(node.last_seen, now);
-    SendHeartbeatPolicy(node, common::Duration::zero());
+  for (auto& [id, signs] : nodes_seen_) {
+    if (!signs.watched || signs.link == nullptr || signs.link->SinceLastData()) continue;
+    signs.watched = false;
+    signs.last_seen = std::max(signs.last_seen, now);
+    SendHeartbeatPolicy(signs, common::Duration::zero());
   }
 }
 
-void Scheduler::SendHeartbeatPolicy(NodeState& node, common::Duration message_interval) {
+void Liveness::SendHeartbeatPolicy(Signs& signs, common::Duration message_interval) {
   v1::NodeCommand command;
   command.mutable_heartbeat_policy()->set_message_interval_ms(static_cast<uint32_t>(
       std::min<int64_t>(duration_cast<milliseconds>(message_interval).count(), kMaxIntervalMs)));
-  node.link->Send(command);
+  signs.link->Send(command);
 }
 
-std::optional<std::string> Scheduler::Silence(const NodeState& node, common::TimePoint now) const {
-  if (!(node.joined && !node.lost && !node.ended) && !(node.spare && !node.lost)) {
-    return std::nullopt;
-  }
-  if (now - node.last_seen > options_.node_timeout + options_.heartbeat_interval) {
-    const auto silence = duration_cast<milliseconds>(now - node.last_seen).count();
+std::optional<std::string> Liveness::Silence(const Signs& signs, common::TimePoint now) const {
+  if (now - signs.last_seen > options_.node_timeout + options_.heartbeat_interval) {
+    const auto silence = duration_cast<milliseconds>(now - signs.last_seen).count();
     return "no heartbeat for " + std::to_string(silence) + " ms" +
-           (node.watched ? " (its connection was silent)" : "");
+           (signs.watched ? " (its connection was silent)" : "");
   }
   const auto message_timeout = options_.node_timeout * kMessageIntervals * kMissedMessages;
-  const bool loop_proven = node.link != nullptr && node.link->DataProvesLoop();
-  if (node.watched && !loop_proven && now - node.last_message >= message_timeout) {
-    const auto silence = duration_cast<milliseconds>(now - node.last_message).count();
+  const bool loop_proven = signs.link != nullptr && signs.link->DataProvesLoop();
+  if (signs.watched && !loop_proven && now - signs.last_message >= message_timeout) {
+    const auto silence = duration_cast<milliseconds>(now - signs.last_message).count();
     return "no message from its launcher for " + std::to_string(silence) +
            " ms while its connection still answered (its launcher is stuck)";
   }
   return std::nullopt;
 }
 
-void Scheduler::OnSchedulerStalled(common::Duration stalled) {
+void Liveness::OnSchedulerStalled(common::Duration stalled) {
   const auto ms = duration_cast<milliseconds>(stalled).count();
   common::Logger("scheduler")
       ->warn(
           "the scheduler did not run for {} ms (its host stalled or its launcher was "
           "stopped); the nodes are not blamed for that silence",
           ms);
-  Record(Event::kSchedulerStalled, {{"stalled_ms", ms}});
+  nodes_.Record(Event::kSchedulerStalled, {{"stalled_ms", ms}});
   const common::TimePoint now = clock_.Now();
-  for (auto& [id, node] : nodes_) node.last_seen = node.last_message = now;
+  for (auto& [id, signs] : nodes_seen_) signs.last_seen = signs.last_message = now;
   stall_note_ = " (after this scheduler did not run for " + std::to_string(ms) + " ms)";
   stall_note_until_ = now + options_.node_timeout;
-}
-
-void Scheduler::CloseSilentSessions(const std::vector<int>& silent) {
-  for (int id : silent) {
-    common::Logger("scheduler")
-        ->warn("closing a session that did not join within {} s",
-               std::chrono::duration_cast<std::chrono::seconds>(options_.join_timeout).count());
-    v1::NodeCommand command;
-    command.mutable_rejected()->set_reason("no join request within the join timeout");
-    SendAndClose(nodes_.at(id), std::move(command));
-    nodes_.erase(id);
-  }
 }
 
 }  // namespace gangrun::scheduler

@@ -31,11 +31,11 @@ class NodeLink {
   virtual std::string PeerEndpoint() const { return {}; }
   // How long ago the node's connection last received data, as its kernel says (even data
   // nobody read yet: a quiet node's ticks); nullopt when the transport cannot tell, the
-  // scheduler then finding the connection by PeerEndpoint (scheduler/liveness.cc).
+  // scheduler then finding the connection by PeerEndpoint (scheduler/liveness.h).
   virtual std::optional<common::Duration> SinceLastData() const { return std::nullopt; }
   // Whatever arrives on the node's connection is sent by its launcher's event loop (a quiet
   // session's ticks), so data there also proves that loop runs: the node needs to send no
-  // Heartbeat messages, and is never lost for their absence (scheduler/liveness.cc).
+  // Heartbeat messages, and is never lost for their absence (scheduler/liveness.h).
   virtual bool DataProvesLoop() const { return false; }
   // Each heartbeat sweep's call (every node_timeout / 4, on the strand), the sign that the
   // scheduler's loop runs: a link whose node hears so only from the scheduler's own word (a

@@ -4,6 +4,7 @@
 
 #include "common/logging.h"
 #include "rpc/session_auth.h"
+#include "scheduler/liveness.h"
 
 namespace gangrun::scheduler {
 
@@ -99,7 +100,7 @@ void NodeSession::OnSweep() {
   if (ended_ || closing_ || !wire_ || !DataProvesLoop()) return;
   const common::TimePoint now = sessions_.scheduler().Now();
   if (last_pong_ != common::TimePoint::min() &&
-      now - last_pong_ < quiet_pong_timeout_ / Scheduler::kMissedMessages) {
+      now - last_pong_ < quiet_pong_timeout_ / Liveness::kMissedMessages) {
     return;
   }
   Pong(now);

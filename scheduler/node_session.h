@@ -79,7 +79,7 @@ class NodeSession : public NodeLink {
     return quiet_pong_timeout_ > std::chrono::milliseconds::zero();
   }
   // A quiet session gets a pong once its last is its pong timeout / kMissedMessages old: its
-  // node, which sends no Heartbeat messages (liveness.cc), hears this way that the
+  // node, which sends no Heartbeat messages (scheduler/liveness.h), hears this way that the
   // scheduler's loop runs.
   void OnSweep() override;
 

@@ -14,8 +14,6 @@
 namespace gangrun::scheduler {
 namespace {
 
-using Seconds = std::chrono::duration<double>;
-
 std::string DescribeHang(const v1::RankHung& hung, const std::string& node) {
   const std::string who = "rank " + std::to_string(hung.rank()) + " on " + node;
   if (hung.rule() == "initial") {
@@ -58,15 +56,14 @@ void Scheduler::OnProgress(NodeState& node, const v1::ProgressReport& report) {
     }
     if (progress.reports() > 0) {
       const double age = std::clamp(progress.age_seconds(), 0.0, 1e9);
-      node.reported_at[progress.rank()] =
-          now - std::chrono::duration_cast<common::Duration>(Seconds(age));
+      node.reported_at[progress.rank()] = now - common::DurationOf(age);
     }
   }
 }
 
 void Scheduler::OnRankHung(NodeState& node, const v1::RankHung& hung) {
   const std::string message = DescribeHang(hung, node.join.node_name);
-  if (state_ != State::kRunning) {
+  if (state_ != JobState::kRunning) {
     // Already capturing or stopping: one report per hang, however many ranks hung with it.
     common::Logger("scheduler")->debug("also hung: {}", message);
     return;
@@ -82,9 +79,9 @@ void Scheduler::OnRankHung(NodeState& node, const v1::RankHung& hung) {
   CountFailure(FailureCause::kHang);
   failed_at_ = std::make_pair(generation_, clock_.Now());
   // The rank's silence was a stall, not training.
-  ledger_.Reclassify(LedgerPhase::kStalled, std::chrono::duration_cast<common::Duration>(Seconds(
-                                                std::clamp(hung.silent_seconds(), 0.0, 1e9))));
-  Enter(State::kCapturing, message);
+  ledger_.Reclassify(LedgerPhase::kStalled,
+                     common::DurationOf(std::clamp(hung.silent_seconds(), 0.0, 1e9)));
+  Enter(JobState::kCapturing, message);
   v1::RootCause root_cause;
   root_cause.set_host(node.join.node_name);
   root_cause.set_rank(hung.rank());
@@ -95,7 +92,7 @@ void Scheduler::OnRankHung(NodeState& node, const v1::RankHung& hung) {
 }
 
 void Scheduler::OnHangJudged(HangVerdict verdict) {
-  if (state_ != State::kCapturing) return;
+  if (state_ != JobState::kCapturing) return;
   BeginStopping({StopReason::Kind::kHung, std::move(verdict.message), std::move(verdict.root_cause),
                  std::move(verdict.groups)});
 }
@@ -103,7 +100,7 @@ void Scheduler::OnHangJudged(HangVerdict verdict) {
 // Stacks a node captured: for `gangrun stacks` (a request's id) or for the hang.
 void Scheduler::OnStacksCaptured(int node_id, const v1::StacksCaptured& captured) {
   if (captured.request() != 0) return stacks_requests_.OnCaptured(node_id, captured);
-  if (state_ == State::kCapturing) hang_capture_.OnCaptured(node_id, captured);
+  if (state_ == JobState::kCapturing) hang_capture_.OnCaptured(node_id, captured);
 }
 
 void Scheduler::OnTimerExpired(NodeState& node, const v1::TimerExpired& expired) {

@@ -11,17 +11,17 @@
 namespace gangrun::scheduler {
 
 void Scheduler::WaitForReplacement() {
-  Enter(State::kAwaitingReplacement, lost_node_);
+  Enter(JobState::kAwaitingReplacement, lost_node_);
   stopping_.reset();
-  formation_deadline_.reset();
+  formation_.deadline.reset();
   if (options_.cluster_timeout >= common::Duration::zero()) {
-    formation_deadline_ = clock_.Now() + options_.cluster_timeout;
-    formation_timer_ = clock_.After(options_.cluster_timeout, [this] { OnFormationTimeout(); });
+    formation_.deadline = clock_.Now() + options_.cluster_timeout;
+    formation_.timer = clock_.After(options_.cluster_timeout, [this] { OnFormationTimeout(); });
   }
   wait_reminder_.Stop();  // a new wait, with its own deadline
-  wait_reminder_.Start(formation_deadline_);
+  wait_reminder_.Start(formation_.deadline);
   if (MembershipComplete()) return Form();  // a spare took the place
-  if (!options_.await_replacement && spares_admitted_ >= options_.spare_nodes) {
+  if (!options_.await_replacement && spare_pool_.admitted() >= options_.spare_nodes) {
     // Nothing would start a launcher for it (a daemon's job) and every spare has come: the
     // job ends now. (A spare still on its way takes the place when it joins.)
     v1::JobOutcome outcome;
@@ -36,13 +36,13 @@ void Scheduler::WaitForReplacement() {
 }
 
 void Scheduler::OnFormationTimeout() {
-  if (state_ == State::kAwaitingReplacement) {
+  if (state_ == JobState::kAwaitingReplacement) {
     v1::JobOutcome outcome;
     outcome.set_kind(v1::JobOutcome::KIND_NODE_LOST);
     outcome.set_message(lost_node_ + "; no node took its place within the cluster timeout");
     return Finish(std::move(outcome));
   }
-  if (state_ != State::kForming) return;
+  if (state_ != JobState::kForming) return;
   int workers = 0;
   std::string present;
   for (const auto& [id, node] : nodes_) {
@@ -59,7 +59,7 @@ void Scheduler::OnFormationTimeout() {
                       std::to_string(workers) + " of " + std::to_string(options_.world_size) +
                       " workers joined (present: " + (present.empty() ? "none" : present) + "); " +
                       std::to_string(options_.world_size - workers) + " worker(s) never came" +
-                      (refused_.empty() ? "" : "; refused: " + RefusedText()));
+                      (formation_.refused.empty() ? "" : "; refused: " + RefusedText()));
   CountFailure(FailureCause::kFormationTimeout);
   Finish(std::move(outcome));
 }
@@ -84,7 +84,7 @@ void Scheduler::Release(int node_id, const std::string& why) {
   outcome->set_message(why);
   SendAndClose(node, std::move(command));
   membership_.Remove(node.join);
-  nodes_.erase(node_id);
+  Forget(node_id);
 }
 
 absl::Status Scheduler::Scale(int target) {
@@ -99,7 +99,7 @@ absl::Status Scheduler::Scale(int target) {
     return absl::InvalidArgumentError("cannot scale to " + std::to_string(target) +
                                       ": the job's minimum is " + std::to_string(min_world()));
   }
-  if (state_ == State::kFinished) return absl::FailedPreconditionError("the job is over");
+  if (state_ == JobState::kFinished) return absl::FailedPreconditionError("the job is over");
   common::Logger("scheduler")->info("scaling the job to at most {} workers", target);
   Record(Event::kScaled, {{"worker_num", target}});
   options_.world_size = target;
@@ -121,7 +121,7 @@ absl::Status Scheduler::Scale(int target) {
     return absl::FailedPreconditionError("no set of whole nodes brings the job to " +
                                          std::to_string(target) + " workers");
   }
-  const bool forming = state_ == State::kForming || state_ == State::kAwaitingReplacement;
+  const bool forming = state_ == JobState::kForming || state_ == JobState::kAwaitingReplacement;
   if (released && !forming) Reform("scaled to " + std::to_string(target));
   return absl::OkStatus();
 }
@@ -149,7 +149,7 @@ std::string Scheduler::EndedWhy() const {
 
 void Scheduler::NoteEnded(const std::string& then) {
   last_note_ = "generation " + std::to_string(generation_) + " ended: " + EndedWhy() + "; " + then;
-  if (on_note_) on_note_(last_note_);
+  if (owner_.on_note) owner_.on_note(last_note_);
 }
 
 // Worked example: initial 1 s, cap 30 s: restarts wait 1, 2, 4, 8, 16, 30, 30, ... seconds.
@@ -181,13 +181,13 @@ void Scheduler::ScheduleRestart() {
           {"delay_ms", std::chrono::duration_cast<std::chrono::milliseconds>(delay).count()},
           {"restart", restarts_used_},
           {"max_restarts", options_.max_restarts}});
-  Enter(State::kBackingOff, what);
+  Enter(JobState::kBackingOff, what);
   stopping_.reset();
   AwaitHealth();  // the nodes check themselves while the backoff runs
   restart_timer_ = clock_.After(delay, [this] {
     restart_timer_.reset();
-    generation_requested_at_ = clock_.Now();
-    Enter(State::kForming, "the backoff passed");
+    timing_.requested_at = clock_.Now();
+    Enter(JobState::kForming, "the backoff passed");
     Form();  // same ranks unless the membership changed meanwhile
   });
 }

@@ -48,6 +48,41 @@ void Scheduler::Send(int node_id, v1::NodeCommand command) {
   if (Reachable(node_id)) SendTo(nodes_.at(node_id), std::move(command));
 }
 
+void Scheduler::WatchConnections(ActivityReader reader) {
+  GANGRUN_ON_STRAND(strand_);
+  liveness_.Watch(std::move(reader));
+}
+
+Liveness::Standing Scheduler::StandingOf(int node_id) const {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return Liveness::Standing::kIgnored;
+  const NodeState& node = it->second;
+  if (!node.joined && !spare_pool_.Has(node_id) && !node.excluded)
+    return Liveness::Standing::kUnjoined;
+  const bool judged =
+      (node.joined && !node.lost && !node.ended) || (spare_pool_.Has(node_id) && !node.lost);
+  return judged ? Liveness::Standing::kJudged : Liveness::Standing::kIgnored;
+}
+
+void Scheduler::Forget(int node_id) {
+  liveness_.Forget(node_id);
+  spare_pool_.Remove(node_id);
+  nodes_.erase(node_id);
+}
+
+void Scheduler::OnSilent(int node_id, const std::string& why) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || state_ == JobState::kFinished) return;
+  OnNodeLost(node_id, it->second, FailureCause::kHeartbeatTimeout, why);
+}
+
+void Scheduler::CloseUnjoined(int node_id) {
+  v1::NodeCommand command;
+  command.mutable_rejected()->set_reason("no join request within the join timeout");
+  SendAndClose(nodes_.at(node_id), std::move(command));
+  Forget(node_id);
+}
+
 void Scheduler::RequestStacks(const v1::StacksRequest& request, StacksDone done) {
   GANGRUN_ON_STRAND(strand_);
   stacks_requests_.Request(request, std::move(done));
@@ -73,9 +108,9 @@ void Scheduler::Enter(JobState to, std::string_view why) {
   CheckEdge(state_, to);
   common::Logger("scheduler")
       ->debug("{} -> {}: {}", JobStateName(state_), JobStateName(to), std::string(why));
-  if (telemetry_ != nullptr) {
-    telemetry_->RecordTransition(std::string(JobStateName(state_)), std::string(JobStateName(to)),
-                                 std::string(why));
+  if (owner_.telemetry != nullptr) {
+    owner_.telemetry->RecordTransition(std::string(JobStateName(state_)),
+                                       std::string(JobStateName(to)), std::string(why));
   }
   state_ = to;
   ledger_.OnState(to);
@@ -84,7 +119,7 @@ void Scheduler::Enter(JobState to, std::string_view why) {
 
 void Scheduler::Start() {
   GANGRUN_ON_STRAND(strand_);
-  generation_requested_at_ = started_at_ = clock_.Now();
+  timing_.requested_at = started_at_ = clock_.Now();
   if (options_.takeover) {
     generation_ = options_.takeover->generation;
     restarts_used_ = options_.takeover->restarts_used;
@@ -95,7 +130,7 @@ void Scheduler::Start() {
       // place (its launcher started again, or a spare) form the next generation, a restart.
       lost_node_ = options_.takeover->lost;
       time_limit_.Arm();
-      CheckHeartbeats();
+      liveness_.Start();
       return WaitForReplacement();
     }
   }
@@ -103,24 +138,24 @@ void Scheduler::Start() {
     adoption_ = std::make_unique<Adoption>();
     ArmAdoption();
     time_limit_.Arm();
-    CheckHeartbeats();
+    liveness_.Start();
     return;
   }
   ArmFormationTimeout();
   time_limit_.Arm();
-  CheckHeartbeats();
+  liveness_.Start();
 }
 
 void Scheduler::ArmFormationTimeout() {
-  formation_timer_.reset();
-  formation_deadline_.reset();
+  formation_.timer.reset();
+  formation_.deadline.reset();
   if (options_.cluster_timeout >= common::Duration::zero()) {
-    formation_deadline_ = started_at_ + options_.cluster_timeout;
+    formation_.deadline = started_at_ + options_.cluster_timeout;
   }
-  wait_reminder_.Start(formation_deadline_);
+  wait_reminder_.Start(formation_.deadline);
   if (options_.cluster_timeout >= common::Duration::zero()) {
     const common::Duration left = options_.cluster_timeout - (clock_.Now() - started_at_);
-    formation_timer_ =
+    formation_.timer =
         clock_.After(std::max(left, common::Duration::zero()), [this] { OnFormationTimeout(); });
   }
 }
@@ -130,8 +165,7 @@ int Scheduler::AddNode(NodeLink* link) {
   int id = next_node_id_++;
   nodes_[id].id = id;
   nodes_[id].link = link;
-  nodes_[id].last_seen = nodes_[id].last_message = clock_.Now();
-  nodes_[id].connected_at = clock_.Now();
+  liveness_.Add(id, link);
   return id;
 }
 
@@ -141,13 +175,13 @@ void Scheduler::OnNodeEvent(int node_id, const v1::NodeEvent& event) {
   if (it == nodes_.end()) return;
   // `gangrun logs` reads the last of the logs while the job ends.
   if (event.has_log_read() && it->second.joined) return logs_.OnLogRead(node_id, event.log_read());
-  if (state_ == State::kFinished) return;
+  if (state_ == JobState::kFinished) return;
   NodeState& node = it->second;
-  node.last_seen = node.last_message = clock_.Now();
+  liveness_.Heard(node_id);
   if (event.has_heartbeat()) return;
   if (event.has_join()) return OnJoin(node_id, node, event.join());
   if (event.has_health_checked()) return OnHealthChecked(node, event.health_checked());
-  if (event.has_forward_signal() && (node.joined || node.spare)) {
+  if (event.has_forward_signal() && (node.joined || spare_pool_.Has(node_id))) {
     return OnForwardSignal(node, event.forward_signal().signal());
   }
   if (event.has_stop_request() && !node.joined) {
@@ -192,23 +226,24 @@ void Scheduler::OnNodeDisconnected(int node_id) {
   if (it == nodes_.end()) return;
   NodeState& node = it->second;
   node.link = nullptr;
-  if (!node.joined || node.lost || state_ == State::kFinished) {
-    if (node.spare && state_ != State::kFinished) {
+  liveness_.Unlink(node_id);
+  if (!node.joined || node.lost || state_ == JobState::kFinished) {
+    if (spare_pool_.Has(node_id) && state_ != JobState::kFinished) {
       common::Logger("scheduler")->warn("spare {} left", Describe(node));
     }
-    nodes_.erase(it);
-    HealthAnswered(node_id);  // a spare's answer will not come
+    Forget(node_id);
+    health_rounds_.Answered(node_id);  // a spare's answer will not come
     return;
   }
-  if (state_ == State::kBackingOff) {
+  if (state_ == JobState::kBackingOff) {
     membership_.Remove(node.join);
     if (TakeSpareFor(node)) {
       // The next generation has the spare in its place.
       RecordLoss(node, FailureCause::kConnectionLost,
                  "its connection broke while the job backed off");
       policy_.Forget(node_id);
-      nodes_.erase(it);
-      HealthAnswered(node_id);
+      Forget(node_id);
+      health_rounds_.Answered(node_id);
       return;
     }
     membership_.Add(node.join);
@@ -221,7 +256,7 @@ void Scheduler::OnNodeDisconnected(int node_id) {
     return Finish(std::move(outcome));
   }
   // A node whose part is done may go, unless a later generation could need it.
-  const bool done = node.ended && (Live() || state_ == State::kStopping);
+  const bool done = node.ended && (Live() || state_ == JobState::kStopping);
   if (done && !Elastic() && !BudgetLeft()) return;
   OnNodeLost(node_id, node, FailureCause::kConnectionLost, "its connection broke");
 }
@@ -242,42 +277,44 @@ void Scheduler::RecordLoss(const NodeState& node, FailureCause cause, const std:
 // waits for a replacement, and any other job ends (NODE_LOST).
 void Scheduler::OnNodeLost(int node_id, NodeState& node, FailureCause cause,
                            const std::string& reason) {
-  const std::string why = clock_.Now() < stall_note_until_ ? reason + stall_note_ : reason;
+  const std::string why = reason + liveness_.StallNote();
+  const common::TimePoint last_seen = liveness_.LastSeen(node_id);
   node.lost = true;
-  HealthAnswered(node_id);  // a lost node answers no health round
+  health_rounds_.Answered(node_id);  // a lost node answers no health round
   policy_.Forget(node_id);
   // Lost is final: a node that comes back after this (a cut that heals) is refused its old
   // session and ends, instead of finding a job that no longer counts it.
   if (node.link != nullptr) node.link->Drop();
   node.link = nullptr;
+  liveness_.Unlink(node_id);
   RecordLoss(node, cause, why);
   const std::string what = Describe(node) + " was lost: " + why;
-  if (node.spare || node.excluded) {
-    nodes_.erase(node_id);  // not in the job: nothing else changes
+  if (spare_pool_.Has(node_id) || node.excluded) {
+    Forget(node_id);  // not in the job: nothing else changes
     return;
   }
   // Its silence was spent detecting the loss, not training.
   if (Live() && cause == FailureCause::kHeartbeatTimeout) {
-    ledger_.Reclassify(LedgerPhase::kDetecting, clock_.Now() - node.last_seen);
+    ledger_.Reclassify(LedgerPhase::kDetecting, clock_.Now() - last_seen);
   }
-  if (state_ == State::kForming || state_ == State::kAwaitingReplacement) {
+  if (state_ == JobState::kForming || state_ == JobState::kAwaitingReplacement) {
     membership_.Remove(node.join);
     const bool replaced = generation_ > 0 && TakeSpareFor(node);
-    nodes_.erase(node_id);  // its workers no longer count; another node may take its place
+    Forget(node_id);  // its workers no longer count; another node may take its place
     if (replaced && MembershipComplete() && !AwaitHealth()) return Form();
     return LogProgress();
   }
   const bool recoverable =
       !stop_requested_ &&
       !(stopping_ && stopping_->kind == StopReason::Kind::kNodeLost && lost_node_.empty());
-  const bool spare_fits = recoverable && SpareFor(node.join.local_worker_num) != nullptr;
+  const bool spare_fits = recoverable && spare_pool_.For(node.join.local_worker_num).has_value();
   if (Elastic() && recoverable &&
       (spare_fits || membership_.workers - node.join.local_worker_num >= min_world())) {
     // An elastic job keeps its size with a spare, or shrinks: the survivors form a smaller job
     // (no restart is used).
     membership_.Remove(node.join);
     const bool replaced = TakeSpareFor(node);
-    nodes_.erase(node_id);
+    Forget(node_id);
     return Reform(replaced ? what + "; a spare takes its place" : what);
   }
   if (recoverable && BudgetLeft()) {
@@ -287,7 +324,7 @@ void Scheduler::OnNodeLost(int node_id, NodeState& node, FailureCause cause,
     lost_node_ = what;
     membership_.Remove(node.join);
     TakeSpareFor(node);
-    nodes_.erase(node_id);
+    Forget(node_id);
     BeginStopping({StopReason::Kind::kNodeLost, what, {}, {}});
     return MaybeGenerationOver();
   }

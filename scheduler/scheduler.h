@@ -7,63 +7,20 @@
 //
 // An actor: all of its state is touched only on the io_context's single thread (its strand),
 // checked at every entry point. Links must outlive it or be removed with OnNodeDisconnected
-// first. The core (docs/ARCHITECTURE.md) is spread by concern: scheduler.cc (entry points,
-// lost nodes, the NodeDirectory its components reach it through), liveness.cc (the heartbeat
-// sweep, connection activity, stalls of this process), generation.cc (forming, starting,
-// stopping and ending generations), joins.cc (admitting nodes), adoption.cc, recovery.cc
-// (restarts, replacements, elastic membership), spares.cc (spares, exclusions, health
-// rounds), limits.cc (job-wide signals, the time limit), progress.cc (progress reports,
-// hangs, stragglers), status.cc (status, stop requests, the outcome). Its components own their
-// state, each in its own header: logs.h, stacks_request.h, hang_capture.h, ledger.h,
-// time_limit.h.
+// first. The core (docs/ARCHITECTURE.md) keeps the job's state, its membership and its nodes,
+// spread by concern over part files whose declarations are grouped below under their names:
+// scheduler.cc (entry points, lost nodes, the NodeDirectory its components reach it
+// through), generation.cc (forming, starting, stopping and ending generations), joins.cc
+// (admitting nodes), adoption.cc, recovery.cc (restarts, replacements, elastic membership),
+// spares.cc (promotions, exclusions, what a failed generation means), signals.cc (job-wide
+// signals, what the time limit means), progress.cc (progress reports and hangs as the nodes
+// report them), job_status.cc (status, stop requests, the outcome). Its components own their
+// state, each behind its own header, and reach the core through NodeDirectory: liveness.h,
+// health_rounds.h, spare_pool.h, logs.h, stacks_request.h, hang_capture.h, time_limit.h,
+// ledger.h.
 //
-// The job is always in one named state:
-//
-//   state                  left by                                      to
-//   ---------------------  -------------------------------------------  ---------------------
-//   kForming               every wanted worker joined (or, elastic, the  kRunning
-//                            minimum and --last_call passed)
-//                          formation timeout                            kFinished(formation)
-//                          stop requested                               kFinished(stopped)
-//   kForming               (after a restart) an exclusion left a place  kAwaitingReplacement
-//                            no spare could take
-//   kRunning               a worker failed                              kStopping(worker)
-//                          a node judged a rank hung                    kCapturing
-//                          a torch timer expired                        kStopping(hung)
-//                          a node lost, the restart budget allows       kStopping(node, replace)
-//                          a node lost, no budget                       kStopping(node)
-//                          elastic membership changed (join, loss)      kStopping(reform)
-//                          stop requested, or the time limit passed     kStopping(stop)
-//                          every worker exited 0, every node ended      kFinished(succeeded)
-//   kCapturing             every node sent its stacks, or the capture   kStopping(hung)
-//                            timeout passed
-//                          (otherwise as kRunning: a failure, a loss or a stop wins)
-//   kStopping(reason)      every node ended (all workers reaped):
-//                            a stop was requested since, or the time    kFinished(by reason)
-//                              limit passed
-//                            a node must be replaced                    kAwaitingReplacement
-//                              (a spare in its place: at once           -> kForming -> kRunning)
-//                            worker, hung: an exit code of              kFinished(worker)
-//                              --no_restart_exit_codes, or
-//                              --max_no_progress_restarts reached
-//                            worker, hung: budget left / none           kBackingOff / kFinished
-//                              (--exclude_after: the root-cause node
-//                              goes first; a spare takes its place)
-//                            node (no replacement)                      kFinished(node lost)
-//                            reform                                     kForming -> kRunning
-//                            stop                                       kFinished(stopped)
-//   kBackingOff            the backoff passed                           kForming -> kRunning
-//                          a node's connection broke                    kFinished(node lost)
-//                          stop requested                               kFinished(stopped)
-//   kAwaitingReplacement   a node took the lost one's place             kForming -> kRunning
-//                          formation timeout                            kFinished(node lost)
-//                          stop requested                               kFinished(stopped)
-//   kFinished              (never left: every node got JobFinished)
-//
-// Worked example: 2 nodes, --max_restarts 1. Rank 3 exits 1 (kRunning -> kStopping(worker,
-// root cause rank 3)); both nodes report their generation ended (-> kBackingOff, 1 s);
-// the backoff passes (-> kForming -> kRunning, generation 2, restart 1 of 1). Rank 3 exits 1
-// again (-> kStopping(worker)); both end; no budget left -> kFinished(worker failed, rank 3).
+// The job is always in one named state (scheduler/job_state.h holds the table of its edges and
+// a worked example).
 
 #include <array>
 #include <deque>
@@ -82,8 +39,10 @@
 #include "nlohmann/json.hpp"
 #include "rpc/connection_activity.h"
 #include "scheduler/hang_capture.h"
+#include "scheduler/health_rounds.h"
 #include "scheduler/job_state.h"
 #include "scheduler/ledger.h"
+#include "scheduler/liveness.h"
 #include "scheduler/logs.h"
 #include "scheduler/node_directory.h"
 #include "scheduler/node_link.h"
@@ -91,6 +50,7 @@
 #include "scheduler/rank_assignment.h"
 #include "scheduler/recovery_policy.h"
 #include "scheduler/scheduler_options.h"
+#include "scheduler/spare_pool.h"
 #include "scheduler/stacks_request.h"
 #include "scheduler/telemetry.h"
 #include "scheduler/time_limit.h"
@@ -98,9 +58,8 @@
 
 namespace gangrun::scheduler {
 
-// The core; its components (scheduler/logs.h, scheduler/stacks_request.h,
-// scheduler/hang_capture.h, scheduler/time_limit.h) reach it through NodeDirectory alone (the
-// ledger, scheduler/ledger.h, needs only the clock and what the core tells it).
+// The core. Its components reach it through NodeDirectory alone (the ledger and the spare pool
+// need only what the core tells them); it routes to each the node events that answer it.
 class Scheduler : private NodeDirectory {
  public:
   using Options = SchedulerOptions;  // scheduler/scheduler_options.h
@@ -116,15 +75,17 @@ class Scheduler : private NodeDirectory {
   void OnNodeEvent(int node_id, const v1::NodeEvent& event);
   void OnNodeDisconnected(int node_id);
   void SetOnFinished(std::function<void(const v1::JobOutcome&)> on_finished) {
-    on_finished_ = std::move(on_finished);
+    owner_.on_finished = std::move(on_finished);
   }
   // Each decision a job's owner should read where they are (a daemon sends it to the job's
   // submit): why a generation ended and whether it is restarted, once per generation.
-  void SetOnNote(std::function<void(const std::string&)> on_note) { on_note_ = std::move(on_note); }
+  void SetOnNote(std::function<void(const std::string&)> on_note) {
+    owner_.on_note = std::move(on_note);
+  }
   // The job's record for a store, at every generation start and at the end (JSON:
   // generation, restarts_used, max_restarts, world_size, min_world_size, members, outcome).
   void SetOnRecord(std::function<void(nlohmann::json)> on_record) {
-    on_record_ = std::move(on_record);
+    owner_.on_record = std::move(on_record);
   }
   uint64_t generation() const override { return generation_; }
   common::Duration node_timeout() const { return options_.node_timeout; }
@@ -132,22 +93,15 @@ class Scheduler : private NodeDirectory {
   common::TimePoint Now() const { return clock_.Now(); }
   v1::GetStatusResponse Status() const;
   // Events and counters go here (the event log and /metrics); may stay unset.
-  void SetTelemetry(Telemetry* telemetry) { telemetry_ = telemetry; }
+  void SetTelemetry(Telemetry* telemetry) { owner_.telemetry = telemetry; }
   // `gangrun stop`, a daemon's job being cancelled: as if a launcher had got `signal`.
   void Stop(int signal, const std::string& reason);
   bool finished() const { return state_ == JobState::kFinished; }
   JobState state() const override { return state_; }
   // How the scheduler reads the activity of connections their links cannot read (gRPC's:
   // rpc::ConnectionActivityReader); unset, their Heartbeat messages alone. On the strand.
-  using ActivityReader = std::function<absl::StatusOr<rpc::ConnectionActivity>()>;
+  using ActivityReader = Liveness::ActivityReader;
   void WatchConnections(ActivityReader reader);
-  // A watched node's Heartbeat messages come every kMessageIntervals node timeouts; it is
-  // lost when none came for kMissedMessages such intervals (scheduler/liveness.cc). A node
-  // whose connection's data proves its loop (NodeLink::DataProvesLoop) sends none; its
-  // session's pongs come every kMessageIntervals node timeouts all the same, and it loses the
-  // scheduler after kMissedMessages of them missed (scheduler/session_port.cc).
-  static constexpr int kMessageIntervals = 2;
-  static constexpr int kMissedMessages = 3;
   // `gangrun scale`: sets the elastic job's maximum size. Below the current size, the
   // newest nodes are released and the job re-forms. Refuses sizes below the minimum.
   absl::Status Scale(int target);
@@ -164,7 +118,6 @@ class Scheduler : private NodeDirectory {
   void CloseLogs(uint64_t id);
 
  private:
-  using State = JobState;
   // Why a running generation is being stopped (kStopping).
   struct StopReason {
     enum class Kind { kWorkerFailed, kHung, kNodeLost, kStopRequested, kReform, kTimeLimit };
@@ -179,7 +132,6 @@ class Scheduler : private NodeDirectory {
     int id = 0;
     NodeLink* link = nullptr;
     bool joined = false;        // a member of the job
-    bool spare = false;         // joined beyond the job's size: waits, running nothing
     bool excluded = false;      // left the job (health, --exclude_after); gone once disconnected
     bool health_check = false;  // it runs --health_check when asked (CheckHealth)
     NodeJoin join;
@@ -189,10 +141,6 @@ class Scheduler : private NodeDirectory {
     bool ended = false;  // its processes of this generation have all ended
     bool lost = false;
     int pid = 0;
-    common::TimePoint last_seen;     // any sign of life: a message, or data on its connection
-    common::TimePoint last_message;  // its last message (a heartbeat or any event)
-    bool watched = false;            // its connection's activity is read (liveness.cc)
-    common::TimePoint connected_at;
     std::map<int, v1::WorkerStatus> workers;       // this generation's, by rank
     std::map<int, common::TimePoint> reported_at;  // when each rank last reported progress
   };
@@ -248,10 +196,10 @@ class Scheduler : private NodeDirectory {
   // records the transition.
   void Enter(JobState to, std::string_view why);
   // A generation's workers run, or are being captured before the stop.
-  bool Live() const { return state_ == State::kRunning || state_ == State::kCapturing; }
+  bool Live() const { return state_ == JobState::kRunning || state_ == JobState::kCapturing; }
   // Waiting for nodes: the first time, or for a lost node's replacement.
   bool Forming() const {
-    return state_ == State::kForming || state_ == State::kAwaitingReplacement;
+    return state_ == JobState::kForming || state_ == JobState::kAwaitingReplacement;
   }
   // recovery.cc
   void ScheduleRestart();
@@ -265,20 +213,12 @@ class Scheduler : private NodeDirectory {
     return options_.min_world_size > 0 ? options_.min_world_size : options_.world_size;
   }
   bool BudgetLeft() const { return restarts_used_ < options_.max_restarts; }
-  // liveness.cc
-  void CheckHeartbeats();
-  struct Sweep;  // data received on a node's connection counts as a heartbeat
-  bool ReadConnectionActivity(int id, NodeState& node, common::TimePoint now, Sweep& sweep);
-  void ReadActivityDump(common::TimePoint now, Sweep& sweep);
-  void OnConnectionData(NodeState& node, common::TimePoint at);
-  void StopWatching(common::TimePoint now, const absl::Status& why);
-  // Tells the node how often to send Heartbeat messages (zero: every heartbeat interval).
-  void SendHeartbeatPolicy(NodeState& node, common::Duration message_interval);
-  // A joined or spare node's silence, if it is lost for it: "no heartbeat ..." or "no message".
-  std::optional<std::string> Silence(const NodeState& node, common::TimePoint now) const;
-  // The sweep ran late: this process did not run, so the nodes get a fresh node timeout.
-  void OnSchedulerStalled(common::Duration stalled);
-  void CloseSilentSessions(const std::vector<int>& silent);
+  // Liveness (scheduler/liveness.h): what a node is to the heartbeat sweep.
+  Liveness::Standing StandingOf(int node_id) const;
+  // The core forgets a node (it left, was refused, closed): every component forgets it too.
+  void Forget(int node_id);
+  void OnSilent(int node_id, const std::string& why);
+  void CloseUnjoined(int node_id);
   // scheduler.cc
   void OnNodeLost(int node_id, NodeState& node, FailureCause cause, const std::string& why);
   // The error line, the failure count and the node_lost event of a lost node.
@@ -287,9 +227,6 @@ class Scheduler : private NodeDirectory {
   // Whether this join, which has no place in the job, may wait as a spare.
   bool JoinsAsSpare(const NodeState& node, const v1::JoinRequest& join) const;
   void AdmitSpare(NodeState& node, const v1::JoinRequest& join);
-  std::vector<int> SpareIds() const;  // in the order they joined
-  // The first spare with this many workers (only such a spare can take a node's place).
-  NodeState* SpareFor(int local_worker_num);
   // Gives `gone`'s place (its node rank and ranks) to a spare with as many workers; false if
   // none has, and after generation 1 the place is kept as a hole that the next spare to come
   // fills (FillHoles). `gone` must already be out of the membership.
@@ -315,16 +252,15 @@ class Scheduler : private NodeDirectory {
   // needs checking (or the round for the next generation is done).
   bool AwaitHealth();
   void OnHealthChecked(NodeState& node, const v1::HealthChecked& checked);
-  void HealthAnswered(int node_id);
   // A fixed-size job has all its workers; an elastic one at least its minimum.
   bool MembershipComplete() const;
-  // limits.cc
+  // signals.cc
   // The time limit passed (scheduler/time_limit.h): the job stops.
   void OnTimeLimit(const std::string& why);
   void OnForwardSignal(const NodeState& from, int signal);
   // Sends `signal` to every worker of every member.
   void SignalWorkers(int signal, const std::string& why);
-  // status.cc
+  // job_status.cc
   void LogProgress();
   // Who was refused before they could join, "HOST (why)" with a count, for the wait's line
   // and the formation's failure: the job's owner learns that a launcher tried.
@@ -338,34 +274,24 @@ class Scheduler : private NodeDirectory {
   // The outcome if the job ended now.
   v1::JobOutcome CurrentOutcome() const;
   void Record(Event event, nlohmann::json fields = nlohmann::json::object()) override {
-    if (telemetry_ != nullptr) telemetry_->Record(event, std::move(fields));
+    if (owner_.telemetry != nullptr) owner_.telemetry->Record(event, std::move(fields));
   }
   void CountFailure(FailureCause cause) {
     ++failures_[static_cast<size_t>(cause)];
-    if (telemetry_ != nullptr) telemetry_->CountFailure(cause);
+    if (owner_.telemetry != nullptr) owner_.telemetry->CountFailure(cause);
   }
 
   common::Clock& clock_;
   Options options_;
   JobIdentity identity_;  // what a joining node must agree with (as configured)
   common::ThreadAffinity strand_;
-  State state_ = State::kForming;
+  JobState state_ = JobState::kForming;
   std::optional<StopReason> stopping_;             // kStopping: why
   std::optional<v1::StopRequest> stop_requested_;  // nothing restarts or re-forms after one
   RecoveryPolicy policy_;
   std::string recovery_note_;  // why the job was not restarted (a policy), for the outcome
-  uint64_t health_round_ = 0;
-  uint64_t health_for_ = 0;       // the generation the last health round checked for
-  std::set<int> health_waiting_;  // node ids whose answer is due
   common::TimePoint started_at_;
   std::array<uint64_t, static_cast<size_t>(FailureCause::kCount)> failures_{};
-  struct Hole {
-    NodeJoin join;  // what the node that left it had
-    NodeSlot slot;
-    std::string who;
-  };
-  std::vector<Hole> holes_;
-  int spares_admitted_ = 0;          // every spare that ever joined
   std::string lost_node_;            // kAwaitingReplacement (and on the way there): what was lost
   bool membership_changed_ = false;  // elastic: re-form when the generation is over
   uint64_t generation_ = 0;
@@ -373,51 +299,65 @@ class Scheduler : private NodeDirectory {
   std::map<int, NodeState> nodes_;
   int ended_scan_from_ = 0;  // MaybeGenerationOver: every node below this id has ended
   Membership membership_;    // the joined nodes, for O(log n) join checks
-  std::unique_ptr<common::Timer> formation_timer_;
-  // When the wait for nodes ends in failure (--cluster_time_out); none without a limit.
-  std::optional<common::TimePoint> formation_deadline_;
-  // Launchers refused at the session's opening (their token, their TLS): host and why ->
-  // how often. At most kRefusedKept entries; the first ones stay.
-  static constexpr size_t kRefusedKept = 8;
-  std::map<std::pair<std::string, std::string>, int> refused_;
+  // The wait for nodes (the first, and each after a restart).
+  struct Formation {
+    std::unique_ptr<common::Timer> timer;  // --cluster_time_out
+    // When the wait for nodes ends in failure (--cluster_time_out); none without a limit.
+    std::optional<common::TimePoint> deadline;
+    std::unique_ptr<common::Timer> last_call_timer;  // elastic: --last_call
+    // Launchers refused at the session's opening (their token, their TLS): host and why ->
+    // how often. At most kRefusedKept entries; the first ones stay.
+    static constexpr size_t kRefusedKept = 8;
+    std::map<std::pair<std::string, std::string>, int> refused;
+  } formation_;
   // The wait's line again while the job waits for nodes (scheduler/wait_reminder.h).
   WaitReminder wait_reminder_{clock_, [this](const std::string& left) { RemindWaiting(left); }};
-  std::unique_ptr<common::Timer> last_call_timer_;
   std::unique_ptr<common::Timer> restart_timer_;
-  std::unique_ptr<common::Timer> heartbeat_timer_;
-  common::TimePoint sweep_due_;  // when the next heartbeat sweep should run
-  ActivityReader read_activity_;
-  std::string activity_error_;  // why the last read failed (said once)
-  // Said with losses that follow a stall of this process: "after ... stalled for N ms".
-  std::string stall_note_;
-  common::TimePoint stall_note_until_;
+  std::unique_ptr<common::Timer> fence_timer_;  // Form() again once the lease is confirmed
   int restarts_used_ = 0;
-  int started_ranks_ = 0;    // workers of this generation that have started, job-wide
-  int succeeded_ranks_ = 0;  // exited 0 on their own in this generation
-  int current_world_ = 0;    // the size of the running generation
-  std::vector<int> stopped_ranks_;
+  // The running generation's workers, job-wide.
+  struct Tally {
+    int world = 0;      // the generation's size
+    int started = 0;    // workers that have started
+    int succeeded = 0;  // exited 0 on their own
+    std::vector<int> stopped;
+  } tally_;
   std::set<std::string> log_warnings_;  // lost worker log output, for the outcome
   // When the last failure was heard of, and in which generation.
   std::optional<std::pair<uint64_t, common::TimePoint>> failed_at_;
   common::TimePoint last_progress_log_;
-  std::function<void(const v1::JobOutcome&)> on_finished_;
-  std::function<void(const std::string&)> on_note_;
   std::string last_note_;  // the last NoteEnded, for Status (GetStatusResponse.last_generation_end)
-  std::function<void(nlohmann::json)> on_record_;
-  void WriteRecord() const;                     // status.cc
-  std::unique_ptr<common::Timer> fence_timer_;  // Form() again once the lease is confirmed
-  Telemetry* telemetry_ = nullptr;
+  // Who hears of the job as it goes (the setters above).
+  struct Owner {
+    std::function<void(const v1::JobOutcome&)> on_finished;
+    std::function<void(const std::string&)> on_note;
+    std::function<void(nlohmann::json)> on_record;
+    Telemetry* telemetry = nullptr;
+  } owner_;
+  void WriteRecord() const;                // job_status.cc
   std::optional<v1::JobOutcome> outcome_;  // kFinished
-  // Since when the scheduler has been bringing up the next generation (for the rendezvous
-  // latency), and when the running one was told to abort (for the stop latency).
-  common::TimePoint generation_requested_at_;
-  std::optional<common::TimePoint> abort_sent_at_;
+  struct Timing {
+    // Since when the scheduler has been bringing up the next generation (for the rendezvous
+    // latency), and when the running one was told to abort (for the stop latency).
+    common::TimePoint requested_at;
+    std::optional<common::TimePoint> abort_sent_at;
+  } timing_;
   // The components, last: destroyed first, while the core they reach is whole.
   LogsPump logs_{*this, clock_};
   StacksRequests stacks_requests_{*this, clock_, options_.progress_rules.stack_timeout_seconds()};
   HangCapture hang_capture_{*this, clock_, options_.progress_rules.stack_timeout_seconds(),
                             [this](HangVerdict verdict) { OnHangJudged(std::move(verdict)); }};
   Ledger ledger_{clock_};  // where the job's time went
+  SparePool spare_pool_{options_.spare_nodes};
+  HealthRounds health_rounds_{*this, [this] {
+                                if (Forming()) Form();
+                              }};
+  Liveness liveness_{*this,
+                     clock_,
+                     {options_.node_timeout, options_.heartbeat_interval, options_.join_timeout},
+                     {[this](int id) { return StandingOf(id); },
+                      [this](int id, const std::string& why) { OnSilent(id, why); },
+                      [this](int id) { CloseUnjoined(id); }}};
   TimeLimit time_limit_{
       *this,
       clock_,

@@ -10,6 +10,7 @@
 #include "rpc/frame_connection.h"
 #include "rpc/server.h"
 #include "rpc/session_auth.h"
+#include "scheduler/liveness.h"
 
 namespace gangrun::scheduler {
 namespace {
@@ -30,8 +31,8 @@ std::atomic<size_t> unjoined_in_process{0};
 class Handshake;
 class FrameWire;
 
-struct SessionPort::State : std::enable_shared_from_this<SessionPort::State> {
-  State(boost::asio::io_context& context, NodeSessions& node_sessions, Options o)
+struct SessionPort::PortState : std::enable_shared_from_this<SessionPort::PortState> {
+  PortState(boost::asio::io_context& context, NodeSessions& node_sessions, Options o)
       : io(context), sessions(node_sessions), options(std::move(o)), drain_deadline(context) {}
 
   void Warn(const std::string& peer, const std::string& why);
@@ -50,8 +51,8 @@ struct SessionPort::State : std::enable_shared_from_this<SessionPort::State> {
   // timeout.
   milliseconds QuietPongTimeout() const {
     return std::chrono::duration_cast<milliseconds>(sessions.scheduler().node_timeout() *
-                                                    Scheduler::kMessageIntervals *
-                                                    Scheduler::kMissedMessages);
+                                                    Liveness::kMessageIntervals *
+                                                    Liveness::kMissedMessages);
   }
 
   boost::asio::io_context& io;
@@ -69,7 +70,7 @@ struct SessionPort::State : std::enable_shared_from_this<SessionPort::State> {
   uint64_t unlogged = 0;
 };
 
-void SessionPort::State::Warn(const std::string& peer, const std::string& why) {
+void SessionPort::PortState::Warn(const std::string& peer, const std::string& why) {
   const auto now = std::chrono::steady_clock::now();
   if (now - log_period_start >= kLogPeriod) {
     if (unlogged > 0) {
@@ -91,8 +92,8 @@ void SessionPort::State::Warn(const std::string& peer, const std::string& why) {
 // sealed both ways.
 class FrameWire : public NodeSession::Wire {
  public:
-  FrameWire(std::shared_ptr<SessionPort::State> port, std::shared_ptr<rpc::FrameConnection> conn,
-            const rpc::FrameKeys& keys)
+  FrameWire(std::shared_ptr<SessionPort::PortState> port,
+            std::shared_ptr<rpc::FrameConnection> conn, const rpc::FrameKeys& keys)
       : port_(std::move(port)),
         conn_(std::move(conn)),
         sealer_(keys.scheduler_to_node),
@@ -107,7 +108,7 @@ class FrameWire : public NodeSession::Wire {
   // Starts reading the session's frames; `session` must hold this wire from now on.
   // Frames are bounded by kMaxJoinPayload until the scheduler answers the node's join, then
   // by kMaxFramePayload. A session with no event yet counts as unjoined (after
-  // State::AdmitUnjoined) until its first.
+  // PortState::AdmitUnjoined) until its first.
   void Start(NodeSession* session) {
     session_ = session;
     if (session->commanded())
@@ -120,7 +121,7 @@ class FrameWire : public NodeSession::Wire {
       unjoined_in_process.fetch_add(1, std::memory_order_relaxed);
     }
   }
-  // Closed for a newer unjoined session (State::AdmitUnjoined); may destroy this.
+  // Closed for a newer unjoined session (PortState::AdmitUnjoined); may destroy this.
   void Evict() {
     Fail("it opened a session and sent no join while " + std::to_string(port_->unjoined.size()) +
          " others had not joined either (the longest waiting is closed)");
@@ -204,7 +205,7 @@ class FrameWire : public NodeSession::Wire {
     return false;
   }
 
-  std::shared_ptr<SessionPort::State> port_;
+  std::shared_ptr<SessionPort::PortState> port_;
   std::shared_ptr<rpc::FrameConnection> conn_;
   rpc::FrameSealer sealer_;
   rpc::FrameOpener opener_;
@@ -217,7 +218,7 @@ class FrameWire : public NodeSession::Wire {
   bool counted_ = false;                      // unjoined: no event read yet
 };
 
-bool SessionPort::State::AdmitUnjoined() {
+bool SessionPort::PortState::AdmitUnjoined() {
   if (unjoined.size() < options.max_unjoined &&
       unjoined_in_process.load(std::memory_order_relaxed) < kMaxUnjoinedInProcess) {
     return true;
@@ -267,7 +268,7 @@ bool FrameWire::OnFrame(rpc::FrameType type, std::string_view payload) {
 // One connection's handshake: hello, challenge, open, accepted (or refused).
 class Handshake : public std::enable_shared_from_this<Handshake> {
  public:
-  Handshake(std::shared_ptr<SessionPort::State> port, tcp::socket socket,
+  Handshake(std::shared_ptr<SessionPort::PortState> port, tcp::socket socket,
             std::shared_ptr<rpc::PreAuthSlot> slot)
       : port_(std::move(port)),
         conn_(std::make_shared<rpc::FrameConnection>(std::move(socket))),
@@ -292,7 +293,7 @@ class Handshake : public std::enable_shared_from_this<Handshake> {
     port_->handshakes.erase(shared_from_this());
   }
 
-  std::shared_ptr<SessionPort::State> port_;
+  std::shared_ptr<SessionPort::PortState> port_;
   std::shared_ptr<rpc::FrameConnection> conn_;
   std::shared_ptr<rpc::PreAuthSlot> slot_;
   boost::asio::steady_timer deadline_;
@@ -465,7 +466,7 @@ bool Handshake::Fail(const std::string& why) {
 }
 
 SessionPort::SessionPort(boost::asio::io_context& io, NodeSessions& sessions, Options options)
-    : state_(std::make_shared<State>(io, sessions, std::move(options))) {}
+    : state_(std::make_shared<PortState>(io, sessions, std::move(options))) {}
 
 SessionPort::~SessionPort() { Close(); }
 
@@ -479,7 +480,7 @@ rpc::Port::SessionHandler SessionPort::Handler() {
 }
 
 void SessionPort::Drain(std::chrono::milliseconds within, std::function<void()> done) {
-  State& state = *state_;
+  PortState& state = *state_;
   if (state.closed || state.drained) {
     boost::asio::post(state.io, std::move(done));
     return;
@@ -507,7 +508,7 @@ void SessionPort::Drain(std::chrono::milliseconds within, std::function<void()> 
 }
 
 void SessionPort::Close() {
-  State& state = *state_;
+  PortState& state = *state_;
   if (state.closed) return;
   state.closed = true;
   state.drain_deadline.cancel();

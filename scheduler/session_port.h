@@ -58,10 +58,10 @@ class SessionPort {
   // scheduler. Idempotent.
   void Close();
 
-  struct State;
+  struct PortState;
 
  private:
-  std::shared_ptr<State> state_;
+  std::shared_ptr<PortState> state_;
 };
 
 }  // namespace gangrun::scheduler

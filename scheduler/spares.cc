@@ -9,24 +9,23 @@
 namespace gangrun::scheduler {
 
 bool Scheduler::JoinsAsSpare(const NodeState& node, const v1::JoinRequest& join) const {
-  if (options_.spare_nodes <= 0 || node.joined || node.spare) return false;
+  if (spare_pool_.wanted() <= 0 || node.joined || spare_pool_.Has(node.id)) return false;
   // No place for it: the job is full, or (fixed size) already formed.
   const bool full = membership_.workers + join.local_worker_num() > options_.world_size;
   if (!full && (Elastic() || Forming())) return false;
   if (!CheckJoinRequest(join, identity_).ok()) return false;  // refused with the reason
-  return static_cast<int>(SpareIds().size()) < options_.spare_nodes;
+  return !spare_pool_.full();
 }
 
 void Scheduler::AdmitSpare(NodeState& node, const v1::JoinRequest& join) {
-  node.spare = true;
+  spare_pool_.Admit(node.id, join.local_worker_num());
   node.join = {join.node_name(), join.host_address(), -1, join.local_worker_num()};
   node.free_port = join.free_port();
   node.addresses.assign(join.addresses().begin(), join.addresses().end());
   node.pid = join.pid();
   node.health_check = join.health_check();
   node.ended = true;  // it runs nothing
-  ++spares_admitted_;
-  const int spares = static_cast<int>(SpareIds().size());
+  const int spares = spare_pool_.size();
   common::Logger("scheduler")
       ->info("{} waits as a spare with {} worker(s) ({} of {} spares)", Describe(node),
              join.local_worker_num(), spares, options_.spare_nodes);
@@ -39,14 +38,6 @@ void Scheduler::AdmitSpare(NodeState& node, const v1::JoinRequest& join) {
   command.mutable_spare()->set_spares(spares);
   SendTo(node, std::move(command));
   FillHoles();
-}
-
-std::vector<int> Scheduler::SpareIds() const {
-  std::vector<int> ids;
-  for (const auto& [id, node] : nodes_) {
-    if (node.spare && !node.lost) ids.push_back(id);
-  }
-  return ids;
 }
 
 void Scheduler::PinNodeRanks(const NodeState* except) {
@@ -62,17 +53,17 @@ void Scheduler::PinNodeRanks(const NodeState* except) {
 
 bool Scheduler::TakeSpareFor(const NodeState& gone) {
   if (TakeSpare(gone.join, gone.slot, Describe(gone), &gone)) return true;
-  if (generation_ > 0) holes_.push_back({gone.join, gone.slot, Describe(gone)});
+  if (generation_ > 0) spare_pool_.Leave({gone.join, gone.slot, Describe(gone)});
   return false;
 }
 
 bool Scheduler::TakeSpare(const NodeJoin& join, const NodeSlot& slot, const std::string& gone,
                           const NodeState* except) {
-  NodeState* found = SpareFor(join.local_worker_num);
-  if (found == nullptr) return false;
-  NodeState& spare = *found;
+  const std::optional<int> found = spare_pool_.For(join.local_worker_num);
+  if (!found) return false;
+  NodeState& spare = nodes_.at(*found);
   if (generation_ > 0) PinNodeRanks(except);
-  spare.spare = false;
+  spare_pool_.Remove(spare.id);
   spare.joined = true;
   spare.ended = true;  // nothing of this generation to wait for
   spare.join.requested_rank = generation_ > 0 ? slot.node_rank : join.requested_rank;
@@ -86,29 +77,16 @@ bool Scheduler::TakeSpare(const NodeJoin& join, const NodeSlot& slot, const std:
                                  {"replaces", gone},
                                  {"node_rank", slot.node_rank},
                                  {"first_rank", slot.first_rank},
-                                 {"spares_left", SpareIds().size()}});
+                                 {"spares_left", spare_pool_.size()}});
   return true;
 }
 
-Scheduler::NodeState* Scheduler::SpareFor(int local_worker_num) {
-  for (auto& [id, node] : nodes_) {  // in the order they joined, as SpareIds
-    if (node.spare && !node.lost && node.join.local_worker_num == local_worker_num) return &node;
-  }
-  return nullptr;
-}
-
 void Scheduler::FillHoles() {
-  if (MembershipComplete()) holes_.clear();  // a relaunched launcher took them
-  bool filled = false;
-  for (auto it = holes_.begin(); it != holes_.end();) {
-    if (TakeSpare(it->join, it->slot, it->who, nullptr)) {
-      filled = true;
-      it = holes_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  if (filled && state_ == State::kAwaitingReplacement && MembershipComplete()) Form();
+  if (MembershipComplete()) spare_pool_.ClearHoles();  // a relaunched launcher took them
+  const bool filled = spare_pool_.Fill([this](const SparePool::Hole& hole) {
+    return TakeSpare(hole.join, hole.slot, hole.who, nullptr);
+  });
+  if (filled && state_ == JobState::kAwaitingReplacement && MembershipComplete()) Form();
 }
 
 bool Scheduler::Exclude(int node_id, FailureCause cause, const std::string& why) {
@@ -128,7 +106,8 @@ bool Scheduler::Exclude(int node_id, FailureCause cause, const std::string& why)
   SendTo(node, std::move(command));
   policy_.Forget(node_id);
   const bool member = node.joined;
-  node.joined = node.spare = false;
+  node.joined = false;
+  spare_pool_.Remove(node_id);
   node.excluded = true;  // gone once its launcher disconnects (or, hosting us, at the end)
   bool hole = false;
   if (member) {
@@ -136,7 +115,7 @@ bool Scheduler::Exclude(int node_id, FailureCause cause, const std::string& why)
     hole = !TakeSpareFor(node) && !MembershipComplete();
     if (hole && lost_node_.empty()) lost_node_ = Describe(node) + " was excluded: " + why;
   }
-  HealthAnswered(node_id);  // last: the round's end may form the next generation
+  health_rounds_.Answered(node_id);  // last: the round's end may form the next generation
   return hole;
 }
 
@@ -185,49 +164,21 @@ void Scheduler::AfterFailedGeneration(bool worker_failed) {
 }
 
 bool Scheduler::AwaitHealth() {
-  if (!health_waiting_.empty()) return true;  // the round under way calls Form when done
-  if (generation_ == 0 || health_for_ == generation_ + 1) return false;
-  health_for_ = generation_ + 1;
-  ++health_round_;
-  for (auto& [id, node] : nodes_) {
-    if (!(node.joined || node.spare) || node.lost || !node.health_check) continue;
-    health_waiting_.insert(id);
-    v1::NodeCommand command;
-    command.mutable_check_health()->set_round(health_round_);
-    SendTo(node, std::move(command));
+  std::vector<int> checked;
+  for (const auto& [id, node] : nodes_) {
+    if ((node.joined || spare_pool_.Has(id)) && !node.lost && node.health_check) {
+      checked.push_back(id);
+    }
   }
-  if (health_waiting_.empty()) return false;
-  common::Logger("scheduler")
-      ->info("health round {}: {} node(s) check themselves before generation {}", health_round_,
-             health_waiting_.size(), health_for_);
-  return true;
+  return health_rounds_.Await(generation_ + 1, checked);
 }
 
 void Scheduler::OnHealthChecked(NodeState& node, const v1::HealthChecked& checked) {
-  if (checked.round() != health_round_ || health_waiting_.count(node.id) == 0) {
-    common::Logger("scheduler")
-        ->warn("ignoring a health answer of round {} from {} (round {})", checked.round(),
-               Describe(node), health_round_);
-    return;
-  }
-  const std::string message = Sanitize(checked.message(), kMaxReasonBytes);
-  Record(Event::kHealthChecked, {{"node", node.join.node_name},
-                                 {"round", checked.round()},
-                                 {"healthy", checked.healthy()},
-                                 {"message", message}});
-  if (!checked.healthy()) {
+  std::string message;
+  if (health_rounds_.OnChecked(node.id, checked, &message) == HealthRounds::Answer::kUnhealthy) {
+    // Exclude answers for it (a place left empty is waited for when forming).
     Exclude(node.id, FailureCause::kHealthCheck, "its health check failed: " + message);
-    return;  // Exclude answered for it (a place left empty is waited for when forming)
   }
-  HealthAnswered(node.id);
-}
-
-// A node's answer is in (or will never come: lost, left, excluded). The last one lets the
-// next generation form, unless the backoff is still running (its end forms it).
-void Scheduler::HealthAnswered(int node_id) {
-  if (health_waiting_.erase(node_id) == 0 || !health_waiting_.empty()) return;
-  common::Logger("scheduler")->info("health round {} done", health_round_);
-  if (Forming()) Form();
 }
 
 }  // namespace gangrun::scheduler

@@ -12,8 +12,6 @@
 namespace gangrun::scheduler {
 namespace {
 
-using Seconds = std::chrono::duration<double>;
-
 // Margin over the nodes' own capture timeout for their answers to arrive.
 constexpr common::Duration kAnswerMargin = std::chrono::seconds(2);
 
@@ -70,9 +68,7 @@ void StacksRequests::Request(const v1::StacksRequest& request, Done done) {
   common::Logger("scheduler")
       ->info("gangrun stacks: capturing {} rank(s) on {} node(s)", ranks, pending_->waiting.size());
   if (pending_->waiting.empty()) return Finish();
-  pending_->timer =
-      clock_.After(std::chrono::duration_cast<common::Duration>(Seconds(timeout)) + kAnswerMargin,
-                   [this] { Finish(); });
+  pending_->timer = clock_.After(common::DurationOf(timeout) + kAnswerMargin, [this] { Finish(); });
 }
 
 void StacksRequests::OnCaptured(int node_id, const v1::StacksCaptured& captured) {

@@ -231,18 +231,6 @@ absl::StatusOr<int64_t> EtcdClient::TimeToLive(int64_t lease) {
   return response.ttl();
 }
 
-absl::StatusOr<int64_t> EtcdClient::Revision() {
-  grpc::ClientContext context;
-  Bound(context);
-  etcdserverpb::RangeRequest request;
-  request.set_key(std::string(1, '\0'));
-  request.set_count_only(true);
-  etcdserverpb::RangeResponse response;
-  grpc::Status status = kv_->Range(&context, request, &response);
-  if (!status.ok()) return Failed("reading the revision", status);
-  return response.header().revision();
-}
-
 etcdserverpb::Compare EtcdClient::CreateRevisionIs(const std::string& key, int64_t revision) {
   etcdserverpb::Compare compare;
   compare.set_key(key);

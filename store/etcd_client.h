@@ -45,8 +45,6 @@ class EtcdClient {
   absl::Status Revoke(int64_t lease);
   // The seconds the lease has left (-1: expired or unknown).
   absl::StatusOr<int64_t> TimeToLive(int64_t lease);
-  // The current revision of the store.
-  absl::StatusOr<int64_t> Revision();
 
   // Compare helpers for Txn.
   static etcdserverpb::Compare CreateRevisionIs(const std::string& key, int64_t revision);

@@ -236,7 +236,7 @@ TEST_F(ClusterTest, StoppedNodeIsLostAfterTheNodeTimeout) {
   for (const auto& r : ready) EXPECT_TRUE(WaitGone(r.pid, milliseconds(1000))) << r.rank;
 }
 
-// The remote node's keepalive pings are its heartbeats (scheduler/liveness.cc): told so, it
+// The remote node's keepalive pings are its heartbeats (scheduler/liveness.h): told so, it
 // sends a message only every 2 node timeouts, and a job whose workers run for 4 node timeouts
 // without a word still ends well. Without the pings it would be lost after 1 s.
 TEST_F(ClusterTest, ARemoteNodeIsHeardOnItsConnectionBetweenRareMessages) {

@@ -7,6 +7,9 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "common/clock.h"
+#include "common/env_list.h"
+#include "common/env_names.h"
 #include "node/keeper_client.h"
 #include "node/worker_channels.h"
 #include "tests/testing/process_test.h"
@@ -90,36 +93,59 @@ TEST_F(KeeperTest, BytesThatAreNotUtf8ReachTheWorkerWhole) {
 
 // A worker's progress socket is made with its GANGRUN_PROGRESS, just before its spawn: the
 // first spawn waits for one socket, not for one per local rank.
+// The supervisor's way to a node, for the channels' test: what it sends, nothing running.
+class ChannelsOwner : public Supervisor::Owner {
+ public:
+  void Send(v1::NodeEvent event) override { sent.push_back(std::move(event)); }
+  const std::map<pid_t, ProcessSpec>* Running() const override { return nullptr; }
+  uint64_t generation() const override { return 1; }
+  std::vector<v1::NodeEvent> sent;
+};
+
+// A worker's progress socket is made with its GANGRUN_PROGRESS, just before its spawn: the
+// first spawn waits for one socket, not for one per local rank. Its reports reach the
+// supervisor the channels were given, and nothing once it is gone.
 TEST_F(KeeperTest, AProgressSocketIsBoundWhenItsWorkerIsPreparedAndHearsItsReports) {
-  std::vector<std::pair<int, std::string>> heard;
-  WorkerChannels::Sinks sinks;
-  std::vector<pid_t> senders;
-  sinks.on_progress = [&](int local_rank, pid_t sender, absl::string_view datagram) {
-    heard.emplace_back(local_rank, std::string(datagram));
-    senders.push_back(sender);
-  };
-  auto channels = WorkerChannels::Create(io, *keeper, std::move(sinks));
+  auto channels = WorkerChannels::Create(io, *keeper);
   ASSERT_TRUE(channels.ok()) << channels.status();
   Supervision supervision = (*channels)->supervision();
   absl::StatusOr<std::string> first = supervision.progress_path(0);
   ASSERT_TRUE(first.ok()) << first.status();
   const std::string dir = first->substr(0, first->rfind('/'));
   EXPECT_EQ(access((dir + "/p1").c_str(), F_OK), -1) << "bound before its worker was prepared";
-  absl::StatusOr<std::string> third = supervision.progress_path(2);
-  ASSERT_TRUE(third.ok()) << third.status();
-  EXPECT_EQ(*third, dir + "/p2");
-  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  sockaddr_un address = {};
-  address.sun_family = AF_UNIX;
-  std::snprintf(address.sun_path, sizeof(address.sun_path), "%s", third->c_str());
-  const std::string report = "step 1";
-  EXPECT_EQ(sendto(fd, report.data(), report.size(), 0, reinterpret_cast<sockaddr*>(&address),
-                   sizeof(address)),
-            static_cast<ssize_t>(report.size()));
-  close(fd);
-  ASSERT_TRUE(RunUntil([&] { return !heard.empty(); }));
-  EXPECT_EQ(heard[0], std::make_pair(2, report));
-  EXPECT_EQ(senders[0], getpid());  // the kernel's word on who sent it
+  common::AsioClock clock(io.get_executor());
+  ChannelsOwner owner;
+  auto supervisor = std::make_unique<Supervisor>(clock, owner, supervision);
+  v1::StartGeneration start;
+  supervisor->StartGeneration(start);
+  ProcessSpec worker;
+  worker.rank = 5;
+  worker.local_rank = 2;
+  ASSERT_TRUE(supervisor->AddWorker(start, worker).ok());
+  const std::string third(common::LastValueOf(worker.env, env::kProgress).value_or(""));
+  EXPECT_EQ(third, dir + "/p2");
+  auto send = [&](const std::string& report) {
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address = {};
+    address.sun_family = AF_UNIX;
+    std::snprintf(address.sun_path, sizeof(address.sun_path), "%s", third.c_str());
+    EXPECT_EQ(sendto(fd, report.data(), report.size(), 0, reinterpret_cast<sockaddr*>(&address),
+                     sizeof(address)),
+              static_cast<ssize_t>(report.size()));
+    close(fd);
+  };
+  send("step 1");
+  ASSERT_TRUE(RunUntil([&] {
+    supervisor->SendProgress();
+    return !owner.sent.empty();
+  }));
+  ASSERT_EQ(owner.sent[0].progress().ranks_size(), 1);
+  EXPECT_EQ(owner.sent[0].progress().ranks(0).rank(), 5);
+  EXPECT_EQ(owner.sent[0].progress().ranks(0).step(), 1);
+  supervisor.reset();  // the reports go nowhere now, and nothing breaks
+  send("step 2");
+  io.run_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(owner.sent.size(), 1u);
 }
 
 TEST_F(KeeperTest, SignalReachesTheProcessGroup) {

@@ -151,9 +151,10 @@ TEST_F(NodeSupervisionTest, ProgressTravelsAtTheHeartbeatRateAndAHangIsReportedO
   v1::ProgressRules rules;
   rules.set_hang_timeout_seconds(5);
   StartGeneration(rules);
-  for (int i = 0; i < 100; ++i) node->OnProgressDatagram(0, 10, "step " + std::to_string(i));
-  node->OnProgressDatagram(1, 11, "step 3");
-  node->OnProgressDatagram(7, 10, "step 3");  // no such local rank: ignored
+  for (int i = 0; i < 100; ++i)
+    node->supervisor().OnProgressDatagram(0, 10, "step " + std::to_string(i));
+  node->supervisor().OnProgressDatagram(1, 11, "step 3");
+  node->supervisor().OnProgressDatagram(7, 10, "step 3");  // no such local rank: ignored
   EXPECT_TRUE(link.Of(&v1::NodeEvent::has_progress).empty());
   clock.Advance(seconds(1));
   auto progress = link.Of(&v1::NodeEvent::has_progress);
@@ -179,9 +180,9 @@ TEST_F(NodeSupervisionTest, ASiblingCannotReportAsAnotherRank) {
   v1::ProgressRules rules;
   rules.set_hang_timeout_seconds(5);
   StartGeneration(rules);
-  node->OnProgressDatagram(0, 10, "step 1");
-  node->OnProgressDatagram(0, 11, "step 777777");
-  node->OnProgressDatagram(0, 11, "section sibling");
+  node->supervisor().OnProgressDatagram(0, 10, "step 1");
+  node->supervisor().OnProgressDatagram(0, 11, "step 777777");
+  node->supervisor().OnProgressDatagram(0, 11, "section sibling");
   clock.Advance(seconds(1));
   auto progress = link.Of(&v1::NodeEvent::has_progress);
   ASSERT_EQ(progress.size(), 1u);
@@ -190,7 +191,7 @@ TEST_F(NodeSupervisionTest, ASiblingCannotReportAsAnotherRank) {
   EXPECT_EQ(progress[0].progress().ranks(0).step(), 1);
   // Nor keeps it from being found hung.
   for (int i = 0; i < 6; ++i) {
-    node->OnProgressDatagram(0, 11, "step " + std::to_string(100 + i));
+    node->supervisor().OnProgressDatagram(0, 11, "step " + std::to_string(100 + i));
     clock.Advance(seconds(1));
   }
   EXPECT_FALSE(link.Of(&v1::NodeEvent::has_rank_hung).empty());
@@ -202,7 +203,8 @@ TEST_F(NodeSupervisionTest, AReportSentBeforeTheStartIsHeardCountsAndPrecedesThe
   v1::ProgressRules rules;
   rules.set_hang_timeout_seconds(5);
   StartGeneration(rules, /*answer=*/false);
-  node->OnProgressDatagram(0, 10, "step 1");  // pid 10 is not known to run yet: it counts
+  node->supervisor().OnProgressDatagram(0, 10,
+                                        "step 1");  // pid 10 is not known to run yet: it counts
   backend.Start(10);
   backend.Exit(10, common::ExitStatus::Exited(1));
   int progress_at = -1, exited_at = -1;
@@ -256,11 +258,13 @@ TEST_F(NodeSupervisionTest, CaptureSendsWhereButKeepsTheStackText) {
 
 TEST_F(NodeSupervisionTest, AnExpiredTorchTimerSignalsItsWorkerAndIsReported) {
   StartGeneration(v1::ProgressRules{});
-  node->OnTimerLine(
+  node->supervisor().OnTimerLine(
       R"({"version":1,"pid":11,"scope_id":"step","expiration_time":1002,"signal":9})");
-  node->OnTimerLine(R"({"version":1,"pid":10,"scope_id":"ok","expiration_time":1001,"signal":9})");
-  node->OnTimerLine(R"({"version":1,"pid":10,"scope_id":"ok","expiration_time":-1,"signal":0})");
-  node->OnTimerLine("not json");
+  node->supervisor().OnTimerLine(
+      R"({"version":1,"pid":10,"scope_id":"ok","expiration_time":1001,"signal":9})");
+  node->supervisor().OnTimerLine(
+      R"({"version":1,"pid":10,"scope_id":"ok","expiration_time":-1,"signal":0})");
+  node->supervisor().OnTimerLine("not json");
   wall += 1.5;
   clock.Advance(milliseconds(1500));
   EXPECT_TRUE(signalled.empty());
@@ -276,8 +280,10 @@ TEST_F(NodeSupervisionTest, AnExpiredTorchTimerSignalsItsWorkerAndIsReported) {
 
 TEST_F(NodeSupervisionTest, ATimerFarInTheFutureIsCheckedDailyInsteadOfSpinning) {
   StartGeneration(v1::ProgressRules{});
-  node->OnTimerLine(R"({"pid":11,"scope_id":"far","expiration_time":1e300,"signal":9})");
-  node->OnTimerLine(R"({"pid":10,"scope_id":"far","expiration_time":10000000000.0,"signal":9})");
+  node->supervisor().OnTimerLine(
+      R"({"pid":11,"scope_id":"far","expiration_time":1e300,"signal":9})");
+  node->supervisor().OnTimerLine(
+      R"({"pid":10,"scope_id":"far","expiration_time":10000000000.0,"signal":9})");
   const size_t pending = clock.pending_timers();
   clock.Advance(seconds(25 * 3600));  // a daily check, nothing due
   EXPECT_TRUE(signalled.empty());
@@ -286,8 +292,10 @@ TEST_F(NodeSupervisionTest, ATimerFarInTheFutureIsCheckedDailyInsteadOfSpinning)
 
 TEST_F(NodeSupervisionTest, TimersDieWithTheirWorkerAndTheirGeneration) {
   StartGeneration(v1::ProgressRules{});
-  node->OnTimerLine(R"({"pid":11,"scope_id":"step","expiration_time":1010,"signal":9})");
-  node->OnTimerLine(R"({"pid":10,"scope_id":"step","expiration_time":1010,"signal":9})");
+  node->supervisor().OnTimerLine(
+      R"({"pid":11,"scope_id":"step","expiration_time":1010,"signal":9})");
+  node->supervisor().OnTimerLine(
+      R"({"pid":10,"scope_id":"step","expiration_time":1010,"signal":9})");
   // Worker 10 exits: its timers go with it, while 11's stay.
   backend.Exit(10, common::ExitStatus::Exited(1));
   v1::NodeCommand abort;
@@ -314,7 +322,8 @@ TEST_F(NodeSupervisionTest, TimersDieWithTheirWorkerAndTheirGeneration) {
 TEST_F(NodeSupervisionTest, ATimerWhosePidWentToAnotherProcessNeverFires) {
   StartGeneration(v1::ProgressRules{});
   start_times[11] = 100;
-  node->OnTimerLine(R"({"pid":11,"scope_id":"step","expiration_time":1002,"signal":9})");
+  node->supervisor().OnTimerLine(
+      R"({"pid":11,"scope_id":"step","expiration_time":1002,"signal":9})");
   start_times[11] = 200;  // pid 11 is another process now
   wall += 5;
   clock.Advance(seconds(5));
@@ -323,7 +332,7 @@ TEST_F(NodeSupervisionTest, ATimerWhosePidWentToAnotherProcessNeverFires) {
 
 TEST_F(NodeSupervisionTest, ATimerOfAStrangerSignalsNobody) {
   StartGeneration(v1::ProgressRules{});
-  node->OnTimerLine(R"({"pid":1,"scope_id":"x","expiration_time":0,"signal":9})");
+  node->supervisor().OnTimerLine(R"({"pid":1,"scope_id":"x","expiration_time":0,"signal":9})");
   clock.Advance(seconds(1));
   EXPECT_TRUE(signalled.empty());
   EXPECT_TRUE(link.Of(&v1::NodeEvent::has_timer_expired).empty());

@@ -1,7 +1,7 @@
-// Recovery without a person (scheduler/spares.cc, limits.cc, recovery_policy.h): spares that
-// take a lost or excluded node's place, health rounds between generations, exit codes that
-// must not be retried, bad-node exclusion, restarts without progress, job-wide signals and the
-// time limit; a real Scheduler on the fake clock.
+// Recovery without a person (scheduler/spares.cc, spare_pool.h, health_rounds.h,
+// recovery_policy.h): spares that take a lost or excluded node's place, health rounds between
+// generations, exit codes that must not be retried, bad-node exclusion, restarts without progress,
+// job-wide signals and the time limit; a real Scheduler on the fake clock.
 
 #include <gtest/gtest.h>
 

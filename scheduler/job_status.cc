@@ -16,8 +16,8 @@ namespace gangrun::scheduler {
 
 std::string Scheduler::Describe(const NodeState& node) const {
   std::string text = "node '" + node.join.node_name + "' (" + node.join.host_address;
-  const bool formed = state_ != State::kForming && state_ != State::kAwaitingReplacement;
-  if (node.spare) {
+  const bool formed = state_ != JobState::kForming && state_ != JobState::kAwaitingReplacement;
+  if (spare_pool_.Has(node.id)) {
     text += ", spare";
   } else if (formed) {
     text += ", node rank " + std::to_string(node.slot.node_rank);
@@ -69,18 +69,18 @@ void Scheduler::NoteRefused(const std::string& peer, const std::string& why) {
   GANGRUN_ON_STRAND(strand_);
   auto host = common::ParseHostPort(peer, "peer");
   const std::pair<std::string, std::string> key{host.ok() ? host->host : peer, why};
-  auto it = refused_.find(key);
-  if (it != refused_.end()) {
+  auto it = formation_.refused.find(key);
+  if (it != formation_.refused.end()) {
     ++it->second;
-  } else if (refused_.size() < kRefusedKept) {
-    refused_.emplace(key, 1);
+  } else if (formation_.refused.size() < Formation::kRefusedKept) {
+    formation_.refused.emplace(key, 1);
     common::Logger("scheduler")->warn("refused a launcher at {}: {}", key.first, why);
   }
 }
 
 std::string Scheduler::RefusedText() const {
   std::vector<std::string> parts;
-  for (const auto& [key, count] : refused_) {
+  for (const auto& [key, count] : formation_.refused) {
     parts.push_back(key.first + " (" + key.second +
                     (count > 1 ? ", " + std::to_string(count) + " times" : "") + ")");
   }
@@ -121,13 +121,13 @@ v1::GetStatusResponse Scheduler::Status() const {
   status.set_restarts(restarts_used_);
   status.set_max_restarts(options_.max_restarts);
   if (outcome_) *status.mutable_outcome() = *outcome_;
-  if (telemetry_ != nullptr) status.set_job_id(telemetry_->job_id());
+  if (owner_.telemetry != nullptr) status.set_job_id(owner_.telemetry->job_id());
   if (options_.store_note) status.set_store_note(options_.store_note());
   status.set_last_generation_end(last_note_);
   *status.mutable_ledger() = ledger_.ToProto();
   const common::TimePoint now = clock_.Now();
   for (const auto& [id, node] : nodes_) {
-    if (!node.joined && !node.spare) continue;
+    if (!node.joined && !spare_pool_.Has(node.id)) continue;
     auto* n = status.add_nodes();
     n->set_node_name(node.join.node_name);
     n->set_host_address(node.join.host_address);
@@ -135,21 +135,16 @@ v1::GetStatusResponse Scheduler::Status() const {
     n->set_first_rank(generation_ == 0 ? -1 : node.slot.first_rank);
     n->set_local_worker_num(node.join.local_worker_num);
     n->set_launcher_pid(node.pid);
-    n->set_state(node.spare         ? v1::NODE_STATE_SPARE
-                 : generation_ == 0 ? v1::NODE_STATE_JOINED
-                 : node.ended       ? v1::NODE_STATE_ENDED
-                                    : v1::NODE_STATE_RUNNING);
-    if (node.spare) {
+    n->set_state(spare_pool_.Has(node.id) ? v1::NODE_STATE_SPARE
+                 : generation_ == 0       ? v1::NODE_STATE_JOINED
+                 : node.ended             ? v1::NODE_STATE_ENDED
+                                          : v1::NODE_STATE_RUNNING);
+    if (spare_pool_.Has(node.id)) {
       n->set_node_rank(-1);
       n->set_first_rank(-1);
       status.set_spare_nodes(status.spare_nodes() + 1);
     }
-    common::TimePoint heard = node.last_seen;
-    if (node.link != nullptr) {
-      heard = std::max(heard, node.link->LastHeartbeat());
-      // Between sweeps, a quiet node's last_seen may be a node timeout old (liveness.cc).
-      if (auto since = node.link->SinceLastData()) heard = std::max(heard, now - *since);
-    }
+    const common::TimePoint heard = liveness_.HeardAt(node.id);
     n->set_heartbeat_age_seconds(std::chrono::duration<double>(now - heard).count());
     for (const auto& [rank, worker] : node.workers) {
       auto* w = n->add_workers();
@@ -164,7 +159,7 @@ v1::GetStatusResponse Scheduler::Status() const {
     (*status.mutable_failures())[FailureCauseName(static_cast<FailureCause>(cause))] =
         failures_[cause];
   }
-  if (const auto left = time_limit_.Left(); left && state_ != State::kFinished) {
+  if (const auto left = time_limit_.Left(); left && state_ != JobState::kFinished) {
     status.set_time_left_seconds(common::SecondsOf(*left));
   }
   AddProgress(status);
@@ -173,7 +168,7 @@ v1::GetStatusResponse Scheduler::Status() const {
 
 void Scheduler::Stop(int signal, const std::string& reason) {
   GANGRUN_ON_STRAND(strand_);
-  if (state_ == State::kFinished) return;
+  if (state_ == JobState::kFinished) return;
   v1::StopRequest request;
   request.set_reason(reason);
   request.set_signal(signal);
@@ -185,22 +180,22 @@ void Scheduler::OnStopRequest(const v1::StopRequest& request) {
   Record(Event::kStopRequested, {{"reason", request.reason()}, {"signal", request.signal()}});
   if (!stop_requested_) stop_requested_ = request;
   switch (state_) {
-    case State::kForming:
-    case State::kBackingOff:
-    case State::kAwaitingReplacement:
+    case JobState::kForming:
+    case JobState::kBackingOff:
+    case JobState::kAwaitingReplacement:
       return Finish(CurrentOutcome());
-    case State::kRunning:
-    case State::kCapturing:
+    case JobState::kRunning:
+    case JobState::kCapturing:
       return BeginStopping({StopReason::Kind::kStopRequested, request.reason(), {}, {}});
-    case State::kStopping:  // the generation's end finishes the job
-    case State::kFinished:
+    case JobState::kStopping:  // the generation's end finishes the job
+    case JobState::kFinished:
       return;
   }
 }
 
 v1::JobOutcome Scheduler::CurrentOutcome() const {
   v1::JobOutcome outcome;
-  std::vector<int> stopped = stopped_ranks_;
+  std::vector<int> stopped = tally_.stopped;
   std::sort(stopped.begin(), stopped.end());
   const bool fatal_loss =
       stopping_ && stopping_->kind == StopReason::Kind::kNodeLost && lost_node_.empty();
@@ -238,7 +233,7 @@ v1::JobOutcome Scheduler::CurrentOutcome() const {
 // The store's record of the job (store/run_store.h): what a scheduler that takes the job over
 // needs, and what `gangrun status --store` shows of a job whose scheduler is gone.
 void Scheduler::WriteRecord() const {
-  if (!on_record_) return;
+  if (!owner_.on_record) return;
   // At most kRecordedMembers members are listed (about 90 bytes each: etcd refuses requests
   // above 1.5 MiB); the count is always there.
   constexpr size_t kRecordedMembers = 2000;
@@ -264,7 +259,7 @@ void Scheduler::WriteRecord() const {
   if (outcome_) {
     record["outcome"] = RecordedOutcome(*outcome_);
   }
-  on_record_(std::move(record));
+  owner_.on_record(std::move(record));
 }
 
 }  // namespace gangrun::scheduler

@@ -12,15 +12,15 @@ namespace gangrun::scheduler {
 
 void Scheduler::OnTimeLimit(const std::string& why) {
   switch (state_) {
-    case State::kRunning:
-    case State::kCapturing:
+    case JobState::kRunning:
+    case JobState::kCapturing:
       return BeginStopping({StopReason::Kind::kTimeLimit, why, {}, {}});
-    case State::kStopping:  // the generation's end finishes the job
-    case State::kFinished:
+    case JobState::kStopping:  // the generation's end finishes the job
+    case JobState::kFinished:
       return;
-    case State::kForming:
-    case State::kBackingOff:
-    case State::kAwaitingReplacement:
+    case JobState::kForming:
+    case JobState::kBackingOff:
+    case JobState::kAwaitingReplacement:
       return Finish(CurrentOutcome());
   }
 }

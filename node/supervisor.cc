@@ -1,5 +1,6 @@
-// The node's progress supervision: GANGRUN_PROGRESS reports, hang rules, torch FileTimers and
-// stack capture. Part of the Node actor (node.h): the same strand, the same state.
+// A node's supervision of its workers (node/supervisor.h).
+
+#include "node/supervisor.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -13,7 +14,6 @@
 #include "common/files.h"
 #include "common/logging.h"
 #include "node/flight_recorder.h"
-#include "node/node.h"
 
 namespace gangrun::node {
 namespace {
@@ -46,7 +46,28 @@ void AppendToLog(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-void Node::StartSupervision(const v1::StartGeneration& start) {
+Supervisor::Supervisor(common::Clock& clock, Owner& owner, Supervision parts)
+    : clock_(clock),
+      owner_(owner),
+      parts_(std::move(parts)),
+      timers_(parts_.process_start_time ? parts_.process_start_time
+                                        : FileTimers::ProcessStartTime) {
+  if (parts_.report_to) parts_.report_to(this);
+}
+
+Supervisor::~Supervisor() {
+  if (parts_.report_to) parts_.report_to(nullptr);
+}
+
+void Supervisor::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  SayRefusedTimers();
+  hang_timer_.reset();
+  timer_check_.reset();
+}
+
+void Supervisor::StartGeneration(const v1::StartGeneration& start) {
   progress_ = std::make_unique<ProgressTracker>(start.progress_rules());
   // The last generation's timers were its workers'; none of them carries over.
   timers_.Clear();
@@ -56,21 +77,19 @@ void Node::StartSupervision(const v1::StartGeneration& start) {
   hang_timer_.reset();
   hang_check_at_.reset();
   rank_of_local_.clear();
-  log_of_rank_.clear();
 }
 
-absl::Status Node::Supervise(const v1::StartGeneration& start, ProcessSpec& spec) {
+absl::Status Supervisor::AddWorker(const v1::StartGeneration& start, ProcessSpec& spec) {
   if (spec.rank < 0) return absl::OkStatus();  // the MindSpore scheduler process reports nothing
   rank_of_local_[spec.local_rank] = spec.rank;
-  log_of_rank_[spec.rank] = spec.log_path;
   // Tracked from its spawn request: a report it sends before the keeper's word that it runs
   // reaches the launcher first, and counts.
   if (progress_) {
     progress_->AddRank(spec.rank, clock_.Now());
     ArmHangCheck();
   }
-  if (supervision_.progress_path) {
-    absl::StatusOr<std::string> path = supervision_.progress_path(spec.local_rank);
+  if (parts_.progress_path) {
+    absl::StatusOr<std::string> path = parts_.progress_path(spec.local_rank);
     if (path.ok()) {
       common::SetVariable(spec.env, env::kProgress, *path);
     } else if (HangRulesIn(start.progress_rules())) {
@@ -81,30 +100,35 @@ absl::Status Node::Supervise(const v1::StartGeneration& start, ProcessSpec& spec
                                    std::string(path.status().message()));
     }
   }
-  if (!supervision_.timer_file.empty()) {
-    common::SetVariable(spec.env, env::kTorchTimerFile, supervision_.timer_file);
+  if (!parts_.timer_file.empty()) {
+    common::SetVariable(spec.env, env::kTorchTimerFile, parts_.timer_file);
   }
-  if (supervision_.error_file) {
-    spec.error_file = supervision_.error_file(spec.local_rank);
+  if (parts_.error_file) {
+    spec.error_file = parts_.error_file(spec.local_rank);
     unlink(spec.error_file.c_str());  // a previous generation's is not this one's
     common::SetVariable(spec.env, env::kTorchErrorFile, spec.error_file);
   }
-  if (supervision_.stacks != nullptr && start.progress_rules().python_stacks()) {
-    supervision_.stacks->AddWorkerEnv(spec.env);
+  if (parts_.stacks != nullptr && start.progress_rules().python_stacks()) {
+    parts_.stacks->AddWorkerEnv(spec.env);
   }
-  if (supervision_.flight_recorder != nullptr) supervision_.flight_recorder->AddWorkerEnv(spec.env);
+  if (parts_.flight_recorder != nullptr) parts_.flight_recorder->AddWorkerEnv(spec.env);
   return absl::OkStatus();
 }
 
-void Node::OnWorkerGone(const ProcessSpec& spec, pid_t pid) {
+void Supervisor::RemoveWorker(const ProcessSpec& spec, pid_t pid, bool read_last) {
+  if (read_last && spec.local_rank >= 0) {
+    // Its last reports, sent before it exited, go before its exit.
+    if (parts_.read_progress) parts_.read_progress(spec.local_rank);
+    SendProgress();
+  }
   if (progress_ && spec.rank >= 0) progress_->RemoveRank(spec.rank);
-  timers_.ClearPid(pid);
+  if (pid > 0) timers_.ClearPid(pid);
 }
 
-void Node::OnProgressDatagram(int local_rank, pid_t sender, absl::string_view datagram) {
+void Supervisor::OnProgressDatagram(int local_rank, pid_t sender, absl::string_view datagram) {
   GANGRUN_ON_STRAND(strand_);
   auto rank = rank_of_local_.find(local_rank);
-  if (finished_ || !progress_ || rank == rank_of_local_.end()) return;
+  if (stopped_ || !progress_ || rank == rank_of_local_.end()) return;
   if (!MayReportFor(rank->second, sender)) {
     if (refused_senders_.size() < kMaxRefusedSenders && refused_senders_.insert(sender).second) {
       common::Logger("node")->warn(
@@ -117,19 +141,19 @@ void Node::OnProgressDatagram(int local_rank, pid_t sender, absl::string_view da
   ArmHangCheck();
 }
 
-void Node::SendProgress() {
+void Supervisor::SendProgress() {
   if (!progress_) return;
   std::vector<v1::RankProgress> changes = progress_->TakeChanges(clock_.Now());
   if (changes.empty()) return;
   v1::NodeEvent event;
   for (auto& change : changes) *event.mutable_progress()->add_ranks() = std::move(change);
-  Send(std::move(event));
+  owner_.Send(std::move(event));
 }
 
 // The check runs when the earliest bound can pass; reports only move bounds later, except a
 // section with a shorter bound, which brings the check forward.
-void Node::ArmHangCheck() {
-  if (!progress_ || finished_) return;
+void Supervisor::ArmHangCheck() {
+  if (!progress_ || stopped_) return;
   std::optional<common::TimePoint> due = progress_->NextDeadline();
   if (auto silent = progress_->NextSilentRank(); silent && (!due || *silent < *due)) due = silent;
   if (!due) {
@@ -147,8 +171,8 @@ void Node::ArmHangCheck() {
 
 // Every hung rank is logged here; the scheduler hears of the first of each generation only
 // (it captures every rank's stack anyway), so a hang of many ranks is one message per node.
-void Node::CheckHangs() {
-  if (!progress_ || finished_) return;
+void Supervisor::CheckHangs() {
+  if (!progress_ || stopped_) return;
   SaySilentRanks();
   for (auto& hung : progress_->CheckHangs(clock_.Now())) {
     common::Logger("node")->error(
@@ -159,14 +183,14 @@ void Node::CheckHangs() {
     hang_reported_ = true;
     v1::NodeEvent event;
     *event.mutable_rank_hung() = std::move(hung);
-    Send(std::move(event));
+    owner_.Send(std::move(event));
   }
   ArmHangCheck();
 }
 
 // A rule that counts from a rank's first report cannot fire for a rank that never reports:
 // said once per rank, so that nobody waits for a hang report that cannot come.
-void Node::SaySilentRanks() {
+void Supervisor::SaySilentRanks() {
   const std::vector<int> silent = progress_->TakeSilentRanks(clock_.Now());
   if (silent.empty()) return;
   std::string ranks;
@@ -182,9 +206,9 @@ void Node::SaySilentRanks() {
       ranks);
 }
 
-void Node::OnTimerLine(absl::string_view line) {
+void Supervisor::OnTimerLine(absl::string_view line) {
   GANGRUN_ON_STRAND(strand_);
-  if (finished_) return;
+  if (stopped_) return;
   auto request = ParseTimerRequest(line);
   if (!request.ok()) {
     // Said once, then counted: a broken client must not flood the log.
@@ -203,7 +227,7 @@ void Node::OnTimerLine(absl::string_view line) {
   ArmTimerCheck();
 }
 
-void Node::SayRefusedTimers() {
+void Supervisor::SayRefusedTimers() {
   if (refused_timers_ > 1) {
     common::Logger("node")->warn("refused {} torch timer requests in all", refused_timers_);
   }
@@ -212,9 +236,9 @@ void Node::SayRefusedTimers() {
 
 // Worked example: a timer far in the future (torch's expires(after=1e10), or an expiration time
 // of 1e300) is checked again in a day, not armed for a time a duration cannot hold.
-void Node::ArmTimerCheck() {
+void Supervisor::ArmTimerCheck() {
   const std::optional<double> next = timers_.NextExpiration();
-  if (!next || !supervision_.wall_now) {
+  if (!next || !parts_.wall_now) {
     timer_check_.reset();
     timer_check_for_.reset();
     return;
@@ -222,7 +246,7 @@ void Node::ArmTimerCheck() {
   if (timer_check_ && timer_check_for_ == next) return;  // armed for it already
   timer_check_for_ = next;
   constexpr double kLongestWait = 24 * 3600;
-  const double delay = std::clamp(*next - supervision_.wall_now(), 0.0, kLongestWait);
+  const double delay = std::clamp(*next - parts_.wall_now(), 0.0, kLongestWait);
   timer_check_ = clock_.After(
       std::chrono::duration_cast<common::Duration>(std::chrono::duration<double>(delay)), [this] {
         timer_check_.reset();
@@ -230,9 +254,9 @@ void Node::ArmTimerCheck() {
       });
 }
 
-void Node::CheckTimers() {
-  if (finished_) return;
-  for (const TimerRequest& expired : timers_.TakeExpired(supervision_.wall_now())) {
+void Supervisor::CheckTimers() {
+  if (stopped_) return;
+  for (const TimerRequest& expired : timers_.TakeExpired(parts_.wall_now())) {
     const std::optional<int> rank = RankOfPid(expired.pid);
     auto log = common::Logger("node");
     if (!rank) {
@@ -253,9 +277,9 @@ void Node::CheckTimers() {
     report->set_pid(expired.pid);
     report->set_scope(expired.scope);
     report->set_signal(expired.signal);
-    Send(std::move(event));  // before the signal: the exit it causes comes after
-    if (supervision_.signal_process) {
-      supervision_.signal_process(expired.pid, expired.signal);
+    owner_.Send(std::move(event));  // before the signal: the exit it causes comes after
+    if (parts_.signal_process) {
+      parts_.signal_process(expired.pid, expired.signal);
     } else {
       kill(expired.pid, expired.signal);
     }
@@ -263,20 +287,21 @@ void Node::CheckTimers() {
   ArmTimerCheck();
 }
 
-bool Node::MayReportFor(int rank, pid_t sender) const {
-  if (sender <= 0 || !processes_) return true;  // the kernel said nothing: the socket says whose
+bool Supervisor::MayReportFor(int rank, pid_t sender) const {
+  const std::map<pid_t, ProcessSpec>* running = owner_.Running();
+  if (sender <= 0 || running == nullptr) return true;  // the kernel said nothing: the socket says
   if (const std::optional<int> of = RankOfPid(sender)) return *of == rank;
   // Of no running worker: a report sent before the keeper's word that the worker runs reached
   // this node (it counts), unless that worker is known to run and this is not of it.
-  for (const auto& [pid, process] : processes_->running()) {
+  for (const auto& [pid, process] : *running) {
     if (process.rank == rank) return false;
   }
   return true;
 }
 
-std::optional<int> Node::RankOfPid(pid_t pid) const {
-  if (!processes_) return std::nullopt;
-  const auto& running = processes_->running();
+std::optional<int> Supervisor::RankOfPid(pid_t pid) const {
+  if (owner_.Running() == nullptr) return std::nullopt;
+  const auto& running = *owner_.Running();
   for (int depth = 0; depth < 64 && pid > 1; ++depth) {
     auto it = running.find(pid);
     if (it != running.end()) {
@@ -289,7 +314,7 @@ std::optional<int> Node::RankOfPid(pid_t pid) const {
 }
 
 // One capture: the stacks and (at a hang) the flight recorder's dumps.
-struct Node::StackCapture {
+struct Supervisor::StackCapture {
   uint64_t generation = 0;
   uint64_t request = 0;  // 0: a hang's
   bool with_text = false;
@@ -297,16 +322,16 @@ struct Node::StackCapture {
   std::map<int, std::string> dumps;
 };
 
-void Node::OnCaptureStacks(const v1::CaptureStacks& capture) {
+void Supervisor::CaptureStacks(const v1::CaptureStacks& capture) {
   const bool hang = capture.request() == 0;
   const std::set<int> wanted(capture.ranks().begin(), capture.ranks().end());
   std::vector<StackTarget> targets;
   std::vector<FlightRecorder::Target> dumps;
-  if (processes_) {
-    for (const auto& [pid, spec] : processes_->running()) {
+  if (const auto* running = owner_.Running()) {
+    for (const auto& [pid, spec] : *running) {
       if (spec.rank < 0 || (!wanted.empty() && wanted.count(spec.rank) == 0)) continue;
       targets.push_back({spec.rank, pid});
-      if (!hang || supervision_.flight_recorder == nullptr) continue;
+      if (!hang || parts_.flight_recorder == nullptr) continue;
       if (auto dump = FlightRecorder::TargetOf(spec.env, spec.rank, spec.log_path)) {
         dumps.push_back(std::move(*dump));
       }
@@ -319,7 +344,7 @@ void Node::OnCaptureStacks(const v1::CaptureStacks& capture) {
     common::Logger("node")->info("capturing the stacks of {} rank(s) on request", targets.size());
   }
   auto join = std::make_shared<StackCapture>();
-  join->generation = generation_;
+  join->generation = owner_.generation();
   join->request = capture.request();
   join->with_text = capture.with_text();
   const auto timeout = std::chrono::duration_cast<common::Duration>(
@@ -328,16 +353,16 @@ void Node::OnCaptureStacks(const v1::CaptureStacks& capture) {
   // threads in the process, which faulthandler's all-threads dump must not race with.
   const common::TimePoint deadline = clock_.Now() + timeout;
   auto stacks_done = [this, join, deadline, dumps = std::move(dumps)]() mutable {
-    if (dumps.empty() || supervision_.flight_recorder == nullptr) return OnStacksCaptured(*join);
+    if (dumps.empty() || parts_.flight_recorder == nullptr) return OnStacksCaptured(*join);
     const common::Duration left =
         std::max<common::Duration>(deadline - clock_.Now(), std::chrono::milliseconds(500));
-    supervision_.flight_recorder->Collect(std::move(dumps), left,
-                                          [this, join](std::map<int, std::string> collected) {
-                                            join->dumps = std::move(collected);
-                                            OnStacksCaptured(*join);
-                                          });
+    parts_.flight_recorder->Collect(std::move(dumps), left,
+                                    [this, join](std::map<int, std::string> collected) {
+                                      join->dumps = std::move(collected);
+                                      OnStacksCaptured(*join);
+                                    });
   };
-  if (supervision_.stacks == nullptr || targets.empty()) {
+  if (parts_.stacks == nullptr || targets.empty()) {
     for (const auto& target : targets) {
       v1::RankStack stack;
       stack.set_rank(target.rank);
@@ -347,7 +372,7 @@ void Node::OnCaptureStacks(const v1::CaptureStacks& capture) {
     }
     return stacks_done();
   }
-  supervision_.stacks->Capture(
+  parts_.stacks->Capture(
       std::move(targets), timeout,
       [join, stacks_done = std::move(stacks_done)](std::vector<v1::RankStack> stacks) mutable {
         join->stacks = std::move(stacks);
@@ -357,13 +382,13 @@ void Node::OnCaptureStacks(const v1::CaptureStacks& capture) {
 
 // A hang's stacks go into the ranks' logs and only `where` to the scheduler; a request's
 // leave the logs alone and carry the text when asked for.
-void Node::OnStacksCaptured(StackCapture& capture) {
-  if (finished_ || capture.generation != generation_) return;
+void Supervisor::OnStacksCaptured(StackCapture& capture) {
+  if (stopped_ || capture.generation != owner_.generation()) return;
   const bool hang = capture.request == 0;
   auto log = common::Logger("node");
   std::map<pid_t, std::string> log_paths;
-  if (processes_) {
-    for (const auto& [pid, spec] : processes_->running()) log_paths[pid] = spec.log_path;
+  if (const auto* running = owner_.Running()) {
+    for (const auto& [pid, spec] : *running) log_paths[pid] = spec.log_path;
   }
   v1::NodeEvent event;
   auto* captured = event.mutable_stacks_captured();
@@ -394,7 +419,7 @@ void Node::OnStacksCaptured(StackCapture& capture) {
     if (hang || !capture.with_text) stack.clear_text();
     *captured->add_stacks() = std::move(stack);
   }
-  Send(std::move(event));
+  owner_.Send(std::move(event));
 }
 
 }  // namespace gangrun::node

@@ -7,15 +7,6 @@
 
 namespace gangrun::daemon {
 
-using scheduler::Event;
-using scheduler::kMaxReasonBytes;
-using scheduler::KvStore;
-using scheduler::Sanitize;
-using scheduler::Scheduler;
-using scheduler::SchedulerServer;
-using scheduler::StopSignal;
-using scheduler::Telemetry;
-
 v1::DaemonStatusResponse Daemon::Status() const {
   v1::DaemonStatusResponse status;
   status.set_jobs_submitted(jobs_submitted_);

@@ -1,0 +1,50 @@
+// The spare pool (scheduler/spare_pool.h): which spare takes a place, and the holes a later
+// spare fills. No Scheduler.
+
+#include "scheduler/spare_pool.h"
+
+#include <gtest/gtest.h>
+
+namespace gangrun::scheduler {
+namespace {
+
+TEST(SparePoolTest, TheFirstSpareWithAsManyWorkersTakesThePlace) {
+  SparePool pool(2);
+  EXPECT_FALSE(pool.full());
+  pool.Admit(7, 8);
+  pool.Admit(4, 4);
+  pool.Admit(4, 4);  // once
+  EXPECT_TRUE(pool.full());
+  EXPECT_EQ(pool.size(), 2);
+  EXPECT_EQ(pool.ids(), (std::vector<int>{4, 7})) << "in the order they connected";
+  EXPECT_EQ(pool.For(4), 4);
+  EXPECT_EQ(pool.For(8), 7);
+  EXPECT_FALSE(pool.For(2).has_value()) << "no spare with 2 workers";
+  pool.Remove(4);  // promoted
+  EXPECT_FALSE(pool.Has(4));
+  EXPECT_FALSE(pool.For(4).has_value());
+  EXPECT_EQ(pool.admitted(), 2) << "every spare that ever joined";
+  pool.Remove(99);  // no spare: nothing
+  EXPECT_EQ(pool.size(), 1);
+}
+
+TEST(SparePoolTest, AHoleWaitsForASpareThatFitsOldestFirst) {
+  SparePool pool(3);
+  pool.Leave({{"a", "10.0.0.1", 0, 2}, {0, 0}, "a"});
+  pool.Leave({{"b", "10.0.0.2", 1, 4}, {1, 2}, "b"});
+  EXPECT_EQ(pool.holes(), 2u);
+  std::vector<std::string> offered;
+  auto take_four = [&](const SparePool::Hole& hole) {
+    offered.push_back(hole.who);
+    return hole.join.local_worker_num == 4;
+  };
+  EXPECT_TRUE(pool.Fill(take_four));
+  EXPECT_EQ(offered, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(pool.holes(), 1u) << "a's 2-worker place still waits";
+  EXPECT_FALSE(pool.Fill([](const SparePool::Hole&) { return false; }));
+  pool.ClearHoles();
+  EXPECT_EQ(pool.holes(), 0u);
+}
+
+}  // namespace
+}  // namespace gangrun::scheduler
