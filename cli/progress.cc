@@ -35,9 +35,12 @@ CommandResult RunProgress(const CommandArgs& command) {
   }
   if (AsksForHelp(command.args)) {
     PrintHelp(kProgress, "report this worker's progress to its gangrun node ($GANGRUN_PROGRESS)",
-              "step [N] | begin NAME | end NAME",
+              "step [N] | checkpoint [N] | begin NAME | end NAME",
               "Commands:\n"
               "  step [N]                    a step, numbered or not\n"
+              "  checkpoint [N]              a checkpoint holding step N (without N: the last\n"
+              "                              step) was saved; a restart redoes only what came\n"
+              "                              after it (the ledger's lost work)\n"
               "  begin NAME                  the start of a named section\n"
               "  end NAME                    its end");
     return absl::OkStatus();

@@ -44,15 +44,19 @@ absl::StatusOr<ProgressDatagram> ParseProgress(absl::string_view datagram) {
     parsed.inside = inside == 1;
     return parsed;
   }
-  if (words[0] == "step") {
-    if (words.size() > 2) return absl::InvalidArgumentError("expected 'step [N]'");
+  if (words[0] == "step" || words[0] == "checkpoint") {
+    if (words.size() > 2) {
+      return absl::InvalidArgumentError("expected '" + std::string(words[0]) + " [N]'");
+    }
     if (words.size() == 2 && (!absl::SimpleAtoi(words[1], &parsed.step) || parsed.step < 0)) {
       return absl::InvalidArgumentError("step number must be an integer >= 0");
     }
+    if (words[0] == "checkpoint") parsed.kind = ProgressDatagram::Kind::kCheckpoint;
     return parsed;
   }
   if (words[0] != "begin" && words[0] != "end") {
-    return absl::InvalidArgumentError("expected 'step [N]', 'begin NAME' or 'end NAME'");
+    return absl::InvalidArgumentError(
+        "expected 'step [N]', 'checkpoint [N]', 'begin NAME' or 'end NAME'");
   }
   if (words.size() != 2 || !IsSectionName(words[1])) {
     return absl::InvalidArgumentError(
@@ -126,6 +130,10 @@ bool ProgressTracker::OnDatagram(int rank, absl::string_view datagram, common::T
       break;
     case ProgressDatagram::Kind::kHello:
       break;  // handled above
+    case ProgressDatagram::Kind::kCheckpoint:
+      r.checkpoint = parsed->step >= 0 ? parsed->step : std::max<int64_t>(r.step, 0);
+      r.checkpoint_at = now;
+      break;
     case ProgressDatagram::Kind::kBegin:
       if (r.sections.size() == kMaxSectionDepth) r.sections.erase(r.sections.begin());
       r.sections.push_back(parsed->name);
@@ -275,6 +283,10 @@ std::vector<v1::RankProgress> ProgressTracker::TakeChanges(common::TimePoint now
     progress.set_rejected(r.rejected);
     progress.set_age_seconds(r.reports > 0 ? common::SecondsOf(now - r.last_report) : 0);
     progress.set_step_seconds(StepSeconds(r));
+    if (r.checkpoint >= 0) {
+      progress.set_checkpoint(r.checkpoint);
+      progress.set_checkpoint_age_seconds(common::SecondsOf(now - r.checkpoint_at));
+    }
     if (!r.sections.empty()) progress.set_section(r.sections.back());
     if (r.hook.collectives >= 0) {
       progress.set_collectives(r.hook.collectives);

@@ -5,6 +5,9 @@
 // node/progress_channel.h), one datagram per report:
 //
 //   step [N]      progress; N is the step number (without N: the step after the last one)
+//   checkpoint [N] a checkpoint holding step N was saved (without N: the rank's current step):
+//                 a restart redoes only the steps after it (the ledger's lost work). Sent by
+//                 the hook after torch.save and torch.distributed.checkpoint's saves.
 //   begin NAME    a named section opens (sections nest, at most kMaxSectionDepth deep)
 //   end NAME      it closes (the innermost section of that name, and any opened inside it)
 //   hook C S OP I the progress hook's counts (node/python/sitecustomize.py, no code in the
@@ -61,8 +64,8 @@ inline constexpr size_t kStepWindow = 10;
 inline constexpr common::Duration kHookedSilence = std::chrono::seconds(60);
 
 struct ProgressDatagram {
-  enum class Kind { kStep, kBegin, kEnd, kHook, kHello } kind = Kind::kStep;
-  int64_t step = -1;        // kStep with a number; kHook: optimizer steps
+  enum class Kind { kStep, kBegin, kEnd, kHook, kHello, kCheckpoint } kind = Kind::kStep;
+  int64_t step = -1;        // kStep, kCheckpoint with a number; kHook: optimizer steps
   std::string name;         // kBegin, kEnd; kHook: the last collective
   int64_t collectives = 0;  // kHook
   bool inside = false;      // kHook
@@ -128,6 +131,8 @@ class ProgressTracker {
     bool hooked = false;  // the hook said it is there
     HookCounts hook;
     int64_t optimizer_steps = 0;
+    int64_t checkpoint = -1;  // the step its last checkpoint holds (-1: none this generation)
+    common::TimePoint checkpoint_at;
   };
   void OnHook(Rank& r, const ProgressDatagram& hook, common::TimePoint now);
   void NoteStep(Rank& r, int64_t step, common::TimePoint now);

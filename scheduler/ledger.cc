@@ -32,6 +32,8 @@ nlohmann::json LedgerJson(const v1::Ledger& ledger) {
   return {
       {"wall_seconds", ledger.wall_seconds()},
       {"ettr", ledger.ettr()},
+      {"lost_work_seconds", ledger.lost_work_seconds()},
+      {"checkpoint_step", ledger.checkpoint_step()},
       {"seconds", std::map<std::string, double>(ledger.seconds().begin(), ledger.seconds().end())}};
 }
 
@@ -46,6 +48,13 @@ v1::Ledger LedgerFromJson(const nlohmann::json& json) {
   }
   if (auto ettr = json.find("ettr"); ettr != json.end()) {
     ledger.set_ettr(std::min(1.0, number(*ettr)));
+  }
+  if (auto lost = json.find("lost_work_seconds"); lost != json.end()) {
+    ledger.set_lost_work_seconds(number(*lost));
+  }
+  ledger.set_checkpoint_step(-1);
+  if (auto step = json.find("checkpoint_step"); step != json.end() && step->is_number_integer()) {
+    ledger.set_checkpoint_step(std::max<int64_t>(-1, step->get<int64_t>()));
   }
   auto seconds = json.find("seconds");
   if (seconds == json.end() || !seconds->is_object()) return ledger;
@@ -67,10 +76,16 @@ std::string DescribeLedger(const v1::Ledger& ledger) {
   for (const auto& [phase, seconds] : ledger.seconds()) {
     if (phase != "training" && seconds >= 0.05) losses.emplace_back(seconds, phase);
   }
+  if (ledger.lost_work_seconds() >= 0.05) {
+    losses.emplace_back(ledger.lost_work_seconds(), "training redone after restarts");
+  }
   std::sort(losses.rbegin(), losses.rend());
   for (size_t i = 0; i < losses.size() && i < 3; ++i) {
     text += (i == 0 ? "; the largest losses: " : ", ") + losses[i].second + " " +
             Spoken(losses[i].first);
+  }
+  if (ledger.checkpoint_step() >= 0) {
+    text += "; last checkpoint: step " + std::to_string(ledger.checkpoint_step());
   }
   return text;
 }
@@ -136,9 +151,19 @@ void Ledger::OnState(JobState to) {
 void Ledger::OnGenerationStarted(uint64_t generation, int world, bool adopted) {
   if (closed_) return;
   Accumulate(clock_.Now());  // what came before is the last generation's
+  if (!adopted && generation_ > 0 && generation != generation_) {
+    // The new generation starts from the last checkpoint: what the last one trained after its
+    // own last checkpoint (all of it, without one) is done again.
+    Redone& last = redone_[generation_];
+    const common::Duration trained = Of(generations_[generation_], LedgerPhase::kTraining);
+    last.lost = std::max(common::Duration::zero(), trained - last.training_at_checkpoint);
+    lost_ += last.lost;
+  }
   generation_ = generation;
   generations_[generation_];
+  redone_[generation_];
   while (generations_.size() > kGenerationsKept) generations_.erase(generations_.begin());
+  while (redone_.size() > kGenerationsKept) redone_.erase(redone_.begin());
   world_ = world;
   reporting_ = 0;
   started_ = adopted;
@@ -158,6 +183,22 @@ void Ledger::OnFirstReport() {
   Of(job_, LedgerPhase::kTraining) -= span;
   Of(generation, LedgerPhase::kStarting) += span;
   Of(job_, LedgerPhase::kStarting) += span;
+}
+
+void Ledger::OnCheckpoint(int64_t step, common::Duration age) {
+  if (closed_ || generation_ == 0) return;
+  Redone& redone = redone_[generation_];
+  if (step <= redone.checkpoint_step) return;
+  Accumulate(clock_.Now());
+  redone.checkpoint_step = step;
+  checkpoint_step_ = std::max(checkpoint_step_, step);
+  // The training counted since it was saved is after it (the node tells of it a heartbeat
+  // late at most).
+  const common::Duration trained = Of(generations_[generation_], LedgerPhase::kTraining);
+  const common::Duration since = phase_ == LedgerPhase::kTraining
+                                     ? std::clamp(age, common::Duration::zero(), trained)
+                                     : common::Duration::zero();
+  redone.training_at_checkpoint = trained - since;
 }
 
 void Ledger::Reclassify(LedgerPhase to, common::Duration span) {
@@ -192,10 +233,19 @@ v1::Ledger Ledger::ToProto() const {
     if (job[i] > common::Duration::zero()) (*ledger.mutable_seconds())[name] = SecondsOf(job[i]);
   }
   const double training = SecondsOf(job[static_cast<size_t>(LedgerPhase::kTraining)]);
-  ledger.set_ettr(wall > 0 ? training / wall : 0);
+  const double lost = std::min(training, SecondsOf(lost_));
+  ledger.set_lost_work_seconds(lost);
+  ledger.set_checkpoint_step(checkpoint_step_);
+  ledger.set_ettr(wall > 0 ? (training - lost) / wall : 0);
   for (const auto& [number, seconds] : generations) {
     v1::GenerationLedger* generation = ledger.add_generations();
     generation->set_generation(number);
+    if (auto redone = redone_.find(number); redone != redone_.end()) {
+      generation->set_lost_work_seconds(SecondsOf(redone->second.lost));
+      generation->set_checkpoint_step(redone->second.checkpoint_step);
+    } else {
+      generation->set_checkpoint_step(-1);
+    }
     for (size_t i = 0; i < seconds.size(); ++i) {
       if (seconds[i] <= common::Duration::zero()) continue;
       (*generation->mutable_seconds())[std::string(LedgerPhaseName(static_cast<LedgerPhase>(i)))] =

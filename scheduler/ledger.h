@@ -1,7 +1,8 @@
 #pragma once
 // Where a job's wall time went: a component of the scheduler that puts every second from the
 // scheduler's start to the job's end in exactly one phase, per generation and in all, and
-// gives the effective training time ratio (ETTR: training / wall time; Meta's measure).
+// gives the effective training time ratio (ETTR: training less lost work, over wall time; Meta's
+// measure).
 //
 // Phases, as the core's course moves them (Enter's transitions, scheduler/job_state.h):
 //   forming      kForming before the first generation: waiting for nodes
@@ -15,13 +16,15 @@
 //   stopping     kStopping: until every worker of the generation is gone
 //   backoff      kBackingOff
 //   reforming    kForming after a generation, and kAwaitingReplacement
-// Not yet measured: health checks (they run inside backoff) and lost work (the steps done
-// again after a restart, which needs the checkpoints' steps); ETTR counts all training.
+// Lost work is training, counted apart: when a generation follows a failed one, the failed
+// one's training after its last checkpoint (OnCheckpoint; all of it without one) was done
+// again. Not yet measured: health checks (they run inside backoff).
 //
-// Example: formed in 2 s, ranks reported after 3 s, trained 40 s, a rank hung (judged after
-// 10 s of silence), 1 s of capture, 1 s stopping, 1 s backoff, 1 s reforming, then 20 s more:
-// forming 2, starting 3 + 3, training 30 + 17, stalled 10, detecting 1, stopping 1, backoff 1,
-// reforming 1; wall 69 s, ETTR 0.68.
+// Example: formed in 2 s, ranks reported after 3 s, trained 40 s (a checkpoint at 20 s), a
+// rank hung (judged after 10 s of silence), 1 s of capture, 1 s stopping, 1 s backoff, 1 s
+// reforming, then 20 s more: forming 2, starting 3 + 3, training 30 + 17 (10 of generation 1's
+// after its checkpoint lost), stalled 10, detecting 1, stopping 1, backoff 1, reforming 1; wall
+// 69 s, ETTR (47 - 10) / 69 = 0.54.
 
 #include <array>
 #include <cstdint>
@@ -73,6 +76,11 @@ class Ledger {
   void OnGenerationStarted(uint64_t generation, int world, bool adopted);
   // A rank reported progress for the first time in this generation (each rank once).
   void OnFirstReport();
+  // A rank of this generation saved a checkpoint holding `step`, `age` ago. Only a step beyond
+  // the generation's last checkpoint counts. When the next generation starts (a restart or a
+  // re-forming, not an adoption), this generation's training after its last checkpoint — all
+  // of it without one — is lost work: its steps are done again.
+  void OnCheckpoint(int64_t step, common::Duration age);
   // The last `span` of the current training (or starting) was not: it was silence before a
   // hang (kStalled) or before a lost node (kDetecting). At most what this generation trained.
   void Reclassify(LedgerPhase to, common::Duration span);
@@ -100,6 +108,15 @@ class Ledger {
   // without end; the job's totals keep every second).
   static constexpr size_t kGenerationsKept = 64;
   std::map<uint64_t, PhaseTimes> generations_;
+  // Of the generations kept: their lost work and last checkpoint's step.
+  struct Redone {
+    common::Duration lost{};
+    int64_t checkpoint_step = -1;
+    common::Duration training_at_checkpoint{};  // the generation's training when it was saved
+  };
+  std::map<uint64_t, Redone> redone_;
+  common::Duration lost_{};       // the job's lost work, every generation's
+  int64_t checkpoint_step_ = -1;  // the job's last checkpoint
   uint64_t generation_ = 0;
   int world_ = 0;
   int reporting_ = 0;                // ranks of this generation that reported

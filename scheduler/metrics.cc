@@ -173,8 +173,15 @@ class Renderer {
                   it == j.status.ledger().seconds().end() ? 0.0 : it->second);
       }
     }
+    w_.Family("gangrun_lost_work_seconds_total", "counter",
+              "Training seconds whose steps were done again after restarts (after the last "
+              "checkpoint).");
+    for (const auto& j : jobs_) {
+      w_.Sample("gangrun_lost_work_seconds_total", j.label, j.status.ledger().lost_work_seconds());
+    }
     w_.Family("gangrun_ettr", "gauge",
-              "Effective training time ratio: training seconds over wall seconds so far.");
+              "Effective training time ratio: training seconds, less those redone after restarts, "
+              "over wall seconds so far.");
     for (const auto& j : jobs_) w_.Sample("gangrun_ettr", j.label, j.status.ledger().ettr());
   }
 

@@ -58,6 +58,12 @@ void Scheduler::OnProgress(NodeState& node, const v1::ProgressReport& report) {
       const double age = std::clamp(progress.age_seconds(), 0.0, 1e9);
       node.reported_at[progress.rank()] = now - common::DurationOf(age);
     }
+    if (progress.has_checkpoint() && progress.checkpoint() >= 0) {
+      worker.set_checkpoint(progress.checkpoint());
+      ledger_.OnCheckpoint(
+          progress.checkpoint(),
+          common::DurationOf(std::clamp(progress.checkpoint_age_seconds(), 0.0, 1e9)));
+    }
   }
 }
 

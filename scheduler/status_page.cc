@@ -113,7 +113,11 @@ function showJob(s, events) {
     time.id = "time";
     time.textContent = "time: " + seconds(s.ledger.wall_seconds) + " in all, ETTR " +
       Math.round(100 * (Number(s.ledger.ettr) || 0)) + "% (training " +
-      seconds((s.ledger.seconds || {}).training) + "), now " + s.ledger.phase;
+      seconds((s.ledger.seconds || {}).training) +
+      (Number(s.ledger.lost_work_seconds) > 0
+         ? ", " + seconds(s.ledger.lost_work_seconds) + " of it redone after restarts" : "") +
+      (s.ledger.checkpoint_step >= 0 ? "; last checkpoint: step " + s.ledger.checkpoint_step : "") +
+      "), now " + s.ledger.phase;
     summary.appendChild(time);
   }
   const content = document.getElementById("content");

@@ -199,10 +199,57 @@ def _gangrun_progress():
 
         ddp.forward = counted_forward
 
+    def say_checkpoint():
+        # The counts first, so that the node knows the step the checkpoint holds; the same
+        # socket keeps the two in order.
+        try:
+            import socket
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            sock.setblocking(False)
+            now = (counts.collectives, counts.steps, counts.op, counts.inside)
+            sock.sendto(("hook %d %d %s %d" % now).encode(), path)
+            sock.sendto(b"checkpoint", path)
+            sock.close()
+        except OSError:
+            pass
+
+    def wrap_save(function, to_path_only):
+        import functools
+
+        @functools.wraps(function)
+        def save(*args, **kwargs):
+            result = function(*args, **kwargs)
+            try:
+                # torch.save(obj, f): a file name is a checkpoint; a buffer (io.BytesIO) is not.
+                target = args[1] if len(args) > 1 else kwargs.get("f")
+                if not to_path_only or isinstance(target, (str, bytes, _gangrun_os.PathLike)):
+                    say_checkpoint()
+            except Exception:
+                pass
+            return result
+
+        save._gangrun_counted = True
+        return save
+
+    def patch_torch(module):
+        save = getattr(module, "save", None)
+        if callable(save) and not getattr(save, "_gangrun_counted", False):
+            module.save = wrap_save(save, to_path_only=True)
+
+    def patch_checkpoint(module):
+        # torch.distributed.checkpoint: save (2.x), save_state_dict (1.13); async_save (2.3+)
+        # is told at its call, when the state it saves is taken.
+        for name in ("save", "save_state_dict", "async_save"):
+            function = getattr(module, name, None)
+            if callable(function) and not getattr(function, "_gangrun_counted", False):
+                setattr(module, name, wrap_save(function, to_path_only=False))
+
     patches = {
         "torch.distributed.distributed_c10d": patch_c10d,
         "torch.optim.optimizer": patch_optimizer,
         "torch.nn.parallel.distributed": patch_ddp,
+        "torch": patch_torch,
+        "torch.distributed.checkpoint": patch_checkpoint,
     }
 
     class Finder:

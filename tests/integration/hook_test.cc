@@ -24,12 +24,14 @@ using std::chrono::seconds;
 // Debian's python3-torch is for Debian's own interpreter.
 constexpr char kPython[] = "/usr/bin/python3";
 
-// A plain DDP loop: nothing in it knows gangrun. LATE_RANK reaches init_process_group
+// A plain DDP loop: nothing in it knows gangrun. Rank 0 saves a checkpoint with torch.save
+// after SAVE_AT optimizer steps (to SAVE_TO); rank 1 exits 3 at the end of generation
+// FAIL_GENERATION. LATE_RANK reaches init_process_group
 // LATE_BY seconds late, the others waiting in it. STALL_RANK stalls in slow_loader before its
 // step STALL_AT (writing the moment, CLOCK_MONOTONIC, to STALL_FILE); READY_AT: every rank
 // says "ready" on GANGRUN_TEST_READY after that many steps and waits for GO.
 constexpr char kTrain[] = R"PY(
-import os, time
+import os, sys, time
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -43,6 +45,7 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 steps = int(os.environ.get("STEPS", "20"))
 stall_rank = int(os.environ.get("STALL_RANK", "-1"))
 ready_at = int(os.environ.get("READY_AT", "-1"))
+save_at = int(os.environ.get("SAVE_AT", "-1"))
 
 
 def slow_loader(step):
@@ -67,7 +70,13 @@ for step in range(steps):
     loss.backward()
     optimizer.step()
     optimizer.zero_grad()
+    if step + 1 == save_at and rank == 0:
+        import io
+        torch.save(model.state_dict(), io.BytesIO())  # into memory: not a checkpoint
+        torch.save(model.state_dict(), os.environ["SAVE_TO"])
     time.sleep(0.05)
+if os.environ.get("FAIL_GENERATION") == os.environ["GANGRUN_GENERATION"] and rank == 1:
+    sys.exit(3)
 dist.destroy_process_group()
 )PY";
 
@@ -124,6 +133,32 @@ TEST_F(HookTest, AStalledRankOfAnUnchangedDdpJobIsNamedByItsCollectiveCountAndFr
   EXPECT_NE(err.find("ranks 0-2: collective #6, in <module> (train.py:"), std::string::npos) << err;
   EXPECT_NE(err.find("root cause: rank 3"), std::string::npos) << err;
   EXPECT_NE(Log(3).find("in slow_loader"), std::string::npos) << Log(3);
+}
+
+// The hook sees torch.save of a file (not of a buffer) as a checkpoint holding the optimizer
+// steps so far: after a restart the ledger counts only the training after it as lost work.
+TEST_F(HookTest, ACheckpointSavedWithTorchSaveBoundsTheLostWorkOfARestart) {
+  auto job =
+      Run({"--worker_num", "2", "--local_worker_num", "2", "--max_restarts", "1",
+           "--restart_backoff", "0.2", "--heartbeat_interval", "0.1", "--event_log",
+           dir_.File("events.jsonl"), kPython, "train.py"},
+          {"STEPS=30", "SAVE_AT=10", "SAVE_TO=" + dir_.File("model.pt"), "FAIL_GENERATION=1"});
+  EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr();
+  EXPECT_NE(job.Stderr().find("last checkpoint: step 10"), std::string::npos) << job.Stderr();
+  std::ifstream events(dir_.File("events.jsonl"));
+  nlohmann::json ledger;
+  for (std::string line; std::getline(events, line);) {
+    auto event = nlohmann::json::parse(line);
+    if (event["event"] == "job_finished") ledger = event["ledger"];
+  }
+  ASSERT_TRUE(ledger.is_object());
+  EXPECT_EQ(ledger["checkpoint_step"], 10) << ledger.dump();
+  // 20 of generation 1's 30 steps came after the checkpoint: more than nothing, less than all
+  // of its training (half of the job's).
+  const double lost = ledger["lost_work_seconds"];
+  const double training = ledger["seconds"]["training"];
+  EXPECT_GT(lost, 0.2) << ledger.dump();
+  EXPECT_LT(lost, training / 2) << ledger.dump();
 }
 
 TEST_F(HookTest, TheSameJobHealthyWithAShortBoundRunsToItsEnd) {

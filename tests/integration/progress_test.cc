@@ -296,7 +296,62 @@ if os.environ["GANGRUN_GENERATION"] == "1" and os.environ["RANK"] == "1":
   EXPECT_NEAR(phase("starting"), 2.0, 0.5) << ledger.dump();  // 1 s per generation
   EXPECT_NEAR(phase("training"), 2.0, 0.5) << ledger.dump();  // 10 steps of 0.1 s, twice
   EXPECT_NEAR(phase("backoff"), 1.0, 0.5) << ledger.dump();
-  EXPECT_NEAR(ledger["ettr"].get<double>(), phase("training") / wall, 1e-6);
+  // No checkpoint: generation 2 did generation 1's steps again, all of its training is lost.
+  const double lost = ledger["lost_work_seconds"];
+  EXPECT_NEAR(lost, 1.0, 0.4) << ledger.dump();
+  EXPECT_EQ(ledger["checkpoint_step"], -1) << ledger.dump();
+  EXPECT_NEAR(ledger["ettr"].get<double>(), (phase("training") - lost) / wall, 1e-6);
+}
+
+// A checkpoint after step 4 (its datagram form, as `gangrun progress checkpoint 4` sends it):
+// only generation 1's steps after it are done again, and the ledger counts that training as
+// lost work, against the workers' own clock.
+TEST_F(ProgressTest, TrainingAfterTheLastCheckpointIsLostWorkWhenTheJobRestarts) {
+  auto job = Run({"--worker_num", "2", "--local_worker_num", "2", "--max_restarts", "1",
+                  "--restart_backoff", "0.2", "--heartbeat_interval", "0.05", "--event_log",
+                  dir_.File("events.jsonl"), "/usr/bin/python3", Script("job.py", R"PY(
+import os, socket, sys, time
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+first = os.environ["GANGRUN_GENERATION"] == "1"
+for step in range(10):
+    sock.sendto(b"step %d" % step, os.environ["GANGRUN_PROGRESS"])
+    if step == 4 and os.environ["RANK"] == "0":
+        sock.sendto(b"checkpoint 4", os.environ["GANGRUN_PROGRESS"])
+        if first:
+            with open(sys.argv[1], "w") as truth:
+                truth.write("%f" % time.time())
+    time.sleep(0.1)
+if first and os.environ["RANK"] == "1":
+    with open(sys.argv[2], "w") as truth:
+        truth.write("%f" % time.time())
+    sys.exit(3)
+)PY"),
+                  dir_.File("checkpointed_at"), dir_.File("failed_at")});
+  EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr();
+  EXPECT_NE(job.Stderr().find("training redone after restarts"), std::string::npos) << job.Stderr();
+  EXPECT_NE(job.Stderr().find("last checkpoint: step 4"), std::string::npos) << job.Stderr();
+  std::ifstream events(dir_.File("events.jsonl"));
+  nlohmann::json finished;
+  for (std::string line; std::getline(events, line);) {
+    auto event = nlohmann::json::parse(line);
+    if (event["event"] == "job_finished") finished = event;
+  }
+  ASSERT_TRUE(finished.contains("ledger")) << finished.dump();
+  const auto& ledger = finished["ledger"];
+  auto truth = [&](const char* name) {
+    std::ifstream in(dir_.File(name));
+    double at = 0;
+    in >> at;
+    return at;
+  };
+  const double truly_lost = truth("failed_at") - truth("checkpointed_at");  // about 0.5 s
+  EXPECT_NEAR(ledger["lost_work_seconds"].get<double>(), truly_lost, 0.3) << ledger.dump();
+  EXPECT_EQ(ledger["checkpoint_step"], 4) << ledger.dump();
+  const double training = ledger["seconds"]["training"];
+  EXPECT_NEAR(
+      ledger["ettr"].get<double>(),
+      (training - ledger["lost_work_seconds"].get<double>()) / ledger["wall_seconds"].get<double>(),
+      1e-6);
 }
 
 // `gangrun progress` lives until its report is read: the node checks whose report it is by the

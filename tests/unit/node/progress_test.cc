@@ -39,12 +39,34 @@ TEST(ProgressDatagramTest, AcceptsTheGrammarAndNamesWhatIsWrong) {
   EXPECT_EQ(ParseProgress("  step   7  ")->step, 7);
   EXPECT_EQ(ParseProgress("begin checkpoint")->kind, ProgressDatagram::Kind::kBegin);
   EXPECT_EQ(ParseProgress("end data/load:1")->name, "data/load:1");
-  for (const char* bad : {"", "step -1", "step x", "step 1 2", "walk", "begin", "begin a b",
-                          "begin bad!name", "end"}) {
+  EXPECT_EQ(ParseProgress("checkpoint 40")->kind, ProgressDatagram::Kind::kCheckpoint);
+  EXPECT_EQ(ParseProgress("checkpoint 40")->step, 40);
+  EXPECT_EQ(ParseProgress("checkpoint")->step, -1);
+  for (const char* bad :
+       {"", "step -1", "step x", "step 1 2", "walk", "begin", "begin a b", "begin bad!name", "end",
+        "checkpoint -2", "checkpoint a", "checkpoint 1 2"}) {
     EXPECT_FALSE(ParseProgress(bad).ok()) << bad;
   }
   EXPECT_FALSE(ParseProgress("begin " + std::string(65, 'a')).ok());
   EXPECT_FALSE(ParseProgress("step " + std::string(300, '1')).ok());
+}
+
+// A checkpoint is the step it names, or without one the rank's last step; it travels with the
+// rank's progress, with its age.
+TEST(ProgressTrackerTest, ACheckpointTravelsWithTheRanksProgress) {
+  ProgressTracker tracker{v1::ProgressRules()};
+  tracker.AddRank(0, kT0);
+  ASSERT_TRUE(tracker.OnDatagram(0, "step 7", kT0 + seconds(1)));
+  ASSERT_TRUE(tracker.OnDatagram(0, "checkpoint", kT0 + seconds(2)));
+  auto changes = tracker.TakeChanges(kT0 + seconds(3));
+  ASSERT_EQ(changes.size(), 1u);
+  ASSERT_TRUE(changes[0].has_checkpoint());
+  EXPECT_EQ(changes[0].checkpoint(), 7);
+  EXPECT_DOUBLE_EQ(changes[0].checkpoint_age_seconds(), 1.0);
+  ASSERT_TRUE(tracker.OnDatagram(0, "checkpoint 5", kT0 + seconds(4)));
+  changes = tracker.TakeChanges(kT0 + seconds(4));
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].checkpoint(), 5);
 }
 
 TEST(ProgressTrackerTest, NoRulesNeverHang) {

@@ -34,7 +34,10 @@ TEST(LedgerTest, TheHeadersWorkedExample) {
   ledger.OnFirstReport();
   EXPECT_EQ(ledger.phase(), LedgerPhase::kTraining);
   ledger.OnFirstReport();  // both ranks have reported: the 3 s were starting
-  clock.Advance(seconds(40));
+  clock.Advance(seconds(21));
+  ledger.OnCheckpoint(100, seconds(1));  // heard of a second late
+  ledger.OnCheckpoint(99, seconds(0));   // not beyond it: nothing
+  clock.Advance(seconds(19));
   ledger.Reclassify(LedgerPhase::kStalled, seconds(10));  // judged hung after 10 s of silence
   ledger.OnState(JobState::kCapturing);
   clock.Advance(seconds(1));
@@ -65,14 +68,23 @@ TEST(LedgerTest, TheHeadersWorkedExample) {
   EXPECT_EQ(Seconds(done, "backoff"), 1);
   EXPECT_EQ(Seconds(done, "reforming"), 1);
   EXPECT_EQ(Sum(done), done.wall_seconds());
-  EXPECT_NEAR(done.ettr(), 47.0 / 69, 1e-9);
+  EXPECT_EQ(done.lost_work_seconds(), 10);
+  EXPECT_EQ(done.checkpoint_step(), 100);
+  EXPECT_NEAR(done.ettr(), (47.0 - 10) / 69, 1e-9);
   ASSERT_EQ(done.generations_size(), 3);  // before the first, and each generation
   EXPECT_EQ(done.generations(1).generation(), 1u);
   EXPECT_EQ(done.generations(1).seconds().at("training"), 30);
+  EXPECT_EQ(done.generations(1).lost_work_seconds(), 10);
+  EXPECT_EQ(done.generations(1).checkpoint_step(), 100);
   EXPECT_EQ(done.generations(2).seconds().at("training"), 17);
+  EXPECT_EQ(done.generations(2).lost_work_seconds(), 0) << "it succeeded: nothing redone";
   EXPECT_EQ(DescribeLedger(done),
-            "1 m 9 s in all, ETTR 68% (training 47 s); the largest losses: stalled 10 s, starting "
-            "6.0 s, forming 2.0 s");
+            "1 m 9 s in all, ETTR 54% (training 47 s); the largest losses: training redone after "
+            "restarts 10 s, stalled 10 s, starting 6.0 s; last checkpoint: step 100");
+  // As the event log and the store's record keep it, and back.
+  const v1::Ledger back = LedgerFromJson(LedgerJson(done));
+  EXPECT_EQ(back.lost_work_seconds(), 10);
+  EXPECT_EQ(back.checkpoint_step(), 100);
 }
 
 TEST(LedgerTest, ARunningJobIsCountedToNowAndSilenceIsNeverMoreThanItTrained) {
@@ -144,6 +156,30 @@ TEST(LedgerTest, ItKeepsTheLastGenerationsAndEverySecondOfTheJob) {
   ASSERT_EQ(now.generations_size(), 64);
   EXPECT_EQ(now.generations(0).generation(), 37u);
   EXPECT_EQ(Seconds(now, "training"), 100);
+}
+
+// Without a checkpoint, a restart does every step again; an adopted generation (a daemon's
+// failover, workers untouched) redoes nothing.
+TEST(LedgerTest, WithoutACheckpointARestartLosesAllOfTheGenerationsTraining) {
+  testing::FakeClock clock;
+  Ledger ledger(clock);
+  ledger.OnState(JobState::kRunning);
+  ledger.OnGenerationStarted(1, 1, false);
+  ledger.OnFirstReport();
+  clock.Advance(seconds(8));
+  ledger.OnGenerationStarted(1, 1, true);  // adopted: the same generation goes on
+  clock.Advance(seconds(2));
+  ledger.OnState(JobState::kStopping);
+  clock.Advance(seconds(1));
+  ledger.OnState(JobState::kRunning);
+  ledger.OnGenerationStarted(2, 1, false);
+  ledger.OnFirstReport();
+  clock.Advance(seconds(5));
+  const v1::Ledger now = ledger.ToProto();
+  EXPECT_EQ(now.lost_work_seconds(), 10);
+  EXPECT_EQ(now.checkpoint_step(), -1);
+  EXPECT_NEAR(now.ettr(), (15.0 - 10) / 16, 1e-9);
+  EXPECT_EQ(LedgerFromJson(nlohmann::json::object()).checkpoint_step(), -1);
 }
 
 }  // namespace
