@@ -123,6 +123,7 @@ class Liveness {
     common::TimePoint last_message;  // its last message
     bool watched = false;            // its connection's activity is read
     common::TimePoint connected_at;
+    bool joined = false;  // the core said it is not unjoined (past the join timeout)
   };
   // What one sweep finds, in one pass over the nodes (at 12,500 nodes a pass costs more in
   // cache misses than what it does).
