@@ -64,6 +64,10 @@ std::vector<OptionRow> MakeRecoveryRows() {
           "or excluded node's place at once (default 0)" +
               Range(0, 100000),
           Int(&Options::spare_nodes, 0, 100000)),
+      Row("topology_domain",
+          "NAME: this host's segment or NVLink domain; a lost node's place goes to a spare of "
+          "its domain first, else to any spare with as many workers ('' = none)",
+          String(&Options::topology_domain), /*travels=*/false),
       Row("health_check",
           "a shell command every node runs before it joins and before each generation; non-zero "
           "or too slow excludes the node (exit 6) ('' = none)",

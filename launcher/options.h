@@ -99,7 +99,10 @@ struct Options {
   bool progress_hook = true;  // Python workers: the stack and torch progress hook
   double straggler_factor = 1.5;
   // Recovery (README "Failures and recovery").
-  int spare_nodes = 0;       // launchers beyond the job's size that join and wait as spares
+  int spare_nodes = 0;  // launchers beyond the job's size that join and wait as spares
+  // This host's segment or NVLink domain: a lost node's place goes to a spare of its domain
+  // first ("" = none).
+  std::string topology_domain;
   std::string health_check;  // a shell command every node runs before it joins and each generation
   double health_check_timeout = 60;
   int exclude_after = 0;  // a node that caused this many failed generations in a row goes; 0 = off

@@ -24,6 +24,9 @@ std::string FormatOutcome(const v1::JobOutcome& outcome) {
   std::string time;
   if (outcome.has_ledger()) {
     time = "gangrun: the job's time: " + scheduler::DescribeLedger(outcome.ledger()) + "\n";
+    if (!outcome.ledger().what_if().empty()) {
+      time += "gangrun: what if: " + outcome.ledger().what_if() + "\n";
+    }
   }
   return FormatKind(outcome) + Warnings(outcome) + time;
 }

@@ -285,6 +285,7 @@ void Scheduler::AbortAll(const std::string& reason) {
 void Scheduler::Finish(v1::JobOutcome outcome) {
   Enter(JobState::kFinished, proto::Name(outcome.kind()));
   *outcome.mutable_ledger() = ledger_.ToProto();
+  outcome.mutable_ledger()->set_what_if(WhatIf(outcome.ledger(), options_.spare_nodes));
   logs_.EndFollowing();
   for (const auto& warning : log_warnings_) outcome.add_warnings(warning);
   outcome_ = outcome;

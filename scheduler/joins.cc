@@ -78,6 +78,7 @@ void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join
   node.addresses.assign(join.addresses().begin(), join.addresses().end());
   node.pid = join.pid();
   node.health_check = join.health_check();
+  node.domain = Sanitize(join.topology_domain(), kMaxNameBytes);
   membership_.Add(candidate);
   Record(Event::kNodeJoined, {{"node", join.node_name()},
                               {"address", join.host_address()},

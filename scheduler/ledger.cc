@@ -34,6 +34,8 @@ nlohmann::json LedgerJson(const v1::Ledger& ledger) {
       {"ettr", ledger.ettr()},
       {"lost_work_seconds", ledger.lost_work_seconds()},
       {"checkpoint_step", ledger.checkpoint_step()},
+      {"replacement_wait_seconds", ledger.replacement_wait_seconds()},
+      {"what_if", ledger.what_if()},
       {"seconds", std::map<std::string, double>(ledger.seconds().begin(), ledger.seconds().end())}};
 }
 
@@ -51,6 +53,12 @@ v1::Ledger LedgerFromJson(const nlohmann::json& json) {
   }
   if (auto lost = json.find("lost_work_seconds"); lost != json.end()) {
     ledger.set_lost_work_seconds(number(*lost));
+  }
+  if (auto wait = json.find("replacement_wait_seconds"); wait != json.end()) {
+    ledger.set_replacement_wait_seconds(number(*wait));
+  }
+  if (auto what_if = json.find("what_if"); what_if != json.end() && what_if->is_string()) {
+    ledger.set_what_if(what_if->get<std::string>().substr(0, 1024));
   }
   ledger.set_checkpoint_step(-1);
   if (auto step = json.find("checkpoint_step"); step != json.end() && step->is_number_integer()) {
@@ -90,6 +98,13 @@ std::string DescribeLedger(const v1::Ledger& ledger) {
   return text;
 }
 
+std::string WhatIf(const v1::Ledger& ledger, int spare_nodes) {
+  if (spare_nodes > 0 || ledger.replacement_wait_seconds() < kWhatIfFloorSeconds) return "";
+  return "a hot spare (--spare_nodes 1) would have saved about " +
+         Spoken(ledger.replacement_wait_seconds()) +
+         " of reforming: the wait for a node to take a lost one's place";
+}
+
 std::string_view LedgerPhaseName(LedgerPhase phase) {
   switch (phase) {
     case LedgerPhase::kForming:
@@ -116,6 +131,7 @@ std::string_view LedgerPhaseName(LedgerPhase phase) {
 
 void Ledger::Accumulate(common::TimePoint now) {
   if (closed_ || now <= since_) return;
+  if (awaiting_) replacement_wait_ += now - since_;
   Of(job_, phase_) += now - since_;
   Of(generations_[generation_], phase_) += now - since_;
   since_ = now;
@@ -128,6 +144,8 @@ void Ledger::Enter(LedgerPhase to) {
 
 void Ledger::OnState(JobState to) {
   if (closed_) return;
+  Accumulate(clock_.Now());
+  awaiting_ = to == JobState::kAwaitingReplacement;
   switch (to) {
     case JobState::kForming:
       return Enter(generation_ == 0 ? LedgerPhase::kForming : LedgerPhase::kReforming);
@@ -236,6 +254,9 @@ v1::Ledger Ledger::ToProto() const {
   const double lost = std::min(training, SecondsOf(lost_));
   ledger.set_lost_work_seconds(lost);
   ledger.set_checkpoint_step(checkpoint_step_);
+  common::Duration waited = replacement_wait_;
+  if (!closed_ && awaiting_ && now > since_) waited += now - since_;
+  ledger.set_replacement_wait_seconds(SecondsOf(waited));
   ledger.set_ettr(wall > 0 ? (training - lost) / wall : 0);
   for (const auto& [number, seconds] : generations) {
     v1::GenerationLedger* generation = ledger.add_generations();

@@ -58,6 +58,13 @@ std::string_view LedgerPhaseName(LedgerPhase phase);
 // largest first; none under 0.05 s). Seconds under 10 with one decimal.
 std::string DescribeLedger(const v1::Ledger& ledger);
 
+// What the job's own record says another setting would have saved, at its end: "a hot spare
+// (--spare_nodes 1) would have saved about 12 s of reforming: the wait for a node to take a lost
+// one's place" when the job had no spare and waited at least kWhatIfFloor for one (a spare takes
+// the place at once: bench/README.md, about 0.1 s at 1,000 nodes); "" otherwise.
+inline constexpr double kWhatIfFloorSeconds = 1.0;
+std::string WhatIf(const v1::Ledger& ledger, int spare_nodes);
+
 // The ledger in the event log and the store's record: {"wall_seconds": 69, "ettr": 0.68,
 // "seconds": {"training": 47, ...}}; and back, from a record gangrun may not have written (only
 // the phases it knows, numbers only, nothing throws).
@@ -115,7 +122,9 @@ class Ledger {
     common::Duration training_at_checkpoint{};  // the generation's training when it was saved
   };
   std::map<uint64_t, Redone> redone_;
-  common::Duration lost_{};       // the job's lost work, every generation's
+  common::Duration lost_{};  // the job's lost work, every generation's
+  bool awaiting_ = false;    // kAwaitingReplacement: reforming waits for a node
+  common::Duration replacement_wait_{};
   int64_t checkpoint_step_ = -1;  // the job's last checkpoint
   uint64_t generation_ = 0;
   int world_ = 0;

@@ -77,9 +77,12 @@ void Scheduler::OnSilent(int node_id, const std::string& why) {
 }
 
 void Scheduler::CloseUnjoined(int node_id) {
-  v1::NodeCommand command;
-  command.mutable_rejected()->set_reason("no join request within the join timeout");
-  SendAndClose(nodes_.at(node_id), std::move(command));
+  auto it = nodes_.find(node_id);
+  if (it != nodes_.end()) {
+    v1::NodeCommand command;
+    command.mutable_rejected()->set_reason("no join request within the join timeout");
+    SendAndClose(it->second, std::move(command));
+  }
   Forget(node_id);
 }
 
@@ -307,7 +310,8 @@ void Scheduler::OnNodeLost(int node_id, NodeState& node, FailureCause cause,
   const bool recoverable =
       !stop_requested_ &&
       !(stopping_ && stopping_->kind == StopReason::Kind::kNodeLost && lost_node_.empty());
-  const bool spare_fits = recoverable && spare_pool_.For(node.join.local_worker_num).has_value();
+  const bool spare_fits =
+      recoverable && spare_pool_.For(node.join.local_worker_num, node.domain).has_value();
   if (Elastic() && recoverable &&
       (spare_fits || membership_.workers - node.join.local_worker_num >= min_world())) {
     // An elastic job keeps its size with a spare, or shrinks: the survivors form a smaller job

@@ -134,6 +134,7 @@ class Scheduler : private NodeDirectory {
     bool joined = false;        // a member of the job
     bool excluded = false;      // left the job (health, --exclude_after); gone once disconnected
     bool health_check = false;  // it runs --health_check when asked (CheckHealth)
+    std::string domain;         // --topology_domain ("" = none; at most kMaxNameBytes)
     NodeJoin join;
     std::vector<std::string> addresses;  // its host's others (JoinRequest.addresses; bounded)
     int free_port = 0;
@@ -231,8 +232,7 @@ class Scheduler : private NodeDirectory {
   // none has, and after generation 1 the place is kept as a hole that the next spare to come
   // fills (FillHoles). `gone` must already be out of the membership.
   bool TakeSpareFor(const NodeState& gone);
-  bool TakeSpare(const NodeJoin& join, const NodeSlot& slot, const std::string& gone,
-                 const NodeState* except);
+  bool TakeSpare(const SparePool::Hole& place, const NodeState* except);
   // A spare that came after a place was left empty takes it (and, forming, the job forms).
   void FillHoles();
   // Every member keeps the node rank it has (a spare's promotion must not move anyone).

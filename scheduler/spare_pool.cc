@@ -4,22 +4,25 @@
 
 namespace gangrun::scheduler {
 
-void SparePool::Admit(int node_id, int workers) {
-  if (spares_.emplace(node_id, workers).second) ++admitted_;
+void SparePool::Admit(int node_id, int workers, std::string domain) {
+  if (spares_.emplace(node_id, Spare{workers, std::move(domain)}).second) ++admitted_;
 }
 
 std::vector<int> SparePool::ids() const {
   std::vector<int> ids;
   ids.reserve(spares_.size());
-  for (const auto& [id, workers] : spares_) ids.push_back(id);
+  for (const auto& [id, spare] : spares_) ids.push_back(id);
   return ids;
 }
 
-std::optional<int> SparePool::For(int workers) const {
-  for (const auto& [id, spare_workers] : spares_) {
-    if (spare_workers == workers) return id;
+std::optional<int> SparePool::For(int workers, const std::string& domain) const {
+  std::optional<int> first;
+  for (const auto& [id, spare] : spares_) {
+    if (spare.workers != workers) continue;
+    if (!domain.empty() && spare.domain == domain) return id;
+    if (!first) first = id;
   }
-  return std::nullopt;
+  return first;
 }
 
 bool SparePool::Fill(const std::function<bool(const Hole&)>& take) {

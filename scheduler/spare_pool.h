@@ -4,12 +4,14 @@
 // fills. A component of the scheduler that owns which nodes wait as spares, in the order they
 // joined, and the holes; the core decides when a place is given (it owns the membership), this
 // pool which spare takes it: the first to have joined with as many workers as the place has
-// ranks. On the scheduler's strand.
+// ranks and of the same topology domain (--topology_domain: a segment, an NVLink domain), else
+// the first with as many workers. On the scheduler's strand.
 //
 // Example: --spare_nodes 2, spares s1 (8 workers) then s2 (4 workers) wait. Node a (4 workers)
 // is lost: For(4) is s2, which takes a's node rank and ranks. Node b (2 workers) is lost next:
 // no spare has 2 workers, so its place is a hole, which a 2-worker spare that joins later
-// takes (Fill) and the job goes on.
+// takes (Fill) and the job goes on. With domains: spares s1 (4 workers, domain "rack1") and s2
+// (4, "rack2"); a 4-worker node of "rack2" is lost: s2 takes its place, though s1 came first.
 
 #include <cstddef>
 #include <functional>
@@ -29,6 +31,7 @@ class SparePool {
     NodeJoin join;
     NodeSlot slot;
     std::string who;
+    std::string domain;  // its topology domain ("" = none)
   };
 
   explicit SparePool(int wanted) : wanted_(wanted) {}
@@ -40,16 +43,16 @@ class SparePool {
   // Every spare that ever joined, promoted and lost ones included.
   int admitted() const { return admitted_; }
 
-  // The node waits as a spare with `workers` workers.
-  void Admit(int node_id, int workers);
+  // The node waits as a spare with `workers` workers, in topology domain `domain` ("" = none).
+  void Admit(int node_id, int workers, std::string domain = "");
   // It no longer waits: promoted, excluded, lost or gone. Nothing when it was no spare.
   void Remove(int node_id) { spares_.erase(node_id); }
   bool Has(int node_id) const { return spares_.count(node_id) > 0; }
   // The spares, in the order they joined.
   std::vector<int> ids() const;
   // The first spare to have joined with exactly `workers` workers (only such a spare can take
-  // a place of that many ranks).
-  std::optional<int> For(int workers) const;
+  // a place of that many ranks) and in `domain`, else the first with that many workers.
+  std::optional<int> For(int workers, const std::string& domain = "") const;
 
   // A place nobody took (after the first generation: a spare that comes later takes it).
   void Leave(Hole hole) { holes_.push_back(std::move(hole)); }
@@ -63,9 +66,13 @@ class SparePool {
  private:
   int wanted_;
   int admitted_ = 0;
-  // Node id -> workers; node ids grow as nodes connect, so this is the order they joined in
-  // (a node joins once, on the connection it was given its id for).
-  std::map<int, int> spares_;
+  struct Spare {
+    int workers = 0;
+    std::string domain;
+  };
+  // By node id; node ids grow as nodes connect, so this is the order they joined in (a node
+  // joins once, on the connection it was given its id for).
+  std::map<int, Spare> spares_;
   std::vector<Hole> holes_;
 };
 

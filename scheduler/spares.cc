@@ -18,7 +18,8 @@ bool Scheduler::JoinsAsSpare(const NodeState& node, const v1::JoinRequest& join)
 }
 
 void Scheduler::AdmitSpare(NodeState& node, const v1::JoinRequest& join) {
-  spare_pool_.Admit(node.id, join.local_worker_num());
+  node.domain = Sanitize(join.topology_domain(), kMaxNameBytes);
+  spare_pool_.Admit(node.id, join.local_worker_num(), node.domain);
   node.join = {join.node_name(), join.host_address(), -1, join.local_worker_num()};
   node.free_port = join.free_port();
   node.addresses.assign(join.addresses().begin(), join.addresses().end());
@@ -52,14 +53,17 @@ void Scheduler::PinNodeRanks(const NodeState* except) {
 }
 
 bool Scheduler::TakeSpareFor(const NodeState& gone) {
-  if (TakeSpare(gone.join, gone.slot, Describe(gone), &gone)) return true;
-  if (generation_ > 0) spare_pool_.Leave({gone.join, gone.slot, Describe(gone)});
+  SparePool::Hole place{gone.join, gone.slot, Describe(gone), gone.domain};
+  if (TakeSpare(place, &gone)) return true;
+  if (generation_ > 0) spare_pool_.Leave(std::move(place));
   return false;
 }
 
-bool Scheduler::TakeSpare(const NodeJoin& join, const NodeSlot& slot, const std::string& gone,
-                          const NodeState* except) {
-  const std::optional<int> found = spare_pool_.For(join.local_worker_num);
+bool Scheduler::TakeSpare(const SparePool::Hole& place, const NodeState* except) {
+  const NodeJoin& join = place.join;
+  const NodeSlot& slot = place.slot;
+  const std::string& gone = place.who;
+  const std::optional<int> found = spare_pool_.For(join.local_worker_num, place.domain);
   if (!found) return false;
   NodeState& spare = nodes_.at(*found);
   if (generation_ > 0) PinNodeRanks(except);
@@ -70,22 +74,23 @@ bool Scheduler::TakeSpare(const NodeJoin& join, const NodeSlot& slot, const std:
   spare.slot = slot;
   membership_.Add(spare.join);
   common::Logger("scheduler")
-      ->warn("spare {} takes the place of {} (node rank {}, ranks {}..{})", Describe(spare), gone,
-             slot.node_rank, slot.first_rank, slot.first_rank + join.local_worker_num - 1);
+      ->warn("spare {} takes the place of {} (node rank {}, ranks {}..{}{})", Describe(spare), gone,
+             slot.node_rank, slot.first_rank, slot.first_rank + join.local_worker_num - 1,
+             spare.domain.empty() ? "" : ", domain " + spare.domain);
   Record(Event::kSparePromoted, {{"node", spare.join.node_name},
                                  {"address", spare.join.host_address},
                                  {"replaces", gone},
                                  {"node_rank", slot.node_rank},
                                  {"first_rank", slot.first_rank},
+                                 {"domain", spare.domain},
                                  {"spares_left", spare_pool_.size()}});
   return true;
 }
 
 void Scheduler::FillHoles() {
   if (MembershipComplete()) spare_pool_.ClearHoles();  // a relaunched launcher took them
-  const bool filled = spare_pool_.Fill([this](const SparePool::Hole& hole) {
-    return TakeSpare(hole.join, hole.slot, hole.who, nullptr);
-  });
+  const bool filled =
+      spare_pool_.Fill([this](const SparePool::Hole& hole) { return TakeSpare(hole, nullptr); });
   if (filled && state_ == JobState::kAwaitingReplacement && MembershipComplete()) Form();
 }
 

@@ -178,24 +178,63 @@ def _gangrun_progress():
 
         optimizer.__init__ = init
 
+    def first_tensor_with_grad(value, depth=0):
+        import torch
+        if isinstance(value, torch.Tensor):
+            return value if value.requires_grad else None
+        if depth > 2:
+            return None
+        items = value.values() if isinstance(value, dict) else value
+        if isinstance(value, (list, tuple, dict)):
+            for item in items:
+                found = first_tensor_with_grad(item, depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+    def count_ddp_sync(*_):
+        counts.collectives += 1
+        counts.op = "ddp:all_reduce"
+
     def patch_ddp(module):
         start_sender()
         # DistributedDataParallel all-reduces gradients in C++ during backward, where no
-        # Python function is called: a forward that will sync counts as that collective.
+        # Python function is called. A forward that will sync counts that collective when its
+        # backward starts (a hook on its output's gradient), so that a rank stopped between
+        # its forward and its backward is one behind the ranks waiting in the all-reduce;
+        # an output with no gradient to hook counts at the forward, as before.
         ddp = module.DistributedDataParallel
         forward = ddp.forward
         import functools
 
         @functools.wraps(forward)
         def counted_forward(self, *args, **kwargs):
+            syncs = False
             try:
                 import torch
-                if self.training and self.require_backward_grad_sync and torch.is_grad_enabled():
-                    counts.collectives += 1
-                    counts.op = "ddp:all_reduce"
+                syncs = (self.training and self.require_backward_grad_sync and
+                         torch.is_grad_enabled())
             except Exception:
                 pass
-            return forward(self, *args, **kwargs)
+            output = forward(self, *args, **kwargs)
+            if syncs:
+                try:
+                    tensor = first_tensor_with_grad(output)
+                    if tensor is None:
+                        count_ddp_sync()
+                    else:
+                        fired = []
+
+                        def on_backward(grad):
+                            if not fired:  # once, even when the graph is kept and run again
+                                fired.append(True)
+                                count_ddp_sync()
+                            return grad
+
+                        tensor.register_hook(on_backward)
+                except Exception:
+                    pass
+            return output
 
         ddp.forward = counted_forward
 

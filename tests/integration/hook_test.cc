@@ -46,6 +46,7 @@ steps = int(os.environ.get("STEPS", "20"))
 stall_rank = int(os.environ.get("STALL_RANK", "-1"))
 ready_at = int(os.environ.get("READY_AT", "-1"))
 save_at = int(os.environ.get("SAVE_AT", "-1"))
+pause_rank = int(os.environ.get("PAUSE_RANK", "-1"))
 
 
 def slow_loader(step):
@@ -54,6 +55,11 @@ def slow_loader(step):
             f.write("%f\n" % time.monotonic())
         time.sleep(3600)
     return torch.randn(8, 4)
+
+
+def between_forward_and_backward(step):
+    if rank == pause_rank and step == int(os.environ.get("STALL_AT", "5")):
+        time.sleep(3600)
 
 
 def wait_for_the_test():
@@ -67,6 +73,7 @@ for step in range(steps):
         wait_for_the_test()
     batch = slow_loader(step)
     loss = model(batch).sum()
+    between_forward_and_backward(step)
     loss.backward()
     optimizer.step()
     optimizer.zero_grad()
@@ -159,6 +166,23 @@ TEST_F(HookTest, ACheckpointSavedWithTorchSaveBoundsTheLostWorkOfARestart) {
   const double training = ledger["seconds"]["training"];
   EXPECT_GT(lost, 0.2) << ledger.dump();
   EXPECT_LT(lost, training / 2) << ledger.dump();
+}
+
+// DDP's gradient all-reduce is counted when the backward starts, not at the forward: a rank
+// stopped between the two is one collective behind the ranks waiting in the all-reduce, and
+// named for it (when both were counted at the forward, all had the same count and only the
+// stacks' fallback could name it).
+TEST_F(HookTest, ARankStoppedBetweenItsForwardAndBackwardIsBehindByOneCollective) {
+  auto job = Run({"--worker_num", "4", "--local_worker_num", "4", "--hang_timeout", "3",
+                  "--stack_timeout", "3", "--log_dir", "logs", kPython, "train.py"},
+                 {"PAUSE_RANK=2", "STEPS=1000"});
+  EXPECT_EQ(RunToEnd(job).code, 5) << job.Stderr();
+  const std::string err = job.Stderr();
+  EXPECT_NE(err.find(" is behind the others, at collective #5, in between_forward_and_backward "
+                     "(train.py:"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("root cause: rank 2"), std::string::npos) << err;
 }
 
 TEST_F(HookTest, TheSameJobHealthyWithAShortBoundRunsToItsEnd) {

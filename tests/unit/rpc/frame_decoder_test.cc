@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "rpc/session_auth.h"
 
 namespace gangrun::rpc {
@@ -110,6 +111,16 @@ TEST(SessionAuthTest, ProofsBindNoncesRunIdSessionAndDirection) {
   }
   EXPECT_EQ(TokenKey("").size(), 32u);
   EXPECT_NE(TokenKey(""), TokenKey("x"));
+}
+
+// Mac is HMAC-SHA256 of the length-prefixed parts: checked against Python's hmac module
+// (hmac.new(b"key", b"\0\0\0\x13The quick brown fox\0\0\0\0", sha256)), every time the same.
+TEST(SessionAuthTest, AMacIsHmacSha256OfTheLengthPrefixedParts) {
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(absl::BytesToHexString(Mac("key", {"The quick brown fox", ""})),
+              "d1826eb355f3792a46dd82dab11f91e29a42e299fb832970510b3acd09dabba1");
+  }
+  EXPECT_NE(Mac("key", {"The quick brown fox"}), Mac("key", {"The quick brown fo", "x"}));
 }
 
 TEST(SessionAuthTest, SealedFramesOpenOnceInOrderAndOnlyUnchanged) {

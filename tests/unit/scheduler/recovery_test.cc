@@ -154,11 +154,12 @@ class RecoveryTest : public ::testing::Test {
     scheduler->Start();
   }
   // A node of one worker; its link is links[index].
-  int Join(const std::string& name, bool health_check = false) {
+  int Join(const std::string& name, bool health_check = false, const std::string& domain = "") {
     links.push_back(std::make_unique<Link>());
     int id = scheduler->AddNode(links.back().get());
     v1::NodeEvent join = testing::JoinEvent(name, "10.0.0." + std::to_string(links.size()), -1, 1);
     join.mutable_join()->set_health_check(health_check);
+    join.mutable_join()->set_topology_domain(domain);
     scheduler->OnNodeEvent(id, join);
     return id;
   }
@@ -242,6 +243,30 @@ TEST_F(RecoveryTest, ALostNodesPlaceGoesToASpareAtOnce) {
   EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_SUCCEEDED);
 }
 
+// --topology_domain: the spare of the lost node's domain takes its place, though another came
+// first; with none of its domain, the first spare does.
+TEST_F(RecoveryTest, ASpareOfTheLostNodesDomainIsChosenFirst) {
+  Make(2, /*max_restarts=*/2, /*spares=*/2);
+  int a = Join("a", false, "rack1");
+  int b = Join("b", false, "rack2");
+  Join("s1", false, "rack1");  // spares, in this order
+  int s2 = Join("s2", false, "rack2");
+  const int b_rank = RankOf(link(1));
+  scheduler->OnNodeDisconnected(b);
+  Send(a, testing::ExitedEvent(0, RankOf(link(0)), 143, /*stopped=*/true));
+  Send(a, testing::EndedEvent(0));
+  ASSERT_EQ(scheduler->generation(), 2u);
+  EXPECT_EQ(RankOf(link(3)), b_rank) << "s2, of rack2, took b's place";
+  EXPECT_EQ(Count(link(2), v1::NodeCommand::kStart), 0) << "s1 still waits";
+  EXPECT_EQ(StateOf("s1"), v1::NODE_STATE_SPARE);
+  // s2 (rack2) is lost now: no spare of rack2 is left, so s1 of rack1 takes its place.
+  scheduler->OnNodeDisconnected(s2);
+  Send(a, testing::ExitedEvent(0, RankOf(link(0)), 143, /*stopped=*/true));
+  Send(a, testing::EndedEvent(0));
+  ASSERT_EQ(scheduler->generation(), 3u);
+  EXPECT_EQ(RankOf(link(2)), b_rank);
+}
+
 TEST_F(RecoveryTest, ASpareThatComesAfterThePlaceWasLeftTakesIt) {
   Make(2, /*max_restarts=*/1, /*spares=*/1);
   int a = Join("a");
@@ -252,6 +277,28 @@ TEST_F(RecoveryTest, ASpareThatComesAfterThePlaceWasLeftTakesIt) {
   Join("c");  // a spare's launcher (or a relaunched one): it takes the place
   EXPECT_EQ(scheduler->generation(), 2u);
   EXPECT_TRUE(link(2).started());
+}
+
+// The job's end says what a hot spare would have saved: the wait for a node to take the lost
+// one's place (here 7 s of reforming); a job with a spare hears nothing of it.
+TEST_F(RecoveryTest, WithoutASpareTheOutcomeSaysWhatOneWouldHaveSaved) {
+  Make(2, /*max_restarts=*/1);
+  int a = Join("a");
+  int b = Join("b");
+  scheduler->OnNodeDisconnected(b);
+  Send(a, testing::EndedEvent(0));
+  ASSERT_EQ(scheduler->state(), JobState::kAwaitingReplacement);
+  Pass(7, {a});
+  int c = Join("c");  // a relaunched launcher takes the place
+  ASSERT_EQ(scheduler->generation(), 2u);
+  EndGeneration({a, c}, {0, 2}, 0);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_SUCCEEDED);
+  EXPECT_NEAR(outcome->ledger().replacement_wait_seconds(), 7, 0.01);
+  EXPECT_EQ(outcome->ledger().what_if(),
+            "a hot spare (--spare_nodes 1) would have saved about 7.0 s of reforming: the wait "
+            "for a node to take a lost one's place");
+  EXPECT_EQ(WhatIf(outcome->ledger(), /*spare_nodes=*/1), "") << "it had one";
 }
 
 TEST_F(RecoveryTest, AnElasticJobsNodesBeyondItsMaximumAreSparesThatKeepItsSize) {

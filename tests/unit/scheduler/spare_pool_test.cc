@@ -46,5 +46,16 @@ TEST(SparePoolTest, AHoleWaitsForASpareThatFitsOldestFirst) {
   EXPECT_EQ(pool.holes(), 0u);
 }
 
+TEST(SparePoolTest, ASpareOfThePlacesDomainIsChosenFirst) {
+  SparePool pool(3);
+  pool.Admit(1, 4, "rack1");
+  pool.Admit(2, 4, "rack2");
+  pool.Admit(3, 2, "rack2");
+  EXPECT_EQ(pool.For(4, "rack2"), 2) << "its domain, though 1 came first";
+  EXPECT_EQ(pool.For(4, "rack9"), 1) << "none of its domain: the first with as many workers";
+  EXPECT_EQ(pool.For(4), 1);
+  EXPECT_EQ(pool.For(2, "rack1"), 3) << "as many workers matters more than the domain";
+}
+
 }  // namespace
 }  // namespace gangrun::scheduler
