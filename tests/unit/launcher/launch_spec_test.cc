@@ -50,6 +50,7 @@ const std::map<std::string, std::string>& Samples() {
       {"straggler_factor", "2.5"},
       {"spare_nodes", "2"},
       {"health_check", "deploy/health/log-dir-writable"},
+      {"topology_domain", "rack7"},
       {"health_check_timeout", "12.5"},
       {"exclude_after", "2"},
       {"no_restart_exit_codes", "3,93"},
