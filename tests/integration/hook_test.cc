@@ -152,12 +152,7 @@ TEST_F(HookTest, ACheckpointSavedWithTorchSaveBoundsTheLostWorkOfARestart) {
           {"STEPS=30", "SAVE_AT=10", "SAVE_TO=" + dir_.File("model.pt"), "FAIL_GENERATION=1"});
   EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr();
   EXPECT_NE(job.Stderr().find("last checkpoint: step 10"), std::string::npos) << job.Stderr();
-  std::ifstream events(dir_.File("events.jsonl"));
-  nlohmann::json ledger;
-  for (std::string line; std::getline(events, line);) {
-    auto event = nlohmann::json::parse(line);
-    if (event["event"] == "job_finished") ledger = event["ledger"];
-  }
+  const nlohmann::json ledger = FinishedLedger(dir_.File("events.jsonl"));
   ASSERT_TRUE(ledger.is_object());
   EXPECT_EQ(ledger["checkpoint_step"], 10) << ledger.dump();
   // 20 of generation 1's 30 steps came after the checkpoint: more than nothing, less than all

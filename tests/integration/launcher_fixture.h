@@ -4,12 +4,28 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "nlohmann/json.hpp"
 #include "tests/testing/process_test.h"
 
 namespace gangrun::testing {
+
+// The ledger of the last job_finished event in an --event_log file (null when there is none).
+inline nlohmann::json FinishedLedger(const std::string& event_log) {
+  std::ifstream events(event_log);
+  nlohmann::json ledger;
+  for (std::string line; std::getline(events, line);) {
+    auto event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (event.is_object() && event.value("event", "") == "job_finished" &&
+        event.contains("ledger")) {
+      ledger = event["ledger"];
+    }
+  }
+  return ledger;
+}
 
 class LauncherTest : public ProcessTest {
  protected:

@@ -278,14 +278,8 @@ if os.environ["GANGRUN_GENERATION"] == "1" and os.environ["RANK"] == "1":
 )PY")});
   EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr();
   EXPECT_NE(job.Stderr().find("gangrun: the job's time: "), std::string::npos) << job.Stderr();
-  std::ifstream events(dir_.File("events.jsonl"));
-  nlohmann::json finished;
-  for (std::string line; std::getline(events, line);) {
-    auto event = nlohmann::json::parse(line);
-    if (event["event"] == "job_finished") finished = event;
-  }
-  ASSERT_TRUE(finished.contains("ledger")) << finished.dump();
-  const auto& ledger = finished["ledger"];
+  const nlohmann::json ledger = FinishedLedger(dir_.File("events.jsonl"));
+  ASSERT_TRUE(ledger.is_object()) << "no job_finished event with a ledger";
   auto phase = [&](const char* name) {
     return ledger["seconds"].contains(name) ? ledger["seconds"][name].get<double>() : 0.0;
   };
@@ -330,14 +324,8 @@ if first and os.environ["RANK"] == "1":
   EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr();
   EXPECT_NE(job.Stderr().find("training redone after restarts"), std::string::npos) << job.Stderr();
   EXPECT_NE(job.Stderr().find("last checkpoint: step 4"), std::string::npos) << job.Stderr();
-  std::ifstream events(dir_.File("events.jsonl"));
-  nlohmann::json finished;
-  for (std::string line; std::getline(events, line);) {
-    auto event = nlohmann::json::parse(line);
-    if (event["event"] == "job_finished") finished = event;
-  }
-  ASSERT_TRUE(finished.contains("ledger")) << finished.dump();
-  const auto& ledger = finished["ledger"];
+  const nlohmann::json ledger = FinishedLedger(dir_.File("events.jsonl"));
+  ASSERT_TRUE(ledger.is_object()) << "no job_finished event with a ledger";
   auto truth = [&](const char* name) {
     std::ifstream in(dir_.File(name));
     double at = 0;
