@@ -41,7 +41,7 @@ absl::StatusOr<std::unique_ptr<WorkerChannels>> WorkerChannels::Create(boost::as
 
 WorkerChannels::~WorkerChannels() = default;
 
-Supervision WorkerChannels::supervision() const {
+Supervision WorkerChannels::supervision() {
   Supervision supervision;
   supervision.progress_path = [progress =
                                    progress_.get()](int local_rank) -> absl::StatusOr<std::string> {
@@ -57,9 +57,7 @@ Supervision WorkerChannels::supervision() const {
   };
   supervision.stacks = stacks_.get();
   supervision.flight_recorder = flight_recorder_.get();
-  supervision.report_to = [self = const_cast<WorkerChannels*>(this)](Supervisor* supervisor) {
-    self->supervisor_ = supervisor;
-  };
+  supervision.report_to = [this](Supervisor* supervisor) { supervisor_ = supervisor; };
   supervision.wall_now = [] {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
         .count();

@@ -35,8 +35,9 @@ class WorkerChannels {
   WorkerChannels(const WorkerChannels&) = delete;
   WorkerChannels& operator=(const WorkerChannels&) = delete;
 
-  // Where the workers report, for the Node; valid while this lives.
-  Supervision supervision() const;
+  // Where the workers report, for the Node; valid while this lives. Its report_to points the
+  // channels at the Node's Supervisor.
+  Supervision supervision();
 
  private:
   WorkerChannels() = default;

@@ -137,30 +137,30 @@ void Ledger::Accumulate(common::TimePoint now) {
   since_ = now;
 }
 
-void Ledger::Enter(LedgerPhase to) {
-  Accumulate(clock_.Now());
-  phase_ = to;
-}
-
 void Ledger::OnState(JobState to) {
   if (closed_) return;
-  Accumulate(clock_.Now());
+  Accumulate(clock_.Now());  // what came before is the old phase's (and wait's)
   awaiting_ = to == JobState::kAwaitingReplacement;
   switch (to) {
     case JobState::kForming:
-      return Enter(generation_ == 0 ? LedgerPhase::kForming : LedgerPhase::kReforming);
+      phase_ = generation_ == 0 ? LedgerPhase::kForming : LedgerPhase::kReforming;
+      return;
     case JobState::kAwaitingReplacement:
-      return Enter(LedgerPhase::kReforming);
+      phase_ = LedgerPhase::kReforming;
+      return;
     case JobState::kRunning:
-      return Enter(LedgerPhase::kTraining);
+      phase_ = LedgerPhase::kTraining;
+      return;
     case JobState::kCapturing:
-      return Enter(LedgerPhase::kDetecting);
+      phase_ = LedgerPhase::kDetecting;
+      return;
     case JobState::kStopping:
-      return Enter(LedgerPhase::kStopping);
+      phase_ = LedgerPhase::kStopping;
+      return;
     case JobState::kBackingOff:
-      return Enter(LedgerPhase::kBackoff);
+      phase_ = LedgerPhase::kBackoff;
+      return;
     case JobState::kFinished:
-      Accumulate(clock_.Now());
       closed_ = clock_.Now();
       return;
   }

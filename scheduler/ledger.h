@@ -98,7 +98,6 @@ class Ledger {
 
  private:
   using PhaseTimes = std::array<common::Duration, static_cast<size_t>(LedgerPhase::kCount)>;
-  void Enter(LedgerPhase to);
   // Adds the time since the last change to the current phase.
   void Accumulate(common::TimePoint now);
   common::Duration& Of(PhaseTimes& seconds, LedgerPhase phase) {
