@@ -12,7 +12,7 @@
 
 namespace gangrun::scheduler {
 
-void Scheduler::OnResume(NodeState& node, const v1::JoinRequest& join) {
+void Scheduler::OnResume(KnownNode& node, const v1::JoinRequest& join) {
   const v1::ResumeGeneration& resume = join.resume();
   const v1::RankAssignment& assignment = resume.start().assignment();
   auto refuse = [&](const std::string& why) {
@@ -85,7 +85,7 @@ void Scheduler::OnResume(NodeState& node, const v1::JoinRequest& join) {
 }
 
 void Scheduler::ArmAdoption() {
-  formation_.timer = clock_.After(*options_.adopt_timeout, [this] {
+  adoption_->timer = clock_.After(*options_.adopt_timeout, [this] {
     if (!adoption_) return;
     const bool patient = options_.cluster_timeout < common::Duration::zero() ||
                          clock_.Now() - started_at_ < options_.cluster_timeout;
@@ -112,7 +112,7 @@ void Scheduler::ArmAdoption() {
 
 void Scheduler::CompleteAdoption(const std::string& missing) {
   std::unique_ptr<Adoption> adoption = std::move(adoption_);
-  formation_.timer.reset();
+  adoption->timer.reset();
   if (adoption->generation == 0) {
     v1::JobOutcome lost;
     lost.set_kind(v1::JobOutcome::KIND_NODE_LOST);

@@ -24,6 +24,7 @@ struct Scheduler::Adoption {
   std::map<int, std::vector<v1::WorkerExited>> exited;
   std::map<int, bool> ended;
   bool said_waiting = false;
+  std::unique_ptr<common::Timer> timer;  // --adopt_timeout
 };
 
 }  // namespace gangrun::scheduler

@@ -38,7 +38,7 @@ void Scheduler::Form() {
   }
   if (RejectUnreachableNodeRanks()) return;  // the job waits for the right nodes
   std::vector<NodeJoin> joins;
-  std::vector<NodeState*> states;
+  std::vector<KnownNode*> states;
   for (auto& [id, node] : nodes_) {
     if (!node.joined) continue;
     joins.push_back(node.join);
@@ -65,8 +65,7 @@ void Scheduler::Form() {
     outcome.set_message(std::string(slots.status().message()));
     return Finish(std::move(outcome));
   }
-  formation_.timer.reset();
-  formation_.last_call_timer.reset();
+  formation_.End();
   membership_changed_ = false;
   tally_.world = membership_.workers;
   for (size_t i = 0; i < states.size(); ++i) states[i]->slot = (*slots)[i];
@@ -79,8 +78,8 @@ void Scheduler::Form() {
 }
 
 void Scheduler::StartGeneration() {
-  std::vector<NodeState*> states;
-  NodeState* rank0 = nullptr;
+  std::vector<KnownNode*> states;
+  KnownNode* rank0 = nullptr;
   ended_scan_from_ = 0;
   for (auto& [id, node] : nodes_) {
     if (!node.joined) continue;
@@ -117,7 +116,7 @@ void Scheduler::StartGeneration() {
                                      {"restart", restarts_used_},
                                      {"max_restarts", options_.max_restarts}});
   WriteRecord();
-  for (NodeState* node : states) {
+  for (KnownNode* node : states) {
     v1::NodeCommand command;
     auto* assignment = command.mutable_start()->mutable_assignment();
     assignment->set_node_rank(node->slot.node_rank);
@@ -138,7 +137,7 @@ void Scheduler::StartGeneration() {
   }
 }
 
-void Scheduler::OnWorkerStarted(NodeState& node, const v1::WorkerStarted& started) {
+void Scheduler::OnWorkerStarted(KnownNode& node, const v1::WorkerStarted& started) {
   const int rank = started.rank();
   if (rank < 0) return;  // the MindSpore scheduler process: not one of the job's ranks
   auto& worker = node.workers[rank];
@@ -159,7 +158,7 @@ void Scheduler::OnWorkerStarted(NodeState& node, const v1::WorkerStarted& starte
   }
 }
 
-void Scheduler::OnWorkerExited(NodeState& node, const v1::WorkerExited& exited) {
+void Scheduler::OnWorkerExited(KnownNode& node, const v1::WorkerExited& exited) {
   const bool failed = !proto::FromProto(exited.exit()).success();
   if (!exited.log_lost().empty()) OnLogOutputLost(node, exited);
   if (exited.rank() >= 0) logs_.ReadRestOf(exited.rank());
@@ -205,7 +204,7 @@ void Scheduler::OnWorkerExited(NodeState& node, const v1::WorkerExited& exited) 
   }
 }
 
-void Scheduler::OnLogOutputLost(const NodeState& node, const v1::WorkerExited& exited) {
+void Scheduler::OnLogOutputLost(const KnownNode& node, const v1::WorkerExited& exited) {
   const std::string warning = "worker log output may be incomplete on " + Describe(node) + ": " +
                               Sanitize(exited.log_lost(), kMaxReasonBytes);
   if (!log_warnings_.insert(warning).second) return;  // said once per node and cause
@@ -216,7 +215,7 @@ void Scheduler::OnLogOutputLost(const NodeState& node, const v1::WorkerExited& e
                                  {"reason", Sanitize(exited.log_lost(), kMaxReasonBytes)}});
 }
 
-void Scheduler::OnGenerationEnded(NodeState& node) {
+void Scheduler::OnGenerationEnded(KnownNode& node) {
   node.ended = true;
   MaybeGenerationOver();
 }
@@ -298,11 +297,11 @@ void Scheduler::Finish(v1::JobOutcome outcome) {
   fields["ledger"] = LedgerJson(outcome.ledger());
   Record(Event::kJobFinished, std::move(fields));
   WriteRecord();
-  formation_.timer.reset();
+  formation_.End();
+  if (adoption_) adoption_->timer.reset();
   fence_timer_.reset();
   liveness_.Stop();
   restart_timer_.reset();
-  formation_.last_call_timer.reset();
   for (auto& [id, node] : nodes_) {
     v1::NodeCommand command;
     *command.mutable_finished()->mutable_outcome() = outcome;
@@ -311,12 +310,12 @@ void Scheduler::Finish(v1::JobOutcome outcome) {
   if (owner_.on_finished) owner_.on_finished(outcome);
 }
 
-void Scheduler::SendAndClose(NodeState& node, v1::NodeCommand command) {
+void Scheduler::SendAndClose(KnownNode& node, v1::NodeCommand command) {
   SendTo(node, std::move(command));
   if (node.link != nullptr) node.link->Close();
 }
 
-void Scheduler::SendTo(NodeState& node, v1::NodeCommand command) {
+void Scheduler::SendTo(KnownNode& node, v1::NodeCommand command) {
   if (node.link == nullptr) return;
   command.set_generation(generation_);
   node.link->Send(command);

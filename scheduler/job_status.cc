@@ -14,7 +14,7 @@
 
 namespace gangrun::scheduler {
 
-std::string Scheduler::Describe(const NodeState& node) const {
+std::string Scheduler::Describe(const KnownNode& node) const {
   std::string text = "node '" + node.join.node_name + "' (" + node.join.host_address;
   const bool formed = state_ != JobState::kForming && state_ != JobState::kAwaitingReplacement;
   if (spare_pool_.Has(node.id)) {
@@ -27,64 +27,20 @@ std::string Scheduler::Describe(const NodeState& node) const {
 }
 
 std::string Scheduler::WaitingLine() const {
-  int workers = 0, count = 0;
-  std::string names;
-  // The node ranks still missing, when every node came with one and the same size (so that
-  // the job's node count is known).
-  std::set<int> ranks;
-  bool ranked = true;
-  int size = 0;
+  std::vector<NodeJoin> joined;
   for (const auto& [id, node] : nodes_) {
-    if (!node.joined) continue;
-    workers += node.join.local_worker_num;
-    ++count;
-    if (count <= 8) names += (names.empty() ? "" : ", ") + node.join.node_name;
-    ranks.insert(node.join.requested_rank);
-    ranked = ranked && node.join.requested_rank >= 0 &&
-             (size == 0 || size == node.join.local_worker_num);
-    size = node.join.local_worker_num;
+    if (node.joined) joined.push_back(node.join);
   }
-  if (workers >= options_.world_size) return "";
-  if (count > 8) names += ", ...";
-  std::string missing;
-  if (ranked && size > 0 && options_.world_size % size == 0) {
-    std::vector<std::string> absent;
-    for (int rank = 0; rank < options_.world_size / size; ++rank) {
-      if (ranks.count(rank) == 0) absent.push_back(std::to_string(rank));
-    }
-    if (absent.size() > 8) absent.resize(8), absent.push_back("...");
-    if (!absent.empty()) {
-      missing =
-          absl::StrCat("; node rank", absent.size() > 1 ? "s " : " ", absl::StrJoin(absent, ", "),
-                       absent.size() > 1 ? " have" : " has", " not joined");
-    }
-  }
-  const std::string refused = RefusedText();
-  return absl::StrCat("waiting for ", options_.world_size - workers, " of ", options_.world_size,
-                      " workers (", count, " node(s) joined", names.empty() ? "" : ": ", names,
-                      missing, refused.empty() ? "" : "; refused: " + refused, ")");
+  return Formation::WaitingLine(joined, options_.world_size, formation_.RefusedText());
 }
 
 void Scheduler::NoteRefused(const std::string& peer, const std::string& why) {
   GANGRUN_ON_STRAND(strand_);
   auto host = common::ParseHostPort(peer, "peer");
-  const std::pair<std::string, std::string> key{host.ok() ? host->host : peer, why};
-  auto it = formation_.refused.find(key);
-  if (it != formation_.refused.end()) {
-    ++it->second;
-  } else if (formation_.refused.size() < Formation::kRefusedKept) {
-    formation_.refused.emplace(key, 1);
-    common::Logger("scheduler")->warn("refused a launcher at {}: {}", key.first, why);
+  const std::string who = host.ok() ? host->host : peer;
+  if (formation_.Refused(who, why)) {
+    common::Logger("scheduler")->warn("refused a launcher at {}: {}", who, why);
   }
-}
-
-std::string Scheduler::RefusedText() const {
-  std::vector<std::string> parts;
-  for (const auto& [key, count] : formation_.refused) {
-    parts.push_back(key.first + " (" + key.second +
-                    (count > 1 ? ", " + std::to_string(count) + " times" : "") + ")");
-  }
-  return absl::StrJoin(parts, ", ");
 }
 
 void Scheduler::LogProgress() {
@@ -94,12 +50,11 @@ void Scheduler::LogProgress() {
   last_progress_log_ = now;
   const std::string line = WaitingLine();
   if (line.empty()) return;
-  common::Logger("scheduler")
-      ->info("{}{}", line, wait_reminder_.active() ? "; " + wait_reminder_.Left() : "");
+  common::Logger("scheduler")->info("{}{}", line, formation_.Left());
 }
 
 void Scheduler::RemindWaiting(const std::string& left) {
-  if (!Forming()) return wait_reminder_.Stop();
+  if (!Forming()) return formation_.StopReminding();
   const std::string line = WaitingLine();
   if (line.empty()) return;
   common::Logger("scheduler")->info("still {}; {}", line, left);

@@ -9,7 +9,7 @@
 
 namespace gangrun::scheduler {
 
-absl::Status Scheduler::CheckJoinAllowed(const NodeState& node, const v1::JoinRequest& join) const {
+absl::Status Scheduler::CheckJoinAllowed(const KnownNode& node, const v1::JoinRequest& join) const {
   RETURN_IF_ERROR(CheckJoinRequest(join, identity_));
   if (node.joined) {
     return absl::FailedPreconditionError(Describe(node) + " sent a second join; it has " +
@@ -40,7 +40,7 @@ absl::Status Scheduler::CheckJoinAllowed(const NodeState& node, const v1::JoinRe
   return absl::OkStatus();
 }
 
-void Scheduler::Reject(NodeState& node, const v1::JoinRequest& join, const absl::Status& why) {
+void Scheduler::Reject(KnownNode& node, const v1::JoinRequest& join, const absl::Status& why) {
   common::Logger("scheduler")->error("rejected: {}", std::string(why.message()));
   Record(Event::kNodeRejected, {{"node", Sanitize(join.node_name(), kMaxNameBytes)},
                                 {"address", Sanitize(join.host_address(), 64)},
@@ -50,13 +50,13 @@ void Scheduler::Reject(NodeState& node, const v1::JoinRequest& join, const absl:
   SendAndClose(node, std::move(command));
 }
 
-void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join) {
+void Scheduler::OnJoin(int node_id, KnownNode& node, const v1::JoinRequest& join) {
   if (!join.has_resume() && adoption_ && options_.adopt_or_form && adoption_->generation == 0) {
     common::Logger("scheduler")
         ->info("{} joins afresh: the job had not started a generation; it forms as at first",
                DescribeJoin(join));
     adoption_.reset();
-    ArmFormationTimeout();
+    formation_.Begin(started_at_);
   }
   if (join.has_resume() || adoption_) {
     if (join.has_resume()) return OnResume(node, join);
@@ -99,17 +99,14 @@ void Scheduler::OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join
   if (membership_.workers == options_.world_size) {
     Form();
   } else if (membership_.workers >= min_world()) {
-    if (!formation_.last_call_timer) {
+    const bool called = formation_.CallLast(options_.last_call, [this] {
+      if (Forming() && membership_.workers >= min_world()) Form();
+    });
+    if (called) {
       common::Logger("scheduler")
           ->info("{} of {} to {} workers present; forming in {} ms unless more join",
                  membership_.workers, min_world(), options_.world_size,
                  std::chrono::duration_cast<std::chrono::milliseconds>(options_.last_call).count());
-      formation_.last_call_timer = clock_.After(options_.last_call, [this] {
-        formation_.last_call_timer.reset();
-        const bool forming =
-            state_ == JobState::kForming || state_ == JobState::kAwaitingReplacement;
-        if (forming && membership_.workers >= min_world()) Form();
-      });
     }
   } else {
     LogProgress();
@@ -125,7 +122,7 @@ bool Scheduler::RejectUnreachableNodeRanks() {
     if (node.joined && node.join.requested_rank >= count) refused.push_back(id);
   }
   for (int id : refused) {
-    NodeState& node = nodes_.at(id);
+    KnownNode& node = nodes_.at(id);
     v1::JoinRequest join;
     join.set_node_name(node.join.node_name);
     join.set_host_address(node.join.host_address);
@@ -141,7 +138,7 @@ bool Scheduler::RejectUnreachableNodeRanks() {
   return !refused.empty();
 }
 
-bool Scheduler::CheckEvent(const NodeState& node, const v1::NodeEvent& event) const {
+bool Scheduler::CheckEvent(const KnownNode& node, const v1::NodeEvent& event) const {
   auto in_range = [&node](int rank) {
     // -1: the MindSpore scheduler process (msrun personality).
     return rank == -1 || (rank >= node.slot.first_rank &&

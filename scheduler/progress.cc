@@ -38,7 +38,7 @@ std::string DescribeHang(const v1::RankHung& hung, const std::string& node) {
 
 }  // namespace
 
-void Scheduler::OnProgress(NodeState& node, const v1::ProgressReport& report) {
+void Scheduler::OnProgress(KnownNode& node, const v1::ProgressReport& report) {
   const common::TimePoint now = clock_.Now();
   for (const auto& progress : report.ranks()) {
     auto it = node.workers.find(progress.rank());
@@ -67,7 +67,7 @@ void Scheduler::OnProgress(NodeState& node, const v1::ProgressReport& report) {
   }
 }
 
-void Scheduler::OnRankHung(NodeState& node, const v1::RankHung& hung) {
+void Scheduler::OnRankHung(KnownNode& node, const v1::RankHung& hung) {
   const std::string message = DescribeHang(hung, node.join.node_name);
   if (state_ != JobState::kRunning) {
     // Already capturing or stopping: one report per hang, however many ranks hung with it.
@@ -109,7 +109,7 @@ void Scheduler::OnStacksCaptured(int node_id, const v1::StacksCaptured& captured
   if (state_ == JobState::kCapturing) hang_capture_.OnCaptured(node_id, captured);
 }
 
-void Scheduler::OnTimerExpired(NodeState& node, const v1::TimerExpired& expired) {
+void Scheduler::OnTimerExpired(KnownNode& node, const v1::TimerExpired& expired) {
   const std::string scope = Sanitize(expired.scope(), kMaxNameBytes);
   const std::string message = absl::StrFormat(
       "the torch timer '%s' of rank %d on %s expired (pid %d was sent %s)", scope, expired.rank(),

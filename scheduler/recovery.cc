@@ -13,13 +13,7 @@ namespace gangrun::scheduler {
 void Scheduler::WaitForReplacement() {
   Enter(JobState::kAwaitingReplacement, lost_node_);
   stopping_.reset();
-  formation_.deadline.reset();
-  if (options_.cluster_timeout >= common::Duration::zero()) {
-    formation_.deadline = clock_.Now() + options_.cluster_timeout;
-    formation_.timer = clock_.After(options_.cluster_timeout, [this] { OnFormationTimeout(); });
-  }
-  wait_reminder_.Stop();  // a new wait, with its own deadline
-  wait_reminder_.Start(formation_.deadline);
+  formation_.Begin(clock_.Now());
   if (MembershipComplete()) return Form();  // a spare took the place
   if (!options_.await_replacement && spare_pool_.admitted() >= options_.spare_nodes) {
     // Nothing would start a launcher for it (a daemon's job) and every spare has come: the
@@ -55,11 +49,12 @@ void Scheduler::OnFormationTimeout() {
   // The report says "the cluster did not form: " before it.
   const auto seconds =
       std::chrono::duration_cast<std::chrono::seconds>(options_.cluster_timeout).count();
-  outcome.set_message("--cluster_time_out (" + std::to_string(seconds) + " s) passed with " +
-                      std::to_string(workers) + " of " + std::to_string(options_.world_size) +
-                      " workers joined (present: " + (present.empty() ? "none" : present) + "); " +
-                      std::to_string(options_.world_size - workers) + " worker(s) never came" +
-                      (formation_.refused.empty() ? "" : "; refused: " + RefusedText()));
+  outcome.set_message(
+      "--cluster_time_out (" + std::to_string(seconds) + " s) passed with " +
+      std::to_string(workers) + " of " + std::to_string(options_.world_size) +
+      " workers joined (present: " + (present.empty() ? "none" : present) + "); " +
+      std::to_string(options_.world_size - workers) + " worker(s) never came" +
+      (formation_.RefusedText().empty() ? "" : "; refused: " + formation_.RefusedText()));
   CountFailure(FailureCause::kFormationTimeout);
   Finish(std::move(outcome));
 }
@@ -76,7 +71,7 @@ void Scheduler::Reform(const std::string& why) {
 }
 
 void Scheduler::Release(int node_id, const std::string& why) {
-  NodeState& node = nodes_.at(node_id);
+  KnownNode& node = nodes_.at(node_id);
   Record(Event::kNodeReleased, {{"node", node.join.node_name}, {"reason", why}});
   v1::NodeCommand command;
   v1::JobOutcome* outcome = command.mutable_finished()->mutable_outcome();

@@ -14,7 +14,32 @@ using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 
 Scheduler::Scheduler(common::Clock& clock, Options options)
-    : clock_(clock), options_(std::move(options)), policy_(options_.recovery) {
+    : clock_(clock),
+      options_(std::move(options)),
+      policy_(options_.recovery),
+      formation_(clock_, options_.cluster_timeout,
+                 {[this] { OnFormationTimeout(); },
+                  [this](const std::string& left) { RemindWaiting(left); }}),
+      logs_(*this, clock_),
+      stacks_requests_(*this, clock_, options_.progress_rules.stack_timeout_seconds()),
+      hang_capture_(*this, clock_, options_.progress_rules.stack_timeout_seconds(),
+                    [this](HangVerdict verdict) { OnHangJudged(std::move(verdict)); }),
+      ledger_(clock_),
+      spare_pool_(options_.spare_nodes),
+      health_rounds_(*this,
+                     [this] {
+                       if (Forming()) Form();
+                     }),
+      liveness_(*this, clock_,
+                {options_.node_timeout, options_.heartbeat_interval, options_.join_timeout},
+                {[this](int id) { return StandingOf(id); },
+                 [this](int id, const std::string& why) { OnSilent(id, why); },
+                 [this](int id) { CloseUnjoined(id); }}),
+      time_limit_(
+          *this, clock_,
+          {options_.time_limit, options_.time_limit_signal, options_.time_limit_signal_before},
+          [this](int signal, const std::string& why) { SignalWorkers(signal, why); },
+          [this](const std::string& why) { OnTimeLimit(why); }) {
   identity_.world_size = options_.world_size;
   identity_.min_world_size = min_world();
   identity_.run_id = options_.run_id;
@@ -56,7 +81,7 @@ void Scheduler::WatchConnections(ActivityReader reader) {
 Liveness::Standing Scheduler::StandingOf(int node_id) const {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) return Liveness::Standing::kIgnored;
-  const NodeState& node = it->second;
+  const KnownNode& node = it->second;
   if (!node.joined && !spare_pool_.Has(node_id) && !node.excluded)
     return Liveness::Standing::kUnjoined;
   const bool judged =
@@ -117,7 +142,7 @@ void Scheduler::Enter(JobState to, std::string_view why) {
   }
   state_ = to;
   ledger_.OnState(to);
-  if (!Forming()) wait_reminder_.Stop();
+  if (!Forming()) formation_.StopReminding();
 }
 
 void Scheduler::Start() {
@@ -144,23 +169,9 @@ void Scheduler::Start() {
     liveness_.Start();
     return;
   }
-  ArmFormationTimeout();
+  formation_.Begin(started_at_);
   time_limit_.Arm();
   liveness_.Start();
-}
-
-void Scheduler::ArmFormationTimeout() {
-  formation_.timer.reset();
-  formation_.deadline.reset();
-  if (options_.cluster_timeout >= common::Duration::zero()) {
-    formation_.deadline = started_at_ + options_.cluster_timeout;
-  }
-  wait_reminder_.Start(formation_.deadline);
-  if (options_.cluster_timeout >= common::Duration::zero()) {
-    const common::Duration left = options_.cluster_timeout - (clock_.Now() - started_at_);
-    formation_.timer =
-        clock_.After(std::max(left, common::Duration::zero()), [this] { OnFormationTimeout(); });
-  }
 }
 
 int Scheduler::AddNode(NodeLink* link) {
@@ -179,7 +190,7 @@ void Scheduler::OnNodeEvent(int node_id, const v1::NodeEvent& event) {
   // `gangrun logs` reads the last of the logs while the job ends.
   if (event.has_log_read() && it->second.joined) return logs_.OnLogRead(node_id, event.log_read());
   if (state_ == JobState::kFinished) return;
-  NodeState& node = it->second;
+  KnownNode& node = it->second;
   liveness_.Heard(node_id);
   if (event.has_heartbeat()) return;
   if (event.has_join()) return OnJoin(node_id, node, event.join());
@@ -227,7 +238,7 @@ void Scheduler::OnNodeDisconnected(int node_id) {
   GANGRUN_ON_STRAND(strand_);
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) return;
-  NodeState& node = it->second;
+  KnownNode& node = it->second;
   node.link = nullptr;
   liveness_.Unlink(node_id);
   if (!node.joined || node.lost || state_ == JobState::kFinished) {
@@ -264,7 +275,7 @@ void Scheduler::OnNodeDisconnected(int node_id) {
   OnNodeLost(node_id, node, FailureCause::kConnectionLost, "its connection broke");
 }
 
-void Scheduler::RecordLoss(const NodeState& node, FailureCause cause, const std::string& why) {
+void Scheduler::RecordLoss(const KnownNode& node, FailureCause cause, const std::string& why) {
   common::Logger("scheduler")->error("lost {}: {}", Describe(node), why);
   CountFailure(cause);
   Record(Event::kNodeLost, {{"node", node.join.node_name},
@@ -278,7 +289,7 @@ void Scheduler::RecordLoss(const NodeState& node, FailureCause cause, const std:
 // What a lost node means depends on the state: while forming, only that its workers no
 // longer count; while a generation runs, an elastic job shrinks, a job with restarts left
 // waits for a replacement, and any other job ends (NODE_LOST).
-void Scheduler::OnNodeLost(int node_id, NodeState& node, FailureCause cause,
+void Scheduler::OnNodeLost(int node_id, KnownNode& node, FailureCause cause,
                            const std::string& reason) {
   const std::string why = reason + liveness_.StallNote();
   const common::TimePoint last_seen = liveness_.LastSeen(node_id);

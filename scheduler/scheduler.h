@@ -7,20 +7,10 @@
 //
 // An actor: all of its state is touched only on the io_context's single thread (its strand),
 // checked at every entry point. Links must outlive it or be removed with OnNodeDisconnected
-// first. The core (docs/ARCHITECTURE.md) keeps the job's state, its membership and its nodes,
-// spread by concern over part files whose declarations are grouped below under their names:
-// scheduler.cc (entry points, lost nodes, the NodeDirectory its components reach it
-// through), generation.cc (forming, starting, stopping and ending generations), joins.cc
-// (admitting nodes), adoption.cc, recovery.cc (restarts, replacements, elastic membership),
-// spares.cc (promotions, exclusions, what a failed generation means), signals.cc (job-wide
-// signals, what the time limit means), progress.cc (progress reports and hangs as the nodes
-// report them), job_status.cc (status, stop requests, the outcome). Its components own their
-// state, each behind its own header, and reach the core through NodeDirectory: liveness.h,
-// health_rounds.h, spare_pool.h, logs.h, stacks_request.h, hang_capture.h, time_limit.h,
-// ledger.h.
-//
-// The job is always in one named state (scheduler/job_state.h holds the table of its edges and
-// a worked example).
+// first. The core (docs/ARCHITECTURE.md) keeps the job's state (scheduler/job_state.h: the
+// table of its edges), its membership and its nodes (scheduler/core_records.h); its part
+// files' declarations are grouped below under their names. Its components own their state
+// behind their own headers and reach it through NodeDirectory (scheduler/node_directory.h).
 
 #include <array>
 #include <deque>
@@ -38,6 +28,8 @@
 #include "gangrun/v1/session.pb.h"
 #include "nlohmann/json.hpp"
 #include "rpc/connection_activity.h"
+#include "scheduler/core_records.h"
+#include "scheduler/formation.h"
 #include "scheduler/hang_capture.h"
 #include "scheduler/health_rounds.h"
 #include "scheduler/job_state.h"
@@ -54,7 +46,6 @@
 #include "scheduler/stacks_request.h"
 #include "scheduler/telemetry.h"
 #include "scheduler/time_limit.h"
-#include "scheduler/wait_reminder.h"
 
 namespace gangrun::scheduler {
 
@@ -118,70 +109,41 @@ class Scheduler : private NodeDirectory {
   void CloseLogs(uint64_t id);
 
  private:
-  // Why a running generation is being stopped (kStopping).
-  struct StopReason {
-    enum class Kind { kWorkerFailed, kHung, kNodeLost, kStopRequested, kReform, kTimeLimit };
-    Kind kind;
-    std::string message;       // what happened, for the log and the nodes
-    v1::RootCause root_cause;  // kWorkerFailed: the first failure; kHung: where to look first
-    std::vector<v1::StackGroup> groups;  // kHung: where every rank was
-    int root_node = 0;        // kWorkerFailed, kHung: the node it happened on (0: unknown)
-    bool no_restart = false;  // kWorkerFailed: its exit code is one of --no_restart_exit_codes
-  };
-  struct NodeState {
-    int id = 0;
-    NodeLink* link = nullptr;
-    bool joined = false;        // a member of the job
-    bool excluded = false;      // left the job (health, --exclude_after); gone once disconnected
-    bool health_check = false;  // it runs --health_check when asked (CheckHealth)
-    std::string domain;         // --topology_domain ("" = none; at most kMaxNameBytes)
-    NodeJoin join;
-    std::vector<std::string> addresses;  // its host's others (JoinRequest.addresses; bounded)
-    int free_port = 0;
-    NodeSlot slot;
-    bool ended = false;  // its processes of this generation have all ended
-    bool lost = false;
-    int pid = 0;
-    std::map<int, v1::WorkerStatus> workers;       // this generation's, by rank
-    std::map<int, common::TimePoint> reported_at;  // when each rank last reported progress
-  };
-
   // adoption.cc
   struct Adoption;
-  void OnResume(NodeState& node, const v1::JoinRequest& join);
+  void OnResume(KnownNode& node, const v1::JoinRequest& join);
   void CompleteAdoption(const std::string& missing);
   void ArmAdoption();
-  void ArmFormationTimeout();  // --cluster_time_out, from the scheduler's start
   std::unique_ptr<Adoption> adoption_;
   // joins.cc
-  void OnJoin(int node_id, NodeState& node, const v1::JoinRequest& join);
-  absl::Status CheckJoinAllowed(const NodeState& node, const v1::JoinRequest& join) const;
-  void Reject(NodeState& node, const v1::JoinRequest& join, const absl::Status& why);
+  void OnJoin(int node_id, KnownNode& node, const v1::JoinRequest& join);
+  absl::Status CheckJoinAllowed(const KnownNode& node, const v1::JoinRequest& join) const;
+  void Reject(KnownNode& node, const v1::JoinRequest& join, const absl::Status& why);
   // Refuses, alone, the nodes whose explicit node rank the job's final node count cannot
   // reach; true if any was refused (the job then waits for the right nodes).
   bool RejectUnreachableNodeRanks();
   // Checks a joined node's event; false (with a warning) for one that must be ignored.
-  bool CheckEvent(const NodeState& node, const v1::NodeEvent& event) const;
+  bool CheckEvent(const KnownNode& node, const v1::NodeEvent& event) const;
   // generation.cc
   void Form();
   void StartGeneration();
-  void OnWorkerStarted(NodeState& node, const v1::WorkerStarted& started);
-  void OnWorkerExited(NodeState& node, const v1::WorkerExited& exited);
-  void OnLogOutputLost(const NodeState& node, const v1::WorkerExited& exited);
-  void OnGenerationEnded(NodeState& node);
+  void OnWorkerStarted(KnownNode& node, const v1::WorkerStarted& started);
+  void OnWorkerExited(KnownNode& node, const v1::WorkerExited& exited);
+  void OnLogOutputLost(const KnownNode& node, const v1::WorkerExited& exited);
+  void OnGenerationEnded(KnownNode& node);
   // kRunning -> kStopping: tells every node to stop (a repeat keeps the first reason).
   void BeginStopping(StopReason reason);
   // Every node has ended: decides what comes next (the kStopping row of the table).
   void MaybeGenerationOver();
   void AbortAll(const std::string& reason);
   void Finish(v1::JobOutcome outcome);
-  void SendTo(NodeState& node, v1::NodeCommand command);
+  void SendTo(KnownNode& node, v1::NodeCommand command);
   // The last command a node gets on this connection (finished, rejected).
-  void SendAndClose(NodeState& node, v1::NodeCommand command);
+  void SendAndClose(KnownNode& node, v1::NodeCommand command);
   // progress.cc
-  void OnProgress(NodeState& node, const v1::ProgressReport& report);
-  void OnRankHung(NodeState& node, const v1::RankHung& hung);
-  void OnTimerExpired(NodeState& node, const v1::TimerExpired& expired);
+  void OnProgress(KnownNode& node, const v1::ProgressReport& report);
+  void OnRankHung(KnownNode& node, const v1::RankHung& hung);
+  void OnTimerExpired(KnownNode& node, const v1::TimerExpired& expired);
   void OnStacksCaptured(int node_id, const v1::StacksCaptured& captured);
   // The hang capture's verdict: kCapturing -> kStopping(hung).
   void OnHangJudged(HangVerdict verdict);
@@ -221,55 +183,51 @@ class Scheduler : private NodeDirectory {
   void OnSilent(int node_id, const std::string& why);
   void CloseUnjoined(int node_id);
   // scheduler.cc
-  void OnNodeLost(int node_id, NodeState& node, FailureCause cause, const std::string& why);
+  void OnNodeLost(int node_id, KnownNode& node, FailureCause cause, const std::string& why);
   // The error line, the failure count and the node_lost event of a lost node.
-  void RecordLoss(const NodeState& node, FailureCause cause, const std::string& why);
+  void RecordLoss(const KnownNode& node, FailureCause cause, const std::string& why);
   // spares.cc
   // Whether this join, which has no place in the job, may wait as a spare.
-  bool JoinsAsSpare(const NodeState& node, const v1::JoinRequest& join) const;
-  void AdmitSpare(NodeState& node, const v1::JoinRequest& join);
+  bool JoinsAsSpare(const KnownNode& node, const v1::JoinRequest& join) const;
+  void AdmitSpare(KnownNode& node, const v1::JoinRequest& join);
   // Gives `gone`'s place (its node rank and ranks) to a spare with as many workers; false if
   // none has, and after generation 1 the place is kept as a hole that the next spare to come
   // fills (FillHoles). `gone` must already be out of the membership.
-  bool TakeSpareFor(const NodeState& gone);
-  bool TakeSpare(const SparePool::Hole& place, const NodeState* except);
+  bool TakeSpareFor(const KnownNode& gone);
+  bool TakeSpare(const SparePool::Hole& place, const KnownNode* except);
   // A spare that came after a place was left empty takes it (and, forming, the job forms).
   void FillHoles();
   // Every member keeps the node rank it has (a spare's promotion must not move anyone).
-  void PinNodeRanks(const NodeState* except);
+  void PinNodeRanks(const KnownNode* except);
   // Takes the node out of the job (it is told why; its launcher exits 6). True if that left a
   // place nobody took: no spare had as many workers and the job cannot shrink.
   bool Exclude(int node_id, FailureCause cause, const std::string& why);
-  // After a failed generation: --no_restart_exit_codes, --max_no_progress_restarts,
-  // --exclude_after, then the budget (the kStopping row of the table).
   // What ended the generation being stopped, in a phrase ("rank 3 on h1 exited with code 7
   // (log: ...)"), and the owner's note of it with what follows ("restarting in 1 s ...").
   std::string EndedWhy() const;
   void NoteEnded(const std::string& then);
+  // After a failed generation: --no_restart_exit_codes, --max_no_progress_restarts,
+  // --exclude_after, then the budget (the kStopping row of the table).
   void AfterFailedGeneration(bool worker_failed);
   // Health rounds: before a generation after the first, every member and spare that has a
   // --health_check runs it; the generation starts once all answered. False when nothing
   // needs checking (or the round for the next generation is done).
   bool AwaitHealth();
-  void OnHealthChecked(NodeState& node, const v1::HealthChecked& checked);
+  void OnHealthChecked(KnownNode& node, const v1::HealthChecked& checked);
   // A fixed-size job has all its workers; an elastic one at least its minimum.
   bool MembershipComplete() const;
   // signals.cc
   // The time limit passed (scheduler/time_limit.h): the job stops.
   void OnTimeLimit(const std::string& why);
-  void OnForwardSignal(const NodeState& from, int signal);
+  void OnForwardSignal(const KnownNode& from, int signal);
   // Sends `signal` to every worker of every member.
   void SignalWorkers(int signal, const std::string& why);
   // job_status.cc
   void LogProgress();
-  // Who was refused before they could join, "HOST (why)" with a count, for the wait's line
-  // and the formation's failure: the job's owner learns that a launcher tried.
-  std::string RefusedText() const;
-  // "waiting for 2 of 4 workers (1 node(s) joined: a; node rank 1 has not joined)", or ""
-  // when no worker is missing.
+  // Formation::WaitingLine of the joined nodes.
   std::string WaitingLine() const;
   void RemindWaiting(const std::string& left);
-  std::string Describe(const NodeState& node) const;
+  std::string Describe(const KnownNode& node) const;
   void OnStopRequest(const v1::StopRequest& request);
   // The outcome if the job ended now.
   v1::JobOutcome CurrentOutcome() const;
@@ -296,22 +254,9 @@ class Scheduler : private NodeDirectory {
   bool membership_changed_ = false;  // elastic: re-form when the generation is over
   uint64_t generation_ = 0;
   int next_node_id_ = 1;
-  std::map<int, NodeState> nodes_;
+  std::map<int, KnownNode> nodes_;
   int ended_scan_from_ = 0;  // MaybeGenerationOver: every node below this id has ended
   Membership membership_;    // the joined nodes, for O(log n) join checks
-  // The wait for nodes (the first, and each after a restart).
-  struct Formation {
-    std::unique_ptr<common::Timer> timer;  // --cluster_time_out
-    // When the wait for nodes ends in failure (--cluster_time_out); none without a limit.
-    std::optional<common::TimePoint> deadline;
-    std::unique_ptr<common::Timer> last_call_timer;  // elastic: --last_call
-    // Launchers refused at the session's opening (their token, their TLS): host and why ->
-    // how often. At most kRefusedKept entries; the first ones stay.
-    static constexpr size_t kRefusedKept = 8;
-    std::map<std::pair<std::string, std::string>, int> refused;
-  } formation_;
-  // The wait's line again while the job waits for nodes (scheduler/wait_reminder.h).
-  WaitReminder wait_reminder_{clock_, [this](const std::string& left) { RemindWaiting(left); }};
   std::unique_ptr<common::Timer> restart_timer_;
   std::unique_ptr<common::Timer> fence_timer_;  // Form() again once the lease is confirmed
   int restarts_used_ = 0;
@@ -342,28 +287,17 @@ class Scheduler : private NodeDirectory {
     common::TimePoint requested_at;
     std::optional<common::TimePoint> abort_sent_at;
   } timing_;
-  // The components, last: destroyed first, while the core they reach is whole.
-  LogsPump logs_{*this, clock_};
-  StacksRequests stacks_requests_{*this, clock_, options_.progress_rules.stack_timeout_seconds()};
-  HangCapture hang_capture_{*this, clock_, options_.progress_rules.stack_timeout_seconds(),
-                            [this](HangVerdict verdict) { OnHangJudged(std::move(verdict)); }};
-  Ledger ledger_{clock_};  // where the job's time went
-  SparePool spare_pool_{options_.spare_nodes};
-  HealthRounds health_rounds_{*this, [this] {
-                                if (Forming()) Form();
-                              }};
-  Liveness liveness_{*this,
-                     clock_,
-                     {options_.node_timeout, options_.heartbeat_interval, options_.join_timeout},
-                     {[this](int id) { return StandingOf(id); },
-                      [this](int id, const std::string& why) { OnSilent(id, why); },
-                      [this](int id) { CloseUnjoined(id); }}};
-  TimeLimit time_limit_{
-      *this,
-      clock_,
-      {options_.time_limit, options_.time_limit_signal, options_.time_limit_signal_before},
-      [this](int signal, const std::string& why) { SignalWorkers(signal, why); },
-      [this](const std::string& why) { OnTimeLimit(why); }};
+  // The components, last: destroyed first, while the core they reach is whole. Each is
+  // constructed (scheduler.cc) with what it is told of the job and the core's callbacks.
+  Formation formation_;  // the wait for nodes
+  LogsPump logs_;
+  StacksRequests stacks_requests_;
+  HangCapture hang_capture_;
+  Ledger ledger_;  // where the job's time went
+  SparePool spare_pool_;
+  HealthRounds health_rounds_;
+  Liveness liveness_;
+  TimeLimit time_limit_;
 };
 
 }  // namespace gangrun::scheduler

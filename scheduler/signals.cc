@@ -25,7 +25,7 @@ void Scheduler::OnTimeLimit(const std::string& why) {
   }
 }
 
-void Scheduler::OnForwardSignal(const NodeState& from, int signal) {
+void Scheduler::OnForwardSignal(const KnownNode& from, int signal) {
   const auto& allowed = options_.signals_to_forward;
   if (std::find(allowed.begin(), allowed.end(), signal) == allowed.end()) {
     common::Logger("scheduler")

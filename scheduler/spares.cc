@@ -8,7 +8,7 @@
 
 namespace gangrun::scheduler {
 
-bool Scheduler::JoinsAsSpare(const NodeState& node, const v1::JoinRequest& join) const {
+bool Scheduler::JoinsAsSpare(const KnownNode& node, const v1::JoinRequest& join) const {
   if (spare_pool_.wanted() <= 0 || node.joined || spare_pool_.Has(node.id)) return false;
   // No place for it: the job is full, or (fixed size) already formed.
   const bool full = membership_.workers + join.local_worker_num() > options_.world_size;
@@ -17,7 +17,7 @@ bool Scheduler::JoinsAsSpare(const NodeState& node, const v1::JoinRequest& join)
   return !spare_pool_.full();
 }
 
-void Scheduler::AdmitSpare(NodeState& node, const v1::JoinRequest& join) {
+void Scheduler::AdmitSpare(KnownNode& node, const v1::JoinRequest& join) {
   node.domain = Sanitize(join.topology_domain(), kMaxNameBytes);
   spare_pool_.Admit(node.id, join.local_worker_num(), node.domain);
   node.join = {join.node_name(), join.host_address(), -1, join.local_worker_num()};
@@ -41,7 +41,7 @@ void Scheduler::AdmitSpare(NodeState& node, const v1::JoinRequest& join) {
   FillHoles();
 }
 
-void Scheduler::PinNodeRanks(const NodeState* except) {
+void Scheduler::PinNodeRanks(const KnownNode* except) {
   for (auto& [id, node] : nodes_) {
     if (!node.joined || &node == except || node.join.requested_rank == node.slot.node_rank) {
       continue;
@@ -52,20 +52,20 @@ void Scheduler::PinNodeRanks(const NodeState* except) {
   }
 }
 
-bool Scheduler::TakeSpareFor(const NodeState& gone) {
+bool Scheduler::TakeSpareFor(const KnownNode& gone) {
   SparePool::Hole place{gone.join, gone.slot, Describe(gone), gone.domain};
   if (TakeSpare(place, &gone)) return true;
   if (generation_ > 0) spare_pool_.Leave(std::move(place));
   return false;
 }
 
-bool Scheduler::TakeSpare(const SparePool::Hole& place, const NodeState* except) {
+bool Scheduler::TakeSpare(const SparePool::Hole& place, const KnownNode* except) {
   const NodeJoin& join = place.join;
   const NodeSlot& slot = place.slot;
   const std::string& gone = place.who;
   const std::optional<int> found = spare_pool_.For(join.local_worker_num, place.domain);
   if (!found) return false;
-  NodeState& spare = nodes_.at(*found);
+  KnownNode& spare = nodes_.at(*found);
   if (generation_ > 0) PinNodeRanks(except);
   spare_pool_.Remove(spare.id);
   spare.joined = true;
@@ -97,7 +97,7 @@ void Scheduler::FillHoles() {
 bool Scheduler::Exclude(int node_id, FailureCause cause, const std::string& why) {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end() || it->second.excluded) return false;
-  NodeState& node = it->second;
+  KnownNode& node = it->second;
   common::Logger("scheduler")->error("excluding {}: {}", Describe(node), why);
   CountFailure(cause);
   Record(Event::kNodeExcluded, {{"node", node.join.node_name},
@@ -178,7 +178,7 @@ bool Scheduler::AwaitHealth() {
   return health_rounds_.Await(generation_ + 1, checked);
 }
 
-void Scheduler::OnHealthChecked(NodeState& node, const v1::HealthChecked& checked) {
+void Scheduler::OnHealthChecked(KnownNode& node, const v1::HealthChecked& checked) {
   std::string message;
   if (health_rounds_.OnChecked(node.id, checked, &message) == HealthRounds::Answer::kUnhealthy) {
     // Exclude answers for it (a place left empty is waited for when forming).
