@@ -1,5 +1,6 @@
 // gangrun-bench rendezvous --nodes N --heartbeat_interval S --duration D [--transport T]
 //                          [--nodes_per_channel K] [--node_timeout T] [--store URL]
+//                          [--open_batch B]
 //
 // Starts a real scheduler (its own process, so its CPU can be measured alone), then N
 // simulated nodes in this process, each a real node session on its own TCP connection:
@@ -18,6 +19,9 @@
 // The scheduler runs with the same node timeout; a node it loses is counted in "lost".
 // --store etcd://HOST:PORT: the scheduler first wins a run's key in etcd and writes the job's
 // record at each generation, as a launcher with --store does (README "A store of record").
+// --open_batch B: the simulated nodes open B sessions per turn of their loop, so that they
+// answer the scheduler's challenges between openings as independent hosts would (default 0:
+// every session in one turn, the nodes' thread answering nothing until all have connected).
 // The last line printed is JSON. A benchmark, not a test.
 
 #include <signal.h>
@@ -34,6 +38,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <iostream>
 #include <memory>
@@ -65,8 +70,9 @@ struct Params {
   double duration = 10.0;
   int per_channel = 1;
   double node_timeout = 5.0;
-  bool grpc = false;  // --transport grpc
-  std::string store;  // --store etcd://...: the scheduler keeps the job's record there
+  int open_batch = 0;  // --open_batch: sessions opened per turn of the nodes' loop (0: all)
+  bool grpc = false;   // --transport grpc
+  std::string store;   // --store etcd://...: the scheduler keeps the job's record there
   // --token: the job's token, set on the scheduler and every node (session transport): a
   // random one unless given; "none" for a job without one.
   std::string token = absl::BytesToHexString(rpc::RandomBytes(16));
@@ -154,8 +160,11 @@ int Rendezvous(const Params& params, const std::string& self) {
   grpc.keepalive = heartbeat_interval;
   grpc.keepalive_timeout = node_timeout + 4 * heartbeat_interval;
   std::promise<void> opened;
-  boost::asio::post(io, [&] {
-    for (int i = 0; i < nodes; ++i) {
+  const int batch = params.open_batch > 0 ? params.open_batch : nodes;
+  // Opens nodes [from, from + batch), then posts the next batch behind whatever the nodes'
+  // loop has to do meanwhile (the scheduler's challenges to answer).
+  std::function<void(int)> open_from = [&](int from) {
+    for (int i = from; i < std::min(nodes, from + batch); ++i) {
       node::ConnectionFactory factory;
       if (params.grpc) {
         if (!channels.empty()) grpc.channel = channels[i / per_channel];
@@ -167,8 +176,10 @@ int Rendezvous(const Params& params, const std::string& self) {
       links[i]->Connect(on_command(i), [&](const std::string&, bool) { ++lost; });
       links[i]->Send(join(i));
     }
-    opened.set_value();
-  });
+    if (from + batch >= nodes) return opened.set_value();
+    boost::asio::post(io, [&, next = from + batch] { open_from(next); });
+  };
+  boost::asio::post(io, [&] { open_from(0); });
   opened.get_future().wait();
   std::fprintf(stderr, "all %d sessions opened after %.3f s\n", nodes,
                std::chrono::duration<double>(Clock::now() - start).count());
@@ -240,7 +251,7 @@ int Rendezvous(const Params& params, const std::string& self) {
 constexpr char kUsage[] =
     "usage: gangrun-bench rendezvous --nodes N --heartbeat_interval S --duration D "
     "[--transport session|grpc] [--nodes_per_channel K] [--node_timeout T] [--store URL] "
-    "[--token TOKEN|none]\n";
+    "[--token TOKEN|none] [--open_batch B]\n";
 
 int RendezvousMain(const std::vector<std::string>& args, const std::string& self) {
   Params params;
@@ -250,6 +261,7 @@ int RendezvousMain(const std::vector<std::string>& args, const std::string& self
       {"--duration", DoubleFlag(params.duration, 0.1)},
       {"--nodes_per_channel", IntFlag(params.per_channel, 1)},
       {"--node_timeout", DoubleFlag(params.node_timeout, 0.1)},
+      {"--open_batch", IntFlag(params.open_batch, 1)},
       {"--store",
        [&params](const std::string& v) {
          params.store = v;

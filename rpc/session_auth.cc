@@ -2,10 +2,9 @@
 
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <openssl/sha.h>
-#include <sys/random.h>
 
-#include <cerrno>
 #include <cstring>
 
 #include "absl/strings/escaping.h"
@@ -98,14 +97,13 @@ std::string Hmac::Tag(std::string_view header, std::string_view body) {
 }
 
 std::string RandomBytes(size_t count) {
+  // OpenSSL's private DRBG: seeded from the kernel (getrandom), reseeded on its own schedule
+  // and after a fork; one system call per nonce was three per node at a rendezvous.
+  GANGRUN_CHECK(count <= (1u << 20), "at most 1 MiB of random bytes at once");
   std::string out(count, '\0');
-  size_t done = 0;
-  while (done < count) {
-    const ssize_t n = getrandom(out.data() + done, count - done, 0);
-    if (n < 0 && errno == EINTR) continue;
-    GANGRUN_CHECK(n > 0, "the kernel gives random bytes");
-    done += static_cast<size_t>(n);
-  }
+  GANGRUN_CHECK(
+      RAND_priv_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(count)) == 1,
+      "OpenSSL gives random bytes");
   return out;
 }
 

@@ -34,7 +34,7 @@ namespace gangrun::rpc {
 inline constexpr size_t kNonceBytes = 16;
 inline constexpr size_t kTagBytes = 16;
 
-// `count` bytes from the kernel's random source.
+// `count` bytes (at most 1 MiB) from OpenSSL's private generator, which the kernel seeds.
 std::string RandomBytes(size_t count);
 // A random non-zero 64-bit number.
 uint64_t RandomId();
