@@ -186,6 +186,7 @@ void Scheduler::OnWorkerExited(KnownNode& node, const v1::WorkerExited& exited) 
                                          : std::string("the MindSpore scheduler process")) +
                      " on " + node.join.node_name + " failed";
     failed_at_ = std::make_pair(generation_, clock_.Now());
+    if (state_ == JobState::kRunning) ReclassifyStall();  // a collective's timeout, say
     CountFailure(FailureCause::kWorkerExit);
     Record(Event::kWorkerFailed, {{"generation", generation_},
                                   {"rank", exited.rank()},

@@ -10,7 +10,8 @@
 //                init_process_group, checkpoint loading); counted when that happens, so a job
 //                whose ranks never report progress has no starting time, only training
 //   training     kRunning after that
-//   stalled      the silence before a rank was judged hung (moved out of training)
+//   stalled      the silence before a rank was judged hung, or before a rank failed beyond 3
+//                of the job's usual steps (a collective's timeout); moved out of training
 //   detecting    kCapturing (stacks of a hang), and the silence before a node was judged
 //                lost (moved out of training)
 //   stopping     kStopping: until every worker of the generation is gone

@@ -67,6 +67,27 @@ void Scheduler::OnProgress(KnownNode& node, const v1::ProgressReport& report) {
   }
 }
 
+void Scheduler::ReclassifyStall() {
+  // A silence longer than this many of the job's usual (median) steps, and at least 1 s, was
+  // a stall: the rest of it is moved out of training.
+  constexpr double kStallSteps = 3;
+  std::vector<double> times;
+  std::optional<common::TimePoint> last;
+  for (const auto& [id, node] : nodes_) {
+    if (!node.joined) continue;
+    for (const auto& [rank, worker] : node.workers) {
+      if (worker.step_seconds() > 0) times.push_back(worker.step_seconds());
+    }
+    for (const auto& [rank, at] : node.reported_at) last = std::max(last.value_or(at), at);
+  }
+  if (times.empty() || !last) return;
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  const common::Duration usual = std::max<common::Duration>(
+      common::DurationOf(kStallSteps * times[times.size() / 2]), std::chrono::seconds(1));
+  const common::Duration silence = clock_.Now() - *last;
+  if (silence > usual) ledger_.Reclassify(LedgerPhase::kStalled, silence - usual);
+}
+
 void Scheduler::OnRankHung(KnownNode& node, const v1::RankHung& hung) {
   const std::string message = DescribeHang(hung, node.join.node_name);
   if (state_ != JobState::kRunning) {

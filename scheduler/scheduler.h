@@ -147,6 +147,9 @@ class Scheduler : private NodeDirectory {
   void OnStacksCaptured(int node_id, const v1::StacksCaptured& captured);
   // The hang capture's verdict: kCapturing -> kStopping(hung).
   void OnHangJudged(HangVerdict verdict);
+  // A rank failed while running: the job's silence before it, past a few of its usual steps,
+  // was a stall (no hang rule caught it: a collective's timeout ended it), not training.
+  void ReclassifyStall();
   // NodeDirectory, for the components (scheduler.cc).
   std::map<int, Place> RankPlaces() const override;
   std::string HostOf(int node_id) const override;

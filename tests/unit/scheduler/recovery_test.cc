@@ -301,6 +301,42 @@ TEST_F(RecoveryTest, WithoutASpareTheOutcomeSaysWhatOneWouldHaveSaved) {
   EXPECT_EQ(WhatIf(outcome->ledger(), /*spare_nodes=*/1), "") << "it had one";
 }
 
+// No hang rule caught it: a rank failed after the job had stopped stepping (a collective's
+// timeout, say). The silence past 3 of its usual steps (at least 1 s) was a stall, not
+// training; a failure right after a step moves nothing.
+TEST_F(RecoveryTest, TheSilenceBeforeAFailureIsAStallNotTraining) {
+  Make(1, /*max_restarts=*/2);
+  int a = Join("a");
+  auto step = [&](int n) {
+    v1::NodeEvent progress;
+    auto* rank = progress.mutable_progress()->add_ranks();
+    rank->set_rank(0);
+    rank->set_step(n);
+    rank->set_reports(n);
+    rank->set_step_seconds(0.5);
+    Send(a, progress);
+  };
+  Send(a, testing::StartedEvent(0, 0, 100));
+  step(5);
+  Pass(10, {a});  // nothing steps for 10 s; then gloo's timeout ends rank 0
+  Send(a, testing::ExitedEvent(0, 0, 1));
+  Send(a, testing::EndedEvent(0));
+  clock.Advance(seconds(60));
+  ASSERT_EQ(scheduler->generation(), 2u);
+  Send(a, testing::StartedEvent(0, 0, 101));
+  step(1);
+  Pass(1, {a});  // within 3 steps of 0.5 s, and under 1 s: not a stall
+  Send(a, testing::ExitedEvent(0, 0, 1));
+  Send(a, testing::EndedEvent(0));
+  clock.Advance(seconds(2));  // the backoff
+  ASSERT_EQ(scheduler->generation(), 3u);
+  EndGeneration({a}, {0}, 0);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_SUCCEEDED);
+  EXPECT_NEAR(outcome->ledger().seconds().at("stalled"), 10 - 1.5, 0.01);
+  EXPECT_NEAR(outcome->ledger().seconds().at("training"), 1.5 + 1, 0.01);
+}
+
 TEST_F(RecoveryTest, AnElasticJobsNodesBeyondItsMaximumAreSparesThatKeepItsSize) {
   options.min_world_size = 1;
   options.last_call = seconds(0);
