@@ -24,8 +24,8 @@ replacement launcher starts --replace_after seconds later, as a cluster re-provi
       exits a uniformly drawn 0-5 s after its worker), a 15 s node timeout, no backoff, no
       hang detection (the collective timeout ends a hang);
   (b) gangrun's defaults (node timeout 5 s, backoff 1 s, no hang detection);
-  (c) gangrun with a hot spare (a third launcher), --exclude_after 2 and --hang_timeout 3
-      (--stack_timeout 2).
+  (c) gangrun with a hot spare (a third launcher), --exclude_after 2, --hang_timeout 3 and
+      --hang_timeout_initial 12 (--stack_timeout 2).
 
 For each run it prints the ledger's ETTR and phases (the job_finished event of --event_log)
 and the ground truth's ETTR: the time between consecutive steps of rank 0 within a generation,
@@ -87,7 +87,7 @@ POLICIES = {
     "b": {"name": "gangrun defaults", "spare": False, "poll": 0.0, "opts": []},
     "c": {"name": "gangrun, hot spare + exclusion + hang detection", "spare": True, "poll": 0.0,
           "opts": ["--spare_nodes", "1", "--exclude_after", "2", "--hang_timeout", "3",
-                   "--stack_timeout", "2"]},
+                   "--hang_timeout_initial", "12", "--stack_timeout", "2"]},
 }
 
 
@@ -206,7 +206,9 @@ def run_once(args, policy_key, work):
     worker = ["/usr/bin/python3", script, truth, ckpt, str(args.steps), str(args.step_s),
               str(args.every), str(args.startup), str(args.collective_timeout)]
     if policy["poll"] > 0:
-        worker = ["/usr/bin/python3", wrapper, str(policy["poll"])] + worker
+        # -S: no site, so gangrun's hook (a sitecustomize) stays out of the wrapper and in the
+        # worker it runs.
+        worker = ["/usr/bin/python3", "-S", wrapper, str(policy["poll"])] + worker
     base = [args.gangrun, "--worker_num", "4", "--local_worker_num", "2", "--master_port", port,
             "--max_restarts", "20", "--grace_period", "3", "--cluster_time_out", "600"]
     base += policy["opts"]
@@ -307,7 +309,7 @@ def main():
     parser.add_argument("--horizon", type=float, default=80.0,
                         help="no failure is injected after this many seconds")
     parser.add_argument("--replace_after", type=float, default=10.0)
-    parser.add_argument("--collective_timeout", type=float, default=20.0)
+    parser.add_argument("--collective_timeout", type=float, default=30.0)
     parser.add_argument("--limit", type=float, default=600.0)
     parser.add_argument("--out", default="")
     args = parser.parse_args()

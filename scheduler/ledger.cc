@@ -170,6 +170,7 @@ void Ledger::OnGenerationStarted(uint64_t generation, int world, bool adopted) {
   if (closed_) return;
   Accumulate(clock_.Now());  // what came before is the last generation's
   if (!adopted && generation_ > 0 && generation != generation_) {
+    Settle(generation_);
     // The new generation starts from the last checkpoint: what the last one trained after its
     // own last checkpoint (all of it, without one) is done again.
     Redone& last = redone_[generation_];
@@ -185,12 +186,35 @@ void Ledger::OnGenerationStarted(uint64_t generation, int world, bool adopted) {
   world_ = world;
   reporting_ = 0;
   started_ = adopted;
+  redone_[generation_].started = adopted;
   running_since_ = clock_.Now();
+}
+
+void Ledger::Settle(uint64_t generation) {
+  auto redone = redone_.find(generation);
+  if (!reports_ || redone == redone_.end() || redone->second.started || redone->second.settled) {
+    return;
+  }
+  redone->second.settled = true;
+  PhaseTimes& times = generations_[generation];
+  const common::Duration span = Of(times, LedgerPhase::kTraining);
+  Of(times, LedgerPhase::kTraining) -= span;
+  Of(job_, LedgerPhase::kTraining) -= span;
+  Of(times, LedgerPhase::kStarting) += span;
+  Of(job_, LedgerPhase::kStarting) += span;
+  lost_ -= redone->second.lost;
+  redone->second.lost = common::Duration::zero();
 }
 
 void Ledger::OnFirstReport() {
   if (closed_ || started_ || ++reporting_ < world_) return;
   started_ = true;
+  redone_[generation_].started = true;
+  if (!std::exchange(reports_, true)) {
+    for (const auto& [generation, redone] : redone_) {
+      if (generation != generation_) Settle(generation);
+    }
+  }
   if (phase_ != LedgerPhase::kTraining) return;
   Accumulate(clock_.Now());
   // Until now the generation was starting, not training.

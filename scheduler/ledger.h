@@ -82,7 +82,9 @@ class Ledger {
   // Generation `generation` of `world` ranks started (after OnState(kRunning)); an adopted one
   // was running already: it has no starting time.
   void OnGenerationStarted(uint64_t generation, int world, bool adopted);
-  // A rank reported progress for the first time in this generation (each rank once).
+  // A rank reported progress for the first time in this generation (each rank once). Once
+  // every rank has, the job is known to report progress: its generations that ended before
+  // all their ranks reported were starting all along (Settle).
   void OnFirstReport();
   // A rank of this generation saved a checkpoint holding `step`, `age` ago. Only a step beyond
   // the generation's last checkpoint counts. When the next generation starts (a restart or a
@@ -120,9 +122,16 @@ class Ledger {
     common::Duration lost{};
     int64_t checkpoint_step = -1;
     common::Duration training_at_checkpoint{};  // the generation's training when it was saved
+    bool started = false;  // every rank reported (or it was adopted): it trained
+    bool settled = false;  // Settle moved its running time to starting
   };
+  // A generation that never started, of a job whose ranks report progress: it failed while
+  // starting (imports, init_process_group, loading the checkpoint), so its running time was
+  // starting, not training, and nothing of it is redone. No-op before any generation started.
+  void Settle(uint64_t generation);
   std::map<uint64_t, Redone> redone_;
   common::Duration lost_{};  // the job's lost work, every generation's
+  bool reports_ = false;     // some generation's ranks all reported: the job reports progress
   bool awaiting_ = false;    // kAwaitingReplacement: reforming waits for a node
   common::Duration replacement_wait_{};
   int64_t checkpoint_step_ = -1;  // the job's last checkpoint

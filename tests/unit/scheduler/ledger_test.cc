@@ -87,6 +87,71 @@ TEST(LedgerTest, TheHeadersWorkedExample) {
   EXPECT_EQ(back.checkpoint_step(), 100);
 }
 
+// A job whose ranks report progress: a generation that failed before all its ranks reported
+// (a crash in its imports, a peer that never joined init_process_group) was starting, not
+// training, whether the job's reports were known then (generation 2) or only later
+// (generation 1); nothing of it is redone.
+TEST(LedgerTest, AGenerationThatFailedBeforeItsRanksReportedWasStarting) {
+  testing::FakeClock clock;
+  Ledger ledger(clock);
+  ledger.OnState(JobState::kRunning);
+  ledger.OnGenerationStarted(1, 2, false);
+  ledger.OnFirstReport();  // one rank of two
+  clock.Advance(seconds(5));
+  ledger.OnState(JobState::kStopping);
+  ledger.OnState(JobState::kRunning);
+  ledger.OnGenerationStarted(2, 2, false);
+  clock.Advance(seconds(2));
+  ledger.OnFirstReport();
+  ledger.OnFirstReport();  // the job reports: generation 1's 5 s were starting
+  clock.Advance(seconds(10));
+  ledger.OnState(JobState::kStopping);
+  ledger.OnState(JobState::kRunning);
+  ledger.OnGenerationStarted(3, 2, false);
+  clock.Advance(seconds(4));  // fails before any report
+  ledger.OnState(JobState::kStopping);
+  ledger.OnState(JobState::kRunning);
+  ledger.OnGenerationStarted(4, 2, false);
+  ledger.OnFirstReport();
+  ledger.OnFirstReport();
+  clock.Advance(seconds(6));
+  ledger.OnState(JobState::kFinished);
+  const v1::Ledger done = ledger.ToProto();
+  EXPECT_EQ(Seconds(done, "starting"), 5 + 2 + 4);
+  EXPECT_EQ(Seconds(done, "training"), 10 + 6);
+  EXPECT_EQ(done.lost_work_seconds(), 10) << "generation 2's training, without a checkpoint";
+  EXPECT_EQ(Sum(done), done.wall_seconds());
+  auto of = [&](uint64_t generation) {
+    for (const auto& g : done.generations()) {
+      if (g.generation() == generation) return g;
+    }
+    return v1::GenerationLedger();
+  };
+  EXPECT_EQ(of(1).seconds().count("training"), 0u);
+  EXPECT_EQ(of(1).seconds().at("starting"), 5);
+  EXPECT_EQ(of(1).lost_work_seconds(), 0);
+  EXPECT_EQ(of(2).lost_work_seconds(), 10);
+  EXPECT_EQ(of(3).seconds().at("starting"), 4);
+}
+
+// Without the hook or reports, running is training, every generation.
+TEST(LedgerTest, AJobThatNeverReportsTrainsWhileItRuns) {
+  testing::FakeClock clock;
+  Ledger ledger(clock);
+  ledger.OnState(JobState::kRunning);
+  ledger.OnGenerationStarted(1, 1, false);
+  clock.Advance(seconds(5));
+  ledger.OnState(JobState::kStopping);
+  ledger.OnState(JobState::kRunning);
+  ledger.OnGenerationStarted(2, 1, false);
+  clock.Advance(seconds(3));
+  ledger.OnState(JobState::kFinished);
+  const v1::Ledger done = ledger.ToProto();
+  EXPECT_EQ(Seconds(done, "training"), 8);
+  EXPECT_EQ(Seconds(done, "starting"), 0);
+  EXPECT_EQ(done.lost_work_seconds(), 5);
+}
+
 TEST(LedgerTest, ARunningJobIsCountedToNowAndSilenceIsNeverMoreThanItTrained) {
   testing::FakeClock clock;
   Ledger ledger(clock);
