@@ -221,6 +221,15 @@ def run_once(args, policy_key, work):
 
     start = time.time()
     master = launch(["--event_log", events])
+    # The first launcher hosts the scheduler (the others would race it for the port): the rest
+    # start once it waits for them. Failures never kill it.
+    with open(os.path.join(work, "launcher0.log")) as first:
+        waited = ""
+        while "waiting for" not in waited:
+            if master.poll() is not None or time.time() - start > 30:
+                raise SystemExit("the first launcher did not start its scheduler")
+            waited += first.read()
+            time.sleep(0.01)
     launchers = {master.pid: master}
     others = [launch()]
     if policy["spare"]:

@@ -14,7 +14,11 @@ using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 
 void Scheduler::Form() {
-  if (AwaitHealth()) return;  // every member checks itself first; the last answer forms
+  if (AwaitHealth()) {  // every member checks itself first; the last answer forms
+    ledger_.OnHealthChecks(true);
+    return;
+  }
+  ledger_.OnHealthChecks(false);
   if (options_.may_start && !options_.may_start()) {
     // No lease confirmed by the store within its TTL: another scheduler may act for the job.
     // Nothing starts until the lease is confirmed (or the launcher steps down).

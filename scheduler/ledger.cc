@@ -82,7 +82,10 @@ std::string DescribeLedger(const v1::Ledger& ledger) {
                      Spoken(training == ledger.seconds().end() ? 0 : training->second) + ")";
   std::vector<std::pair<double, std::string>> losses;
   for (const auto& [phase, seconds] : ledger.seconds()) {
-    if (phase != "training" && seconds >= 0.05) losses.emplace_back(seconds, phase);
+    if (phase == "training" || seconds < 0.05) continue;
+    std::string name = phase;  // "health_checks" is said "health checks"
+    std::replace(name.begin(), name.end(), '_', ' ');
+    losses.emplace_back(seconds, name);
   }
   if (ledger.lost_work_seconds() >= 0.05) {
     losses.emplace_back(ledger.lost_work_seconds(), "training redone after restarts");
@@ -121,6 +124,8 @@ std::string_view LedgerPhaseName(LedgerPhase phase) {
       return "stopping";
     case LedgerPhase::kBackoff:
       return "backoff";
+    case LedgerPhase::kHealthChecks:
+      return "health_checks";
     case LedgerPhase::kReforming:
       return "reforming";
     case LedgerPhase::kCount:
@@ -164,6 +169,14 @@ void Ledger::OnState(JobState to) {
       closed_ = clock_.Now();
       return;
   }
+}
+
+void Ledger::OnHealthChecks(bool waiting) {
+  if (closed_) return;
+  const LedgerPhase from = waiting ? LedgerPhase::kReforming : LedgerPhase::kHealthChecks;
+  if (phase_ != from) return;
+  Accumulate(clock_.Now());
+  phase_ = waiting ? LedgerPhase::kHealthChecks : LedgerPhase::kReforming;
 }
 
 void Ledger::OnGenerationStarted(uint64_t generation, int world, bool adopted) {

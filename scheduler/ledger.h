@@ -15,11 +15,13 @@
 //   detecting    kCapturing (stacks of a hang), and the silence before a node was judged
 //                lost (moved out of training)
 //   stopping     kStopping: until every worker of the generation is gone
-//   backoff      kBackingOff
+//   backoff      kBackingOff (the nodes' health checks run meanwhile)
+//   health_checks  kForming after a generation, waiting for the health checks' answers
+//                (OnHealthChecks): what of them outlasted the backoff
 //   reforming    kForming after a generation, and kAwaitingReplacement
 // Lost work is training, counted apart: when a generation follows a failed one, the failed
 // one's training after its last checkpoint (OnCheckpoint; all of it without one) was done
-// again. Not yet measured: health checks (they run inside backoff).
+// again.
 //
 // Example: formed in 2 s, ranks reported after 3 s, trained 40 s (a checkpoint at 20 s), a
 // rank hung (judged after 10 s of silence), 1 s of capture, 1 s stopping, 1 s backoff, 1 s
@@ -49,6 +51,7 @@ enum class LedgerPhase {
   kDetecting,
   kStopping,
   kBackoff,
+  kHealthChecks,
   kReforming,
   kCount
 };
@@ -91,6 +94,8 @@ class Ledger {
   // re-forming, not an adoption), this generation's training after its last checkpoint — all
   // of it without one — is lost work: its steps are done again.
   void OnCheckpoint(int64_t step, common::Duration age);
+  // Re-forming waits for the health checks' answers (true) or no more (false).
+  void OnHealthChecks(bool waiting);
   // The last `span` of the current training (or starting) was not: it was silence before a
   // hang (kStalled) or before a lost node (kDetecting). At most what this generation trained.
   void Reclassify(LedgerPhase to, common::Duration span);

@@ -22,7 +22,7 @@ th{background:#f0f0f0}
 .bar span{display:block;height:100%}
 .p-forming{background:#9ab}.p-starting{background:#fc6}.p-training{background:#4a4}
 .p-stalled{background:#c33}.p-detecting{background:#e74}.p-stopping{background:#a6c}
-.p-backoff{background:#888}.p-reforming{background:#69d}
+.p-backoff{background:#888}.p-health_checks{background:#cb4}.p-reforming{background:#69d}
 </style></head>
 <body>
 <h1 id="title">gangrun</h1>
@@ -55,7 +55,7 @@ function table(id, headers, rows) {
 }
 // The ledger's phases in its order (scheduler/ledger.h), and seconds as people read them.
 const PHASES = ["forming", "starting", "training", "stalled", "detecting", "stopping", "backoff",
-                "reforming"];
+                "health_checks", "reforming"];
 function seconds(v) {
   v = Number(v) || 0;
   if (v < 10) return v.toFixed(1) + " s";

@@ -473,6 +473,24 @@ TEST_F(RecoveryTest, AFailedHealthCheckBetweenGenerationsExcludesTheNode) {
   EXPECT_EQ(scheduler->Status().failures().at("health_check"), 1u);
 }
 
+// The health checks run while the backoff does; what of them outlasts it is the ledger's
+// health_checks phase, not reforming.
+TEST_F(RecoveryTest, HealthChecksThatOutlastTheBackoffAreTheirOwnPhase) {
+  Make(1, /*max_restarts=*/1);
+  int a = Join("a", true);
+  EndGeneration({a}, {0}, 1);
+  clock.Advance(seconds(1));  // the backoff (1 s) passed; the check has not answered
+  clock.Advance(seconds(3));
+  EXPECT_EQ(scheduler->generation(), 1u);
+  Send(a, testing::HealthEvent(1, true));
+  ASSERT_EQ(scheduler->generation(), 2u);
+  EndGeneration({a}, {0}, 0);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_NEAR(outcome->ledger().seconds().at("health_checks"), 3, 0.01);
+  EXPECT_NEAR(outcome->ledger().seconds().at("backoff"), 1, 0.01);
+  EXPECT_EQ(outcome->ledger().seconds().count("reforming"), 0u);
+}
+
 TEST_F(RecoveryTest, AForwardedSignalReachesEveryNodeOnlyIfAllowed) {
   options.signals_to_forward = {SIGUSR1};
   Make(2);
