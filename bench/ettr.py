@@ -190,7 +190,7 @@ def ground_truth(truth):
     return productive, lost, (max(s for _, s, _ in runs) if runs else 0)
 
 
-def run_once(args, policy_key, work):
+def run_once(args, policy_key, work, run):
     policy = POLICIES[policy_key]
     truth = os.path.join(work, "truth")
     os.makedirs(truth)
@@ -236,7 +236,7 @@ def run_once(args, policy_key, work):
         others.append(launch())
     for p in others:
         launchers[p.pid] = p
-    pending = schedule(args.seed, args.mtbf, args.horizon)
+    pending = schedule(args.seed + run, args.mtbf, args.horizon)
     replacements = []  # times at which a replacement launcher starts
     injected = []
     killed = set()
@@ -327,7 +327,7 @@ def main():
         for key in args.policies:
             work = tempfile.mkdtemp(prefix="gangrun-ettr-")
             try:
-                result = run_once(args, key, work)
+                result = run_once(args, key, work, run)
             finally:
                 if args.out:
                     shutil.copytree(work, os.path.join(args.out, "%s%d" % (key, run)))
