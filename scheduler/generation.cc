@@ -6,6 +6,7 @@
 
 #include "common/logging.h"
 #include "proto/conversions.h"
+#include "scheduler/adoption.h"
 #include "scheduler/scheduler.h"
 
 namespace gangrun::scheduler {
