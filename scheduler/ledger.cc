@@ -16,6 +16,10 @@ namespace {
 // "3.2 s", "47 s", "1 m 9 s", "2 h 5 m".
 std::string Spoken(double seconds) {
   char text[32];
+  if (seconds < 1) {  // a job over in a blink: "40 ms", not "0.0 s"
+    std::snprintf(text, sizeof(text), "%.0f ms", seconds * 1000);
+    return text;
+  }
   if (seconds < 10) {
     std::snprintf(text, sizeof(text), "%.1f s", seconds);
     return text;

@@ -59,7 +59,7 @@ std::string_view LedgerPhaseName(LedgerPhase phase);
 
 // The ledger in one line, for the job's end and `gangrun status`: "1 m 9 s in all, ETTR 68%
 // (training 47 s); the largest losses: stalled 10 s, starting 6 s, forming 2 s" (at most three,
-// largest first; none under 0.05 s). Seconds under 10 with one decimal.
+// largest first; none under 0.05 s). Under 1 s in milliseconds, under 10 s with one decimal.
 std::string DescribeLedger(const v1::Ledger& ledger);
 
 // What the job's own record says another setting would have saved, at its end: "a hot spare

@@ -134,6 +134,18 @@ TEST(LedgerTest, AGenerationThatFailedBeforeItsRanksReportedWasStarting) {
   EXPECT_EQ(of(3).seconds().at("starting"), 4);
 }
 
+// A job over in a blink is said in milliseconds, so that its line adds up to what it says.
+TEST(LedgerTest, ABlinkOfAJobIsSaidInMilliseconds) {
+  v1::Ledger ledger;
+  ledger.set_wall_seconds(0.04);
+  ledger.set_ettr(0.5);
+  ledger.set_checkpoint_step(-1);  // none
+  (*ledger.mutable_seconds())["training"] = 0.02;
+  (*ledger.mutable_seconds())["starting"] = 0.02;
+  EXPECT_EQ(DescribeLedger(ledger), "40 ms in all, ETTR 50% (training 20 ms)")
+      << "losses under 0.05 s are not named";
+}
+
 // Without the hook or reports, running is training, every generation.
 TEST(LedgerTest, AJobThatNeverReportsTrainsWhileItRuns) {
   testing::FakeClock clock;
