@@ -3,10 +3,7 @@
 // the Scheduler actor (scheduler.h): the same strand, the same state.
 
 #include <algorithm>
-#include <set>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/net.h"
 #include "scheduler/job_record.h"

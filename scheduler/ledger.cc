@@ -202,7 +202,6 @@ void Ledger::OnGenerationStarted(uint64_t generation, int world, bool adopted) {
   while (redone_.size() > kGenerationsKept) redone_.erase(redone_.begin());
   world_ = world;
   reporting_ = 0;
-  started_ = adopted;
   redone_[generation_].started = adopted;
   running_since_ = clock_.Now();
 }
@@ -224,9 +223,9 @@ void Ledger::Settle(uint64_t generation) {
 }
 
 void Ledger::OnFirstReport() {
-  if (closed_ || started_ || ++reporting_ < world_) return;
-  started_ = true;
-  redone_[generation_].started = true;
+  Redone& current = redone_[generation_];
+  if (closed_ || current.started || ++reporting_ < world_) return;
+  current.started = true;
   if (!std::exchange(reports_, true)) {
     for (const auto& [generation, redone] : redone_) {
       if (generation != generation_) Settle(generation);

@@ -144,7 +144,6 @@ class Ledger {
   int world_ = 0;
   int reporting_ = 0;                // ranks of this generation that reported
   common::TimePoint running_since_;  // this generation's kRunning began
-  bool started_ = false;             // every rank has reported: training from here
 };
 
 }  // namespace gangrun::scheduler

@@ -36,6 +36,13 @@ std::string DescribeHang(const v1::RankHung& hung, const std::string& node) {
                          hung.silent_seconds(), hung.bound_seconds());
 }
 
+// The median of `values` (not empty): the middle one, or the mean of the middle two.
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+}
+
 }  // namespace
 
 void Scheduler::OnProgress(KnownNode& node, const v1::ProgressReport& report) {
@@ -81,9 +88,8 @@ void Scheduler::ReclassifyStall() {
     for (const auto& [rank, at] : node.reported_at) last = std::max(last.value_or(at), at);
   }
   if (times.empty() || !last) return;
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
   const common::Duration usual = std::max<common::Duration>(
-      common::DurationOf(kStallSteps * times[times.size() / 2]), std::chrono::seconds(1));
+      common::DurationOf(kStallSteps * Median(std::move(times))), std::chrono::seconds(1));
   const common::Duration silence = clock_.Now() - *last;
   if (silence > usual) ledger_.Reclassify(LedgerPhase::kStalled, silence - usual);
 }
@@ -163,9 +169,7 @@ void Scheduler::AddProgress(v1::GetStatusResponse& status) const {
     }
   }
   if (times.size() < 2) return;
-  std::sort(times.begin(), times.end());
-  const size_t mid = times.size() / 2;
-  const double median = times.size() % 2 == 1 ? times[mid] : (times[mid - 1] + times[mid]) / 2;
+  const double median = Median(std::move(times));
   status.set_median_step_seconds(median);
   int stragglers = 0;
   for (auto& node : *status.mutable_nodes()) {
