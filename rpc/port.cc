@@ -17,6 +17,7 @@
 
 #include "common/logging.h"
 #include "common/net.h"
+#include "common/status.h"
 #include "rpc/frame_connection.h"
 #include "rpc/frame_format.h"
 #include "rpc/server.h"
@@ -33,12 +34,6 @@ constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 bool StartsAs(std::string_view bytes, std::string_view whole) {
   const size_t n = std::min(bytes.size(), whole.size());
   return bytes.substr(0, n) == whole.substr(0, n);
-}
-
-uint64_t FileLimit() {
-  rlimit limit;
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 1 << 20;
-  return limit.rlim_cur;
 }
 
 }  // namespace
@@ -397,8 +392,9 @@ void Port::State::StopAccepting() {
   }
 }
 
-absl::StatusOr<std::unique_ptr<Port>> Port::Open(boost::asio::io_context& io, Options options) {
-  auto parsed = common::ParseHostPort(options.listen_address, "the listening address", true);
+absl::StatusOr<tcp::acceptor> OpenListener(boost::asio::io_context& io,
+                                           const std::string& listen_address) {
+  auto parsed = common::ParseHostPort(listen_address, "the listening address", true);
   if (!parsed.ok()) return parsed.status();
   boost::system::error_code error;
   boost::asio::ip::address address = boost::asio::ip::make_address(parsed->host, error);
@@ -406,20 +402,9 @@ absl::StatusOr<std::unique_ptr<Port>> Port::Open(boost::asio::io_context& io, Op
     auto resolved = common::ResolveHost(parsed->host);
     if (!resolved.ok()) return resolved.status();
     address = boost::asio::ip::make_address(resolved->front(), error);
-    if (error) return absl::InvalidArgumentError("cannot listen on " + options.listen_address);
+    if (error) return absl::InvalidArgumentError("cannot listen on " + listen_address);
   }
-  const uint64_t file_limit = FileLimit();
-  if (options.max_unauthenticated == 0) {
-    options.max_unauthenticated = UnauthenticatedBound(file_limit);
-  }
-  if (options.max_waiting == 0) options.max_waiting = LobbyBound(file_limit);
-  if (options.max_grpc_connections == 0) {
-    options.max_grpc_connections = GrpcConnectionBound(file_limit);
-  }
-  std::unique_ptr<Port> port(new Port());
-  port->state_ = std::make_shared<State>(io);
-  port->state_->options = options;
-  tcp::acceptor& acceptor = port->state_->acceptor;
+  tcp::acceptor acceptor(io);
   tcp::endpoint endpoint(address, static_cast<uint16_t>(parsed->port));
   // A wildcard listens on IPv6 and IPv4, as gRPC's does.
   if (address.is_unspecified()) {
@@ -433,18 +418,45 @@ absl::StatusOr<std::unique_ptr<Port>> Port::Open(boost::asio::io_context& io, Op
   }
   if (!acceptor.is_open()) acceptor.open(endpoint.protocol(), error);
   if (error) {
-    return absl::UnavailableError("cannot listen on " + options.listen_address + ": " +
-                                  error.message());
+    return absl::UnavailableError("cannot listen on " + listen_address + ": " + error.message());
   }
   fcntl(acceptor.native_handle(), F_SETFD, FD_CLOEXEC);
   acceptor.set_option(tcp::acceptor::reuse_address(true), error);
   acceptor.bind(endpoint, error);
   if (error == boost::asio::error::address_in_use) {
-    return absl::AlreadyExistsError(options.listen_address + " is taken");
+    return absl::AlreadyExistsError(listen_address + " is taken");
   }
   if (!error) acceptor.listen(tcp::socket::max_listen_connections, error);
+  if (error) {
+    return absl::UnavailableError("cannot listen on " + listen_address + ": " + error.message());
+  }
+  return acceptor;
+}
+
+uint64_t FileLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 1 << 20;
+  return limit.rlim_cur;
+}
+
+absl::StatusOr<std::unique_ptr<Port>> Port::Open(boost::asio::io_context& io, Options options) {
+  ASSIGN_OR_RETURN(tcp::acceptor listener, OpenListener(io, options.listen_address));
+  const uint64_t file_limit = FileLimit();
+  if (options.max_unauthenticated == 0) {
+    options.max_unauthenticated = UnauthenticatedBound(file_limit);
+  }
+  if (options.max_waiting == 0) options.max_waiting = LobbyBound(file_limit);
+  if (options.max_grpc_connections == 0) {
+    options.max_grpc_connections = GrpcConnectionBound(file_limit);
+  }
+  std::unique_ptr<Port> port(new Port());
+  port->state_ = std::make_shared<State>(io);
+  port->state_->options = options;
+  tcp::acceptor& acceptor = port->state_->acceptor;
+  acceptor = std::move(listener);
+  boost::system::error_code error;
   // Non-blocking once: AcceptWaiting's accepts return at once when nobody waits.
-  if (!error) acceptor.non_blocking(true, error);
+  acceptor.non_blocking(true, error);
   if (error) {
     return absl::UnavailableError("cannot listen on " + options.listen_address + ": " +
                                   error.message());

@@ -38,6 +38,13 @@ namespace gangrun::rpc {
 
 class Server;
 
+// A listener on `listen_address` (host:port, [v6]:port; a wildcard host listens on both; a
+// name is resolved), close-on-exec, listening. AlreadyExists when the port is taken.
+absl::StatusOr<boost::asio::ip::tcp::acceptor> OpenListener(boost::asio::io_context& io,
+                                                            const std::string& listen_address);
+// This process' soft limit on open files (2^20 when unlimited).
+uint64_t FileLimit();
+
 // What a connection's first bytes are (the ones received so far).
 enum class Opening { kUnknown, kIncomplete, kSession, kHttp2, kTls };
 Opening ClassifyOpening(std::string_view first_bytes);

@@ -35,6 +35,14 @@ absl::Status KvStore::CheckWaitBound() const {
                                       " pending waits and barrier arrivals (its bound)");
 }
 
+absl::Status KvStore::CheckRoom(uint64_t more) const {
+  if (bytes_ + more <= limits_.max_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      "the key-value store is full: " + std::to_string(bytes_) + " of its " +
+      std::to_string(limits_.max_bytes) +
+      " bytes (--kv_max_bytes) are used; delete keys or raise --kv_max_bytes");
+}
+
 absl::Status KvStore::Put(const std::string& key, std::string value) {
   GANGRUN_ON_STRAND(strand_);
   if (absl::Status s = CheckKey(key); !s.ok()) return s;
@@ -49,12 +57,7 @@ absl::Status KvStore::Put(const std::string& key, std::string value) {
   }
   const uint64_t old_bytes = it == values_.end() ? 0 : EntryBytes(key, it->second);
   const uint64_t new_bytes = bytes_ - old_bytes + EntryBytes(key, value);
-  if (new_bytes > limits_.max_bytes) {
-    return absl::ResourceExhaustedError(
-        "the key-value store is full: " + std::to_string(bytes_) + " of its " +
-        std::to_string(limits_.max_bytes) +
-        " bytes (--kv_max_bytes) are used; delete keys or raise --kv_max_bytes");
-  }
+  if (new_bytes > limits_.max_bytes) return CheckRoom(new_bytes - bytes_);
   bytes_ = new_bytes;
   if (it == values_.end()) {
     it = values_.emplace(key, std::move(value)).first;
@@ -73,7 +76,11 @@ absl::Status KvStore::Put(const std::string& key, std::string value) {
     Wait wait = std::move(found->second);
     waits_.erase(found);
     wait.timer.reset();
-    wait.get_done(it->second);
+    if (wait.presence) {
+      wait.barrier_done(absl::OkStatus());
+    } else {
+      wait.get_done(it->second);
+    }
   }
   return absl::OkStatus();
 }
@@ -114,6 +121,8 @@ void KvStore::OnWaitTimeout(WaitId id) {
   Wait wait = TakeWait(id);
   if (wait.barrier) {
     wait.barrier_done(absl::DeadlineExceededError("timed out in barrier '" + wait.key + "'"));
+  } else if (wait.presence) {
+    wait.barrier_done(absl::DeadlineExceededError("timed out waiting for key '" + wait.key + "'"));
   } else {
     wait.get_done(absl::DeadlineExceededError("timed out waiting for key '" + wait.key + "'"));
   }
@@ -178,6 +187,119 @@ bool KvStore::Delete(const std::string& key) {
   return true;
 }
 
+size_t KvStore::DeletePrefix(const std::string& prefix) {
+  GANGRUN_ON_STRAND(strand_);
+  size_t deleted = 0;
+  size_t freed = 0;
+  for (auto it = values_.lower_bound(prefix);
+       it != values_.end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
+    freed += EntryBytes(it->first, it->second);
+    it = values_.erase(it);
+    ++deleted;
+  }
+  for (auto it = queues_.lower_bound(prefix);
+       it != queues_.end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
+    for (const auto& item : it->second) freed += EntryBytes(it->first, item);
+    it = queues_.erase(it);
+    ++deleted;
+  }
+  bytes_ -= freed;
+  MaybeReturnMemory(freed);
+  return deleted;
+}
+
+absl::StatusOr<std::string> KvStore::CompareSet(const std::string& key, const std::string& expected,
+                                                std::string desired) {
+  GANGRUN_ON_STRAND(strand_);
+  if (absl::Status s = CheckKey(key); !s.ok()) return s;
+  auto it = values_.find(key);
+  if (it == values_.end() ? !expected.empty() : it->second != expected) {
+    return it == values_.end() ? expected : it->second;
+  }
+  std::string answer = desired;
+  if (absl::Status s = Put(key, std::move(desired)); !s.ok()) return s;
+  return answer;
+}
+
+absl::Status KvStore::Append(const std::string& key, const std::string& tail) {
+  GANGRUN_ON_STRAND(strand_);
+  auto it = values_.find(key);
+  if (it == values_.end()) return Put(key, tail);
+  if (it->second.size() + tail.size() > kMaxValueBytes) {
+    return absl::InvalidArgumentError("appending " + std::to_string(tail.size()) +
+                                      " bytes to key '" + key + "' makes it larger than " +
+                                      std::to_string(kMaxValueBytes) + " bytes");
+  }
+  return Put(key, it->second + tail);
+}
+
+bool KvStore::Present(const std::string& key) const {
+  if (values_.count(key) > 0) return true;
+  auto queue = queues_.find(key);
+  return queue != queues_.end() && !queue->second.empty();
+}
+
+KvStore::WaitId KvStore::Await(const std::string& key, common::Duration wait,
+                               BarrierCallback done) {
+  GANGRUN_ON_STRAND(strand_);
+  if (absl::Status s = CheckKey(key); !s.ok()) {
+    done(s);
+    return 0;
+  }
+  if (Present(key)) {
+    done(absl::OkStatus());
+    return 0;
+  }
+  if (absl::Status s = CheckWaitBound(); !s.ok()) {
+    done(s);
+    return 0;
+  }
+  Wait entry;
+  entry.key = key;
+  entry.presence = true;
+  entry.barrier_done = std::move(done);
+  return AddWait(std::move(entry), wait);
+}
+
+absl::Status KvStore::QueuePush(const std::string& name, std::string item) {
+  GANGRUN_ON_STRAND(strand_);
+  if (absl::Status s = CheckKey(name); !s.ok()) return s;
+  if (item.size() > kMaxValueBytes) {
+    return absl::InvalidArgumentError("item larger than " + std::to_string(kMaxValueBytes) +
+                                      " bytes");
+  }
+  if (absl::Status s = CheckRoom(EntryBytes(name, item)); !s.ok()) return s;
+  bytes_ += EntryBytes(name, item);
+  queues_[name].push_back(std::move(item));
+  // One waiter: one item can be popped once (torch wakes one too).
+  auto waiting = gets_by_key_.find(name);
+  if (waiting == gets_by_key_.end()) return absl::OkStatus();
+  for (WaitId id : waiting->second) {
+    if (!waits_.at(id).presence) continue;
+    TakeWait(id).barrier_done(absl::OkStatus());  // `waiting` may be gone now: stop here
+    break;
+  }
+  return absl::OkStatus();
+}
+
+std::optional<std::string> KvStore::QueuePop(const std::string& name) {
+  GANGRUN_ON_STRAND(strand_);
+  auto it = queues_.find(name);
+  if (it == queues_.end() || it->second.empty()) return std::nullopt;
+  std::string item = std::move(it->second.front());
+  it->second.pop_front();
+  const size_t freed = EntryBytes(name, item);
+  bytes_ -= freed;
+  if (it->second.empty()) queues_.erase(it);
+  MaybeReturnMemory(freed);
+  return item;
+}
+
+size_t KvStore::QueueLength(const std::string& name) const {
+  auto it = queues_.find(name);
+  return it == queues_.end() ? 0 : it->second.size();
+}
+
 void KvStore::MaybeReturnMemory(size_t freed) {
   // Large values are mmap'ed (see main's mallopt) and go back on free; the many small ones
   // leave holes in the heap that only malloc_trim hands back.
@@ -239,7 +361,7 @@ void KvStore::CancelAll() {
   barriers_.clear();
   for (auto& [id, wait] : waits) {
     wait.timer.reset();
-    if (wait.barrier) {
+    if (wait.barrier || wait.presence) {
       wait.barrier_done(absl::CancelledError("the job is over"));
     } else {
       wait.get_done(absl::CancelledError("the job is over"));

@@ -10,9 +10,11 @@
 // released at once (CancelWait), and a deleted key's memory goes back to the system.
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -48,6 +50,27 @@ class KvStore {
   WaitId Get(const std::string& key, common::Duration wait, GetCallback done);
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta);
   bool Delete(const std::string& key);
+  // Deletes every key (and queue) whose name starts with `prefix`; answers how many.
+  size_t DeletePrefix(const std::string& prefix);
+
+  // What torch's store adds (scheduler/torch_store.h), with its meaning:
+  // compare_set: sets `desired` when the key holds `expected`, or is absent and `expected` is
+  // empty; answers the key's value afterwards, or `expected` when the key stays absent.
+  absl::StatusOr<std::string> CompareSet(const std::string& key, const std::string& expected,
+                                         std::string desired);
+  // Appends to the key's value (sets it when absent).
+  absl::Status Append(const std::string& key, const std::string& tail);
+  // Present: the key exists, or a queue of that name holds an item.
+  bool Present(const std::string& key) const;
+  // Waits (wait < 0: for ever) until Present(key); `done` gets OK then, DEADLINE_EXCEEDED,
+  // CANCELLED at CancelAll, or RESOURCE_EXHAUSTED past the wait bound.
+  WaitId Await(const std::string& key, common::Duration wait, BarrierCallback done);
+  // Queues (torch 2.x's queue_push/pop/len): items count against max_bytes like values; a push
+  // ends one Await of the queue's name.
+  absl::Status QueuePush(const std::string& name, std::string item);
+  std::optional<std::string> QueuePop(const std::string& name);
+  size_t QueueLength(const std::string& name) const;
+  size_t keys() const { return values_.size(); }
   WaitId Barrier(const std::string& name, int count, common::Duration wait, BarrierCallback done);
   // The caller of a pending wait went away: forget it now (its callback is not called).
   void CancelWait(WaitId id);
@@ -61,6 +84,7 @@ class KvStore {
   struct Wait {
     std::string key;  // the awaited key, or the barrier's name
     bool barrier = false;
+    bool presence = false;  // an Await: barrier_done answers it
     GetCallback get_done;
     BarrierCallback barrier_done;
     std::unique_ptr<common::Timer> timer;
@@ -71,6 +95,7 @@ class KvStore {
   };
   absl::Status CheckKey(const std::string& key) const;
   absl::Status CheckWaitBound() const;
+  absl::Status CheckRoom(uint64_t more) const;
   WaitId AddWait(Wait wait, common::Duration timeout);
   // Removes `id` from the store and returns it (its callback not yet called).
   Wait TakeWait(WaitId id);
@@ -85,6 +110,7 @@ class KvStore {
   std::map<WaitId, Wait> waits_;
   std::map<std::string, std::set<WaitId>> gets_by_key_;
   std::map<std::string, BarrierState> barriers_;
+  std::map<std::string, std::deque<std::string>> queues_;
   size_t freed_since_trim_ = 0;
   common::ThreadAffinity strand_;  // the io_context's thread: every entry point checks it
 };

@@ -174,5 +174,65 @@ TEST(KvStoreTest, AddRefusesToOverflow) {
   EXPECT_EQ(*store.Add("n", -1), INT64_MAX - 1);
 }
 
+// What torch's store adds: compare_set, append, presence waits, queues, an attempt's keys.
+TEST(KvStoreTest, TorchsOperationsKeepTheirMeaningAndTheByteCount) {
+  testing::FakeClock clock;
+  KvStore store(clock);
+  EXPECT_EQ(*store.CompareSet("k", "", "first"), "first");  // absent, expected empty: set
+  EXPECT_EQ(*store.CompareSet("k", "other", "second"), "first");
+  EXPECT_EQ(*store.CompareSet("absent", "x", "y"), "x");  // absent: the expected value
+  EXPECT_FALSE(store.Present("absent"));
+  ASSERT_TRUE(store.Append("k", "+tail").ok());
+  std::string value;
+  store.Get("k", common::Duration::zero(), [&](absl::StatusOr<std::string> v) { value = *v; });
+  EXPECT_EQ(value, "first+tail");
+  // A presence wait ends on a set or on a queue's first item (one waiter per item).
+  std::optional<absl::Status> on_set, on_push_a, on_push_b, timed_out;
+  store.Await("s", seconds(-1), [&](absl::Status s) { on_set = s; });
+  store.Await("q", seconds(-1), [&](absl::Status s) { on_push_a = s; });
+  store.Await("q", seconds(-1), [&](absl::Status s) { on_push_b = s; });
+  store.Await("never", seconds(5), [&](absl::Status s) { timed_out = s; });
+  ASSERT_TRUE(store.Put("s", "").ok());
+  EXPECT_TRUE(on_set.has_value() && on_set->ok());
+  const uint64_t before = store.bytes();
+  ASSERT_TRUE(store.QueuePush("q", "item").ok());
+  EXPECT_TRUE(on_push_a.has_value() && on_push_a->ok());
+  EXPECT_FALSE(on_push_b.has_value());
+  EXPECT_EQ(store.QueueLength("q"), 1u);
+  EXPECT_GT(store.bytes(), before);
+  EXPECT_EQ(*store.QueuePop("q"), "item");
+  EXPECT_FALSE(store.QueuePop("q").has_value());
+  EXPECT_EQ(store.bytes(), before);
+  clock.Advance(seconds(5));
+  EXPECT_EQ(timed_out->code(), absl::StatusCode::kDeadlineExceeded);
+  // An attempt's keys and queues go together; others stay; the bytes come back.
+  ASSERT_TRUE(store.Put("//worker/attempt_0/a", "1").ok());
+  ASSERT_TRUE(store.QueuePush("//worker/attempt_0/q", "2").ok());
+  ASSERT_TRUE(store.Put("//worker/attempt_1/a", "3").ok());
+  const uint64_t with_attempts = store.bytes();
+  EXPECT_EQ(store.DeletePrefix("//worker/attempt_0/"), 2u);
+  EXPECT_LT(store.bytes(), with_attempts);
+  EXPECT_TRUE(store.Present("//worker/attempt_1/a"));
+  EXPECT_EQ(store.keys(), 3u);  // k, s and attempt 1's
+  store.CancelAll();
+  EXPECT_EQ(on_push_b->code(), absl::StatusCode::kCancelled);
+}
+
+TEST(KvStoreTest, TorchsAdditionsAreBounded) {
+  testing::FakeClock clock;
+  KvStore store(clock, {/*max_bytes=*/1024, /*max_pending_waits=*/1});
+  EXPECT_EQ(store.QueuePush("q", std::string(2048, 'x')).code(),
+            absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(store.Put("k", std::string(KvStore::kMaxValueBytes - 1, 'x')).code() ==
+              absl::StatusCode::kResourceExhausted);
+  KvStore big(clock);
+  ASSERT_TRUE(big.Put("k", std::string(KvStore::kMaxValueBytes - 1, 'x')).ok());
+  EXPECT_EQ(big.Append("k", "yy").code(), absl::StatusCode::kInvalidArgument);
+  std::optional<absl::Status> second;
+  store.Await("a", seconds(-1), [](absl::Status) {});
+  store.Await("b", seconds(-1), [&](absl::Status s) { second = s; });
+  EXPECT_EQ(second->code(), absl::StatusCode::kResourceExhausted);
+}
+
 }  // namespace
 }  // namespace gangrun::scheduler
