@@ -348,6 +348,7 @@ void Daemon::EndJob(const std::string& job_id, const v1::JobOutcome& outcome) {
     TryPlace();
     if (jobs_.empty() && on_idle_) std::exchange(on_idle_, nullptr)();
   };
+  job->torch_store.reset();  // its connections and their waits in the store
   if (job->server) {
     job->store->CancelAll();
     job->server->ShutdownAsync(io_, erase);

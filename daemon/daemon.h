@@ -31,6 +31,7 @@
 #include "scheduler/peer_checks.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/telemetry.h"
+#include "scheduler/torch_store.h"
 
 namespace gangrun::daemon {
 
@@ -124,7 +125,8 @@ class Daemon {
     std::unique_ptr<scheduler::Scheduler> scheduler;
     std::unique_ptr<scheduler::KvStore> store;
     std::unique_ptr<scheduler::SchedulerServer> server;
-    std::vector<std::pair<int, int>> placement;  // (agent id, workers), in node-rank order
+    std::unique_ptr<scheduler::TorchStore> torch_store;  // with --agent_store True
+    std::vector<std::pair<int, int>> placement;          // (agent id, workers), in node-rank order
     size_t spares = 0;  // the last `spares` of placement: spare launchers (--spare_nodes)
     int launchers_running = 0;
     std::string launcher_failure;  // a launcher that ended before the job did

@@ -160,6 +160,11 @@ absl::Status Daemon::StartScheduler(Job& job) {
   }
   ASSIGN_OR_RETURN(job.server,
                    SchedulerServer::Start(io_, *job.scheduler, *job.store, server_options));
+  if (job.config.scheduler.agent_store) {
+    ASSIGN_OR_RETURN(job.torch_store,
+                     scheduler::TorchStore::Start(io_, *job.store, {options_.listen_host}));
+    job.scheduler->SetTorchStore(job.torch_store.get());
+  }
   // The job's owner reads on their own console why each generation ended.
   job.scheduler->SetOnNote([this, id = job.id](const std::string& text) {
     common::Logger("daemon")->info("job {}: {}", id, text);

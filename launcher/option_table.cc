@@ -192,6 +192,11 @@ std::vector<OptionRow> MakeGangrunRows() {
           String(&Options::run_id)),
       Row("dry_run", "print the rank/command/environment plan and exit", Bool(&Options::dry_run),
           /*travels=*/false),
+      Row("agent_store",
+          "the workers' torch store is served by gangrun's scheduler, as torchrun's agent "
+          "store (TORCHELASTIC_USE_AGENT_STORE=True): it outlives a generation and is bounded "
+          "by --kv_max_bytes (default False: rank 0 hosts it)",
+          Bool(&Options::agent_store)),
       Row("virtual_local_rank",
           "every worker sees LOCAL_RANK=0 and only its own GPU (CUDA_VISIBLE_DEVICES), as "
           "torchrun --virtual-local-rank (default False)",

@@ -16,6 +16,7 @@
 #include "scheduler/metrics.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/telemetry.h"
+#include "scheduler/torch_store.h"
 
 namespace gangrun::launcher {
 
@@ -26,6 +27,7 @@ struct SchedulerRole {
   std::unique_ptr<scheduler::Scheduler> scheduler;
   std::unique_ptr<scheduler::KvStore> store;
   std::unique_ptr<scheduler::SchedulerServer> server;  // null when simulating
+  std::unique_ptr<scheduler::TorchStore> torch_store;  // with --agent_store True
   std::unique_ptr<scheduler::MetricsServer> metrics;   // with --metrics_port
   std::unique_ptr<LocalLink> link;
 };

@@ -220,8 +220,12 @@ absl::StatusOr<std::vector<node::ProcessSpec>> PlanProcesses(const Options& opti
     Add(env, env::kLocalWorldSize, assignment.local_worker_num());
     Add(env, env::kGroupRank, assignment.node_rank());
     Add(env, env::kGroupWorldSize, assignment.node_count());
-    Add(env, env::kMasterAddr, assignment.master_addr());
-    Add(env, env::kMasterPort, assignment.master_port());
+    // With the job's torch store (--agent_store True) torch connects to it, where this node
+    // reaches the scheduler; otherwise rank 0 hosts torch's store at MASTER_PORT.
+    const bool agent_store = assignment.torch_store_port() > 0;
+    Add(env, env::kMasterAddr, agent_store ? facts.scheduler_host : assignment.master_addr());
+    Add(env, env::kMasterPort,
+        agent_store ? assignment.torch_store_port() : assignment.master_port());
     Add(env, env::kTorchRestartCount, restart_count);
     Add(env, env::kTorchMaxRestarts, options.max_restarts);
     Add(env, env::kTorchRunId, job_facts.run_id);
@@ -229,9 +233,9 @@ absl::StatusOr<std::vector<node::ProcessSpec>> PlanProcesses(const Options& opti
     Add(env, env::kRoleName, options.role);
     Add(env, env::kRoleRank, rank_id);
     Add(env, env::kRoleWorldSize, assignment.world_size());
-    // There is no agent store: rank 0 hosts init_process_group's TCPStore at MASTER_PORT, as
-    // under torchrun's c10d rendezvous.
-    Add(env, env::kTorchUseAgentStore, "False");
+    // Without it, rank 0 hosts init_process_group's TCPStore at MASTER_PORT, as under
+    // torchrun's c10d rendezvous before torch 2.4.
+    Add(env, env::kTorchUseAgentStore, agent_store ? "True" : "False");
     for (const auto& [name, value] : options.worker_env) Add(env, name, value);
     spec.env = inherited.With(std::move(env));
     spec.log_path = WorkerLogPath(options, facts, rank_id);

@@ -8,6 +8,7 @@
 #include "proto/conversions.h"
 #include "scheduler/adoption.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/torch_store.h"
 
 namespace gangrun::scheduler {
 
@@ -121,6 +122,7 @@ void Scheduler::StartGeneration() {
                                      {"restart", restarts_used_},
                                      {"max_restarts", options_.max_restarts}});
   WriteRecord();
+  if (owner_.torch_store != nullptr) owner_.torch_store->ForgetAttemptsBefore(restarts_used_);
   for (KnownNode* node : states) {
     v1::NodeCommand command;
     auto* assignment = command.mutable_start()->mutable_assignment();
@@ -135,6 +137,9 @@ void Scheduler::StartGeneration() {
       for (const auto& address : rank0->addresses) assignment->add_master_addresses(address);
     }
     assignment->set_master_port(rank0->free_port);
+    if (owner_.torch_store != nullptr) {
+      assignment->set_torch_store_port(owner_.torch_store->port());
+    }
     assignment->set_run_id(options_.run_id);
     command.mutable_start()->set_restart_count(restarts_used_);
     *command.mutable_start()->mutable_progress_rules() = options_.progress_rules;

@@ -51,6 +51,8 @@ namespace gangrun::scheduler {
 
 // The core. Its components reach it through NodeDirectory alone (the ledger and the spare pool
 // need only what the core tells them); it routes to each the node events that answer it.
+class TorchStore;
+
 class Scheduler : private NodeDirectory {
  public:
   using Options = SchedulerOptions;  // scheduler/scheduler_options.h
@@ -85,6 +87,9 @@ class Scheduler : private NodeDirectory {
   v1::GetStatusResponse Status() const;
   // Events and counters go here (the event log and /metrics); may stay unset.
   void SetTelemetry(Telemetry* telemetry) { owner_.telemetry = telemetry; }
+  // The job's torch store (--agent_store True): its port goes to every node with each
+  // generation, and a generation's start drops the keys of the attempts before it.
+  void SetTorchStore(TorchStore* store) { owner_.torch_store = store; }
   // `gangrun stop`, a daemon's job being cancelled: as if a launcher had got `signal`.
   void Stop(int signal, const std::string& reason);
   bool finished() const { return state_ == JobState::kFinished; }
@@ -281,6 +286,7 @@ class Scheduler : private NodeDirectory {
     std::function<void(const std::string&)> on_note;
     std::function<void(nlohmann::json)> on_record;
     Telemetry* telemetry = nullptr;
+    TorchStore* torch_store = nullptr;
   } owner_;
   void WriteRecord() const;                // job_status.cc
   std::optional<v1::JobOutcome> outcome_;  // kFinished

@@ -42,6 +42,9 @@ struct SchedulerOptions {
   // Recovery (README "Failures and recovery"): nodes beyond the job's size that wait to take
   // a lost or excluded node's place, and what a failed generation means.
   int spare_nodes = 0;
+  // The workers' torch store is the job's (scheduler/torch_store.h), which whoever hosts the
+  // scheduler starts and hands it (Scheduler::SetTorchStore).
+  bool agent_store = false;
   // Whether a lost place that no spare takes waits (up to the cluster timeout) for a node to
   // come: a relaunched launcher. A daemon's jobs do not wait: nothing relaunches theirs.
   bool await_replacement = true;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -12,6 +13,11 @@
 #include "tests/testing/process_test.h"
 
 namespace gangrun::testing {
+
+// Debian's python3-torch, for Debian's own interpreter (/usr/bin/python3).
+inline bool HasTorch() {
+  return std::system("/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null") == 0;
+}
 
 // The ledger of the last job_finished event in an --event_log file (null when there is none).
 inline nlohmann::json FinishedLedger(const std::string& event_log) {

@@ -28,11 +28,6 @@ std::map<std::string, std::string> EnvOf(const std::string& text) {
   return env;
 }
 
-bool HasTorch() {
-  // Debian's python3-torch is for Debian's own interpreter.
-  return system("/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null") == 0;
-}
-
 class TorchrunTest : public LauncherTest {
  protected:
   // torchrun <args> in the test's directory; worker logs under it (TMPDIR).

@@ -67,6 +67,7 @@ const std::map<std::string, std::string>& Samples() {
       {"store_follow", "True"},
       {"dry_run", "True"},
       {"virtual_local_rank", "True"},
+      {"agent_store", "True"},
       {"numa_binding", "exclusive"},
       {"bind_numa", "True"},
       {"duplicate_stdout_filters", "loss=,step"},

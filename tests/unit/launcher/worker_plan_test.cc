@@ -59,6 +59,19 @@ TEST_F(WorkerPlanTest, TorchrunsWorkersGetTorchsAndGangrunsVariablesButNotMindSp
   EXPECT_EQ(env["GANGRUN_RUN_ID"], "run42");
 }
 
+TEST_F(WorkerPlanTest, WithTheJobsTorchStoreTorchConnectsWhereTheSchedulerListens) {
+  options.personality = Personality::kTorchrun;
+  facts.scheduler_host = "10.0.0.9";  // not the rank-0 host's address
+  assignment.set_torch_store_port(40123);
+  auto plan = PlanProcesses(options, facts, assignment, 2, 1);
+  ASSERT_TRUE(plan.ok());
+  auto env = EnvMap((*plan)[0].env);
+  EXPECT_EQ(env["MASTER_ADDR"], "10.0.0.9");
+  EXPECT_EQ(env["MASTER_PORT"], "40123");
+  EXPECT_EQ(env["TORCHELASTIC_USE_AGENT_STORE"], "True");
+  EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "1");  // torch's key prefix: /worker/attempt_1
+}
+
 TEST_F(WorkerPlanTest, EveryWorkerGetsMsrunTorchrunAndGangrunVariables) {
   auto plan = PlanProcesses(options, facts, assignment, 1, 0);
   ASSERT_TRUE(plan.ok());
