@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   const std::string name = args.empty() ? "" : args[0];
   if (!args.empty()) args.erase(args.begin());
   if (name == "serve") return bench::Serve(args);
+  if (name == "serve_torch_store") return bench::ServeTorchStore(args);
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n <= 0) return 1;
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
     if (name == "rendezvous") return bench::RendezvousMain(args, path);
     if (name == "recovery") return bench::RecoveryMain(args, path);
     if (name == "store") return bench::StoreMain(args);
+    if (name == "torch_store") return bench::TorchStoreMain(args, path);
   } catch (const std::invalid_argument&) {
     std::fprintf(stderr, "gangrun-bench %s: an option's value is not a number\n", name.c_str());
     return 2;
@@ -36,8 +38,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gangrun-bench %s: an option's value is out of range\n", name.c_str());
     return 2;
   }
-  std::fprintf(stderr,
-               "usage: gangrun-bench rendezvous|recovery|store [options]; gangrun-bench BENCHMARK "
-               "--help for its options\n");
+  std::fprintf(
+      stderr,
+      "usage: gangrun-bench rendezvous|recovery|store|torch_store [options]; gangrun-bench "
+      "BENCHMARK "
+      "--help for its options\n");
   return 2;
 }

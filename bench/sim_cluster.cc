@@ -159,20 +159,26 @@ int Serve(const std::vector<std::string>& args) {
 }
 
 absl::StatusOr<Server> StartServer(const std::string& self, const ServeOptions& options) {
+  std::vector<std::string> argv = {self,
+                                   "serve",
+                                   std::to_string(options.world),
+                                   std::to_string(options.node_timeout),
+                                   std::to_string(options.spares),
+                                   std::to_string(options.max_restarts)};
+  if (!options.store.empty()) argv.push_back(options.store);
+  std::vector<std::string> env = common::CurrentEnvironment();
+  if (!options.token.empty()) env.push_back(std::string(kTokenVariable) + "=" + options.token);
+  return StartPortPrinter(std::move(argv), std::move(env));
+}
+
+absl::StatusOr<Server> StartPortPrinter(std::vector<std::string> argv,
+                                        std::vector<std::string> env) {
   int out_pipe[2];
   if (pipe(out_pipe) != 0) return absl::InternalError("pipe failed");
   common::SpawnOptions spawn;
-  spawn.exec_path = self;
-  spawn.argv = {self,
-                "serve",
-                std::to_string(options.world),
-                std::to_string(options.node_timeout),
-                std::to_string(options.spares),
-                std::to_string(options.max_restarts)};
-  if (!options.store.empty()) spawn.argv.push_back(options.store);
-  spawn.env = common::CurrentEnvironment();
-  if (!options.token.empty())
-    spawn.env.push_back(std::string(kTokenVariable) + "=" + options.token);
+  spawn.exec_path = argv[0];
+  spawn.argv = std::move(argv);
+  spawn.env = std::move(env);
   spawn.fds = {{1, out_pipe[1]}};
   auto pid = common::Spawn(spawn);
   close(out_pipe[1]);
@@ -186,7 +192,7 @@ absl::StatusOr<Server> StartServer(const std::string& self, const ServeOptions& 
   std::fclose(out);
   if (!read) {
     StopServer({*pid, 0});
-    return absl::UnavailableError("the scheduler process did not start");
+    return absl::UnavailableError(spawn.argv[0] + " did not start");
   }
   return Server{*pid, port};
 }

@@ -51,6 +51,9 @@ struct Server {
 };
 // Starts `self serve ...` and reads its port.
 absl::StatusOr<Server> StartServer(const std::string& self, const ServeOptions& options);
+// Starts `argv` (argv[0] a path) with `env`, which prints the port it listens on first.
+absl::StatusOr<Server> StartPortPrinter(std::vector<std::string> argv,
+                                        std::vector<std::string> env);
 // Kills and reaps it.
 void StopServer(const Server& server);
 
@@ -71,5 +74,8 @@ int RecoveryMain(const std::vector<std::string>& args, const std::string& self);
 
 // gangrun-bench store (bench/store.cc).
 int StoreMain(const std::vector<std::string>& args);
+// gangrun-bench torch_store (bench/torch_store.cc), and the store process it starts.
+int TorchStoreMain(const std::vector<std::string>& args, const std::string& self);
+int ServeTorchStore(const std::vector<std::string>& args);
 
 }  // namespace gangrun::bench
