@@ -193,7 +193,7 @@ int ServeTorchStore(const std::vector<std::string>& args) {
   boost::asio::io_context io;
   common::AsioClock clock(io.get_executor());
   scheduler::KvStore store(clock);
-  auto server = scheduler::TorchStore::Start(io, store, {"127.0.0.1"});
+  auto server = scheduler::TorchStore::Start(io, clock, store, {"127.0.0.1"});
   if (!server.ok()) {
     std::fprintf(stderr, "%s\n", std::string(server.status().message()).c_str());
     return 1;

@@ -161,8 +161,10 @@ absl::Status Daemon::StartScheduler(Job& job) {
   ASSIGN_OR_RETURN(job.server,
                    SchedulerServer::Start(io_, *job.scheduler, *job.store, server_options));
   if (job.config.scheduler.agent_store) {
+    scheduler::TorchStore::Options torch{options_.listen_host};
+    torch.report_waits_after = job.config.scheduler.store_wait_report;
     ASSIGN_OR_RETURN(job.torch_store,
-                     scheduler::TorchStore::Start(io_, *job.store, {options_.listen_host}));
+                     scheduler::TorchStore::Start(io_, clock_, *job.store, std::move(torch)));
     job.scheduler->SetTorchStore(job.torch_store.get());
   }
   // The job's owner reads on their own console why each generation ended.

@@ -197,6 +197,12 @@ std::vector<OptionRow> MakeGangrunRows() {
           "store (TORCHELASTIC_USE_AGENT_STORE=True): it outlives a generation and is bounded "
           "by --kv_max_bytes (default False: rank 0 hosts it)",
           Bool(&Options::agent_store)),
+      Row("store_wait_report",
+          "with --agent_store True: ranks that wait this long in the store for keys no rank has "
+          "set are named (the ranks that never set theirs), and with --hang_timeout the job "
+          "stops as a hang at start-up; 0: never (default 60)" +
+              Range(0.0, 86400.0),
+          SecondsOption(&Options::store_wait_report, 0, 86400)),
       Row("virtual_local_rank",
           "every worker sees LOCAL_RANK=0 and only its own GPU (CUDA_VISIBLE_DEVICES), as "
           "torchrun --virtual-local-rank (default False)",

@@ -83,6 +83,7 @@ struct Options {
   bool store_follow = false;
   bool dry_run = false;
   bool agent_store = false;         // the job's torch store is gangrun's (scheduler/torch_store.h)
+  double store_wait_report = 60;    // its waits for keys nobody set name the ranks after this
   bool virtual_local_rank = false;  // every worker: LOCAL_RANK=0 and only its own GPU
   std::string log_prefix = "[{host}:{rank}] ";
   int metrics_port = -1;     // the scheduler's Prometheus endpoint; -1 = none, 0 = any free port

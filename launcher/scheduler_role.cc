@@ -105,10 +105,14 @@ absl::Status StartMetrics(boost::asio::io_context& io, const Options& options,
 }
 
 // The job's torch store (--agent_store True) where the scheduler listens, on a free port.
-absl::Status StartTorchStore(boost::asio::io_context& io, const Options& options,
-                             const std::string& listen_host, SchedulerRole& role) {
+absl::Status StartTorchStore(boost::asio::io_context& io, common::Clock& clock,
+                             const Options& options, const std::string& listen_host,
+                             SchedulerRole& role) {
   if (!options.agent_store) return absl::OkStatus();
-  ASSIGN_OR_RETURN(role.torch_store, scheduler::TorchStore::Start(io, *role.store, {listen_host}));
+  scheduler::TorchStore::Options torch{listen_host};
+  torch.report_waits_after = common::DurationOf(options.store_wait_report);
+  ASSIGN_OR_RETURN(role.torch_store,
+                   scheduler::TorchStore::Start(io, clock, *role.store, std::move(torch)));
   role.scheduler->SetTorchStore(role.torch_store.get());
   return absl::OkStatus();
 }
@@ -131,7 +135,7 @@ absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io, co
   if (!simulating) {
     ASSIGN_OR_RETURN(role.server, StartServer(io, role, options, facts));
     if (!role.server) return SchedulerRole{};  // another launcher hosts it: join that one
-    RETURN_IF_ERROR(StartTorchStore(io, options, facts.scheduler_host, role));
+    RETURN_IF_ERROR(StartTorchStore(io, clock, options, facts.scheduler_host, role));
   }
   if (!simulating) RETURN_IF_ERROR(StartMetrics(io, options, facts, facts.scheduler_host, role));
   role.link = std::make_unique<LocalLink>(io, *role.scheduler);
@@ -150,7 +154,7 @@ absl::StatusOr<SchedulerRole> HostSchedulerAt(boost::asio::io_context& io, commo
   ASSIGN_OR_RETURN(role.server, scheduler::SchedulerServer::Start(io, *role.scheduler, *role.store,
                                                                   server_options));
   auto listen = common::ParseHostPort(listen_address, "the scheduler's address", true);
-  if (listen.ok()) RETURN_IF_ERROR(StartTorchStore(io, options, listen->host, role));
+  if (listen.ok()) RETURN_IF_ERROR(StartTorchStore(io, clock, options, listen->host, role));
   // The pages on the scheduler's own address, not every address a store coordinator listens
   // on (README "Addresses").
   const bool everywhere = !listen.ok() || listen->host == "0.0.0.0" || listen->host == "::";
@@ -189,6 +193,7 @@ scheduler::Scheduler::Options SchedulerOptionsFor(const Options& options) {
   scheduler_options.straggler_factor = options.straggler_factor;
   scheduler_options.spare_nodes = options.spare_nodes;
   scheduler_options.agent_store = options.agent_store;
+  scheduler_options.store_wait_report = common::DurationOf(options.store_wait_report);
   scheduler_options.recovery.no_restart_exit_codes = options.no_restart_exit_codes;
   scheduler_options.recovery.exclude_after = options.exclude_after;
   scheduler_options.recovery.max_no_progress_restarts = options.max_no_progress_restarts;

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/exit_status.h"
 #include "common/logging.h"
 #include "scheduler/hang_report.h"
@@ -134,6 +136,72 @@ void Scheduler::OnHangJudged(HangVerdict verdict) {
 void Scheduler::OnStacksCaptured(int node_id, const v1::StacksCaptured& captured) {
   if (captured.request() != 0) return stacks_requests_.OnCaptured(node_id, captured);
   if (state_ == JobState::kCapturing) hang_capture_.OnCaptured(node_id, captured);
+}
+
+namespace {
+
+// The rank a torch store key names: its last part is the rank ("…/0/3", gloo's address) or
+// "rank_<r>" (gloo's host name); -1 when it names none below `world`.
+int RankOfKey(const std::string& key, int world) {
+  std::string last = key.substr(key.rfind('/') + 1);
+  if (last.rfind("rank_", 0) == 0) last = last.substr(5);
+  int rank = -1;
+  if (last.empty() || last.size() > 9 || !absl::SimpleAtoi(last, &rank)) return -1;
+  return rank >= 0 && rank < world ? rank : -1;
+}
+
+}  // namespace
+
+void Scheduler::OnTorchStoreWait(const std::vector<std::string>& keys, size_t waits,
+                                 common::Duration waited) {
+  if (state_ != JobState::kRunning) return;
+  std::set<int> ranks;
+  for (const auto& key : keys) {
+    if (int rank = RankOfKey(key, tally_.world); rank >= 0) ranks.insert(rank);
+  }
+  v1::RootCause root_cause;
+  std::vector<std::string> named;
+  for (int rank : ranks) {
+    std::string where = "rank " + std::to_string(rank);
+    for (const auto& [id, node] : nodes_) {
+      auto worker = node.workers.find(rank);
+      if (worker == node.workers.end()) continue;
+      where += " (" + node.join.node_name + ", pid " + std::to_string(worker->second.pid()) + ")";
+      if (named.empty()) {
+        root_cause.set_host(node.join.node_name);
+        root_cause.set_rank(rank);
+        root_cause.set_pid(worker->second.pid());
+      }
+    }
+    if (named.size() < 8) named.push_back(std::move(where));
+  }
+  std::string quoted;
+  for (size_t i = 0; i < keys.size() && i < 4; ++i) {
+    quoted += (i == 0 ? "'" : ", '") + Sanitize(keys[i], 256) + "'";
+  }
+  if (keys.size() > 4) quoted += " and " + std::to_string(keys.size() - 4) + " more";
+  const double seconds = std::chrono::duration<double>(waited).count();
+  const std::string message = absl::StrFormat(
+      "%d wait(s) in the torch store for %.0f s on keys no rank has set (%s): %s", waits, seconds,
+      quoted,
+      named.empty() ? std::string("no rank is named by them")
+                    : absl::StrJoin(named, ", ") + (ranks.size() > named.size() ? ", ..." : "") +
+                          (ranks.size() == 1 ? " never set its key" : " never set theirs"));
+  common::Logger("scheduler")->warn("{}", message);
+  Record(Event::kStoreWait, {{"generation", generation_},
+                             {"waits", waits},
+                             {"waited_seconds", seconds},
+                             {"ranks", std::vector<int>(ranks.begin(), ranks.end())}});
+  if (owner_.on_note) owner_.on_note(message);
+  if (options_.progress_rules.hang_timeout_seconds() <= 0 || named.empty()) return;
+  // A hang rule is set: a start-up that cannot complete is a hang, stopped now rather than at
+  // torch's own timeout (30 min for gloo, 10 for NCCL).
+  CountFailure(FailureCause::kHang);
+  failed_at_ = std::make_pair(generation_, clock_.Now());
+  ledger_.Reclassify(LedgerPhase::kStalled, waited);  // the wait was a stall, not training
+  StopReason reason{StopReason::Kind::kHung, "a hang at start-up: " + message, {}, {}};
+  reason.root_cause = std::move(root_cause);
+  BeginStopping(std::move(reason));
 }
 
 void Scheduler::OnTimerExpired(KnownNode& node, const v1::TimerExpired& expired) {

@@ -7,6 +7,7 @@
 
 #include "common/logging.h"
 #include "scheduler/adoption.h"
+#include "scheduler/torch_store.h"
 
 namespace gangrun::scheduler {
 
@@ -345,6 +346,14 @@ void Scheduler::OnNodeLost(int node_id, KnownNode& node, FailureCause cause,
   }
   BeginStopping({StopReason::Kind::kNodeLost, what, {}, {}});
   OnGenerationEnded(node);  // a lost node has no workers left to wait for
+}
+
+void Scheduler::SetTorchStore(TorchStore* store) {
+  owner_.torch_store = store;
+  if (store == nullptr) return;
+  store->SetOnLongWait([this](const TorchStore::LongWait& wait) {
+    OnTorchStoreWait(wait.keys, wait.waits, wait.waited);
+  });
 }
 
 }  // namespace gangrun::scheduler

@@ -89,7 +89,8 @@ class Scheduler : private NodeDirectory {
   void SetTelemetry(Telemetry* telemetry) { owner_.telemetry = telemetry; }
   // The job's torch store (--agent_store True): its port goes to every node with each
   // generation, and a generation's start drops the keys of the attempts before it.
-  void SetTorchStore(TorchStore* store) { owner_.torch_store = store; }
+  // Ranks that wait there past its bound for keys nobody set are named (OnTorchStoreWait).
+  void SetTorchStore(TorchStore* store);
   // `gangrun stop`, a daemon's job being cancelled: as if a launcher had got `signal`.
   void Stop(int signal, const std::string& reason);
   bool finished() const { return state_ == JobState::kFinished; }
@@ -148,6 +149,10 @@ class Scheduler : private NodeDirectory {
   // progress.cc
   void OnProgress(KnownNode& node, const v1::ProgressReport& report);
   void OnRankHung(KnownNode& node, const v1::RankHung& hung);
+  // Ranks have waited `waited` in the job's torch store for `keys`, which no rank has set: the
+  // ranks the keys name are said, and with a hang rule (--hang_timeout) the job stops as hung.
+  void OnTorchStoreWait(const std::vector<std::string>& keys, size_t waits,
+                        common::Duration waited);
   void OnTimerExpired(KnownNode& node, const v1::TimerExpired& expired);
   void OnStacksCaptured(int node_id, const v1::StacksCaptured& captured);
   // The hang capture's verdict: kCapturing -> kStopping(hung).

@@ -45,6 +45,8 @@ struct SchedulerOptions {
   // The workers' torch store is the job's (scheduler/torch_store.h), which whoever hosts the
   // scheduler starts and hands it (Scheduler::SetTorchStore).
   bool agent_store = false;
+  // Waits there past this long for keys nobody has set name the ranks (zero: never).
+  common::Duration store_wait_report = std::chrono::seconds(60);
   // Whether a lost place that no spare takes waits (up to the cluster timeout) for a node to
   // come: a relaunched launcher. A daemon's jobs do not wait: nothing relaunches theirs.
   bool await_replacement = true;

@@ -128,6 +128,8 @@ const char* EventName(Event event) {
       return "signal_forwarded";
     case Event::kTimeLimit:
       return "time_limit";
+    case Event::kStoreWait:
+      return "store_wait";
     case Event::kAgentRegistered:
       return "agent_registered";
     case Event::kAgentLost:

@@ -50,6 +50,7 @@ enum class Event {
   kHealthChecked,    // a node answered a health round
   kSignalForwarded,  // --signals_to_forward, to every worker
   kTimeLimit,        // --time_limit passed (or its early signal went)
+  kStoreWait,        // ranks waited past the bound in the job's torch store (--agent_store)
   // A daemon's own events.
   kAgentRegistered,
   kAgentLost,

@@ -34,11 +34,15 @@ std::string AttemptPrefix(int n) { return "//worker/attempt_" + std::to_string(n
 class TorchConnection;
 
 struct TorchStore::State : std::enable_shared_from_this<TorchStore::State> {
-  State(boost::asio::io_context& io, KvStore& store) : io(io), store(store), acceptor(io) {}
+  State(boost::asio::io_context& io, common::Clock& clock, KvStore& store)
+      : io(io), clock(clock), store(store), acceptor(io) {}
   void Accept();
+  void WaitBegan();  // arms the check of long waits if it is not
+  void CheckLongWaits();
   void Said(const std::string& line);  // a connection refused or closed, at most once a minute
 
   boost::asio::io_context& io;
+  common::Clock& clock;
   KvStore& store;
   tcp::acceptor acceptor;
   size_t max_connections = 0;
@@ -49,6 +53,10 @@ struct TorchStore::State : std::enable_shared_from_this<TorchStore::State> {
   int forgotten_below = 0;
   std::chrono::steady_clock::time_point last_line{};
   size_t unsaid = 0;
+  common::Duration report_after{};
+  std::function<void(const LongWait&)> on_long_wait;
+  std::unique_ptr<common::Timer> long_wait_check;
+  std::vector<std::string> reported_keys;  // the last report's, said once
 };
 
 // One rank's connection: reads queries, answers them in order.
@@ -80,6 +88,22 @@ class TorchConnection : public std::enable_shared_from_this<TorchConnection> {
   }
 
   // Closes the socket and cancels its waits; `why` non-empty: said (the client did wrong).
+  // The waits of this connection begun before `before`: their keys still missing into `keys`.
+  size_t OldWaits(common::TimePoint before, std::set<std::string>& keys,
+                  common::TimePoint& oldest) const {
+    size_t count = 0;
+    for (const auto& [id, pending] : waits_) {
+      if (pending.since > before) continue;
+      ++count;
+      oldest = std::min(oldest, pending.since);
+      for (const auto& key : pending.keys) {
+        if (!state_->store.Present(key)) keys.insert(key);
+      }
+    }
+    return count;
+  }
+  bool waiting() const { return !waits_.empty(); }
+
   void Close(const std::string& why) {
     if (closed_) return;
     closed_ = true;
@@ -216,6 +240,9 @@ class TorchConnection : public std::enable_shared_from_this<TorchConnection> {
     }
     const uint64_t id = next_wait_++;
     waits_[id].remaining = missing.size();
+    waits_[id].keys = missing;
+    waits_[id].since = state_->clock.Now();
+    state_->WaitBegan();
     std::weak_ptr<TorchConnection> weak = weak_from_this();
     for (const auto& key : missing) {
       const KvStore::WaitId wait_id =
@@ -289,6 +316,8 @@ class TorchConnection : public std::enable_shared_from_this<TorchConnection> {
   struct PendingWait {
     size_t remaining = 0;
     std::set<KvStore::WaitId> ids;
+    std::vector<std::string> keys;  // the keys awaited that were missing
+    common::TimePoint since;
   };
 
   std::shared_ptr<TorchStore::State> state_;
@@ -337,16 +366,52 @@ void TorchStore::State::Accept() {
   });
 }
 
+void TorchStore::State::WaitBegan() {
+  if (long_wait_check || !on_long_wait || report_after <= common::Duration::zero()) return;
+  long_wait_check = clock.After(report_after / 4, [this] { CheckLongWaits(); });
+}
+
+void TorchStore::State::CheckLongWaits() {
+  auto self = shared_from_this();  // the report may end the job, and the store with it
+  long_wait_check.reset();
+  const common::TimePoint now = clock.Now();
+  std::set<std::string> keys;
+  common::TimePoint oldest = now;
+  size_t waits = 0;
+  bool any = false;
+  for (const auto& connection : connections) {
+    any = any || connection->waiting();
+    waits += connection->OldWaits(now - report_after, keys, oldest);
+  }
+  if (!keys.empty()) {
+    LongWait wait;
+    for (const auto& key : keys) {
+      if (wait.keys.size() == kMaxReportedKeys) break;
+      wait.keys.push_back(key);
+    }
+    wait.waits = waits;
+    wait.waited = now - oldest;
+    if (wait.keys != reported_keys) {
+      reported_keys = wait.keys;
+      on_long_wait(wait);  // may stop the job: nothing of `this` is used after it
+      return WaitBegan();
+    }
+  }
+  if (any) WaitBegan();
+}
+
 size_t TorchStore::ConnectionBound(uint64_t file_limit) {
   return static_cast<size_t>(std::clamp<uint64_t>(file_limit / 2, 64, 131072));
 }
 
 absl::StatusOr<std::unique_ptr<TorchStore>> TorchStore::Start(boost::asio::io_context& io,
-                                                              KvStore& store, Options options) {
+                                                              common::Clock& clock, KvStore& store,
+                                                              Options options) {
   auto listener = rpc::OpenListener(io, common::JoinHostPort(options.listen_host, options.port));
   if (!listener.ok()) return listener.status();
   std::unique_ptr<TorchStore> server(new TorchStore());
-  server->state_ = std::make_shared<State>(io, store);
+  server->state_ = std::make_shared<State>(io, clock, store);
+  server->state_->report_after = options.report_waits_after;
   server->state_->acceptor = std::move(*listener);
   server->state_->max_connections =
       options.max_connections != 0 ? options.max_connections : ConnectionBound(rpc::FileLimit());
@@ -356,6 +421,8 @@ absl::StatusOr<std::unique_ptr<TorchStore>> TorchStore::Start(boost::asio::io_co
 }
 
 TorchStore::~TorchStore() {
+  state_->long_wait_check.reset();
+  state_->on_long_wait = nullptr;
   boost::system::error_code ignored;
   state_->acceptor.close(ignored);
   auto connections = state_->connections;
@@ -365,6 +432,10 @@ TorchStore::~TorchStore() {
 int TorchStore::port() const {
   boost::system::error_code ignored;
   return state_->acceptor.local_endpoint(ignored).port();
+}
+
+void TorchStore::SetOnLongWait(std::function<void(const LongWait&)> on_long_wait) {
+  state_->on_long_wait = std::move(on_long_wait);
 }
 
 size_t TorchStore::connections() const { return state_->connections.size(); }

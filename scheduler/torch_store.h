@@ -20,10 +20,13 @@
 
 #include <boost/asio/io_context.hpp>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/clock.h"
 #include "scheduler/kv_store.h"
 
 namespace gangrun::scheduler {
@@ -36,17 +39,32 @@ class TorchStore {
     size_t max_connections = 0;  // 0: from the file limit (ConnectionBound)
     // Replies a client has not read, at most, per connection.
     size_t max_unread_reply_bytes = size_t{64} << 20;
+    // Waits older than this are reported (SetOnLongWait); zero: never.
+    common::Duration report_waits_after = std::chrono::seconds(60);
   };
+  // Ranks that have waited past Options::report_waits_after for keys nobody has set: the keys
+  // (at most kMaxReportedKeys, sorted), how many waits, the oldest's age.
+  struct LongWait {
+    std::vector<std::string> keys;
+    size_t waits = 0;
+    common::Duration waited{};
+  };
+  static constexpr size_t kMaxReportedKeys = 64;
   static constexpr size_t kMaxBufferedBytes = size_t{512} << 20;
 
   static absl::StatusOr<std::unique_ptr<TorchStore>> Start(boost::asio::io_context& io,
-                                                           KvStore& store, Options options);
+                                                           common::Clock& clock, KvStore& store,
+                                                           Options options);
   // Closes every connection and cancels their waits in the store.
   ~TorchStore();
   TorchStore(const TorchStore&) = delete;
   TorchStore& operator=(const TorchStore&) = delete;
 
   int port() const;
+  // Called, on the strand, when waits pass the report bound: checked every quarter of the bound
+  // while any wait is pending, so a wait is reported between 1 and 1.25 bounds after it began;
+  // the same keys are reported once.
+  void SetOnLongWait(std::function<void(const LongWait&)> on_long_wait);
   size_t connections() const;
   // A new generation's restart count: the keys torch's clients wrote under the attempts before
   // it go (torch's agent store keeps them for the job's life; a long job restarted many times

@@ -106,5 +106,26 @@ TEST_F(AgentStoreTest, RanksOnTwoHostsMeetInTheStoreWhereTheSchedulerListens) {
   }
 }
 
+TEST_F(AgentStoreTest, ARankThatNeverReachesTheStoreIsNamedAndWithAHangRuleTheJobStops) {
+  ASSERT_TRUE(HasTorch()) << "python3-torch is not installed (deploy/install-deps.sh installs it)";
+  // Rank 1 is stuck before init_process_group (a hung import, a stuck filesystem); rank 0 waits
+  // in the store for its address, which gloo would wait for 30 minutes.
+  std::ofstream(dir_.File("stuck.py")) << R"PY(
+import os, time, datetime, torch.distributed as dist
+if os.environ["RANK"] == "1":
+    time.sleep(600)
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=600))
+)PY";
+  auto job = Launch(
+      {TorchrunBinary(), "--nproc_per_node", "2", "--agent_store", "True", "--store_wait_report",
+       "1", "--hang_timeout", "300", "--progress_hook", "False", dir_.File("stuck.py")},
+      {"PYTHON_EXEC=/usr/bin/python3"}, dir_.path(), dir_.path());
+  EXPECT_EQ(RunToEnd(job).code, 5) << job.Stderr();  // a hang
+  const std::string err = job.Stderr();
+  EXPECT_NE(err.find("wait(s) in the torch store for "), std::string::npos) << err;
+  EXPECT_NE(err.find("rank 1 ("), std::string::npos) << err;
+  EXPECT_NE(err.find("never set its key"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace gangrun::testing

@@ -163,5 +163,32 @@ TEST_F(DaemonTest, StatusListsFinishedJobsNewestFirst) {
   StopDaemon(scheduler);
 }
 
+// A daemon's job with --agent_store True: its ranks meet in the store the daemon serves for it.
+TEST_F(DaemonTest, ASubmittedTorchJobsRanksMeetInTheStoreTheDaemonServesForIt) {
+  ASSERT_TRUE(HasTorch()) << "python3-torch is not installed (deploy/install-deps.sh installs it)";
+  std::ofstream(dir_.File("ddp.py")) << R"PY(
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.tensor([dist.get_rank() + 1.0])
+dist.all_reduce(t)
+print("rank %d sum %.1f agent %s" % (dist.get_rank(), t.item(),
+      os.environ["TORCHELASTIC_USE_AGENT_STORE"]), flush=True)
+dist.destroy_process_group()
+)PY";
+  const std::string master = "127.0.0.1:" + FreePort();
+  auto scheduler = Scheduler({"--listen", master});
+  auto agent = Gangrun({"agent", "--master", master, "--slots", "2", "--name", "agent-a"});
+  auto submit = Gangrun({"submit", "--master", master, "--worker_num", "2", "--agent_store", "True",
+                         "/usr/bin/python3", dir_.File("ddp.py")});
+  EXPECT_EQ(RunToEnd(submit).code, 0) << submit.Stderr();
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_NE(submit.Stdout().find("rank " + std::to_string(rank) + " sum 3.0 agent True"),
+              std::string::npos)
+        << submit.Stdout() << submit.Stderr();
+  }
+  StopDaemon(agent);
+  StopDaemon(scheduler);
+}
+
 }  // namespace
 }  // namespace gangrun::testing

@@ -68,6 +68,7 @@ const std::map<std::string, std::string>& Samples() {
       {"dry_run", "True"},
       {"virtual_local_rank", "True"},
       {"agent_store", "True"},
+      {"store_wait_report", "7.5"},
       {"numa_binding", "exclusive"},
       {"bind_numa", "True"},
       {"duplicate_stdout_filters", "loss=,step"},

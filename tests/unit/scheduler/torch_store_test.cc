@@ -127,7 +127,7 @@ class TorchStoreTest : public ::testing::Test {
  protected:
   virtual TorchStore::Options StoreOptions() const { return {"127.0.0.1"}; }
   void SetUp() override {
-    auto server = TorchStore::Start(io_, store_, StoreOptions());
+    auto server = TorchStore::Start(io_, clock_, store_, StoreOptions());
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     thread_ = std::thread([this] { io_.run(); });
@@ -326,6 +326,54 @@ TEST_F(TorchStoreTest, HostileClientsAreClosedAloneAndTheirWaitsForgotten) {
   close(partial);
   close(probe);
   close(good);
+}
+
+class ReportingTorchStoreTest : public TorchStoreTest {
+ protected:
+  TorchStore::Options StoreOptions() const override {
+    TorchStore::Options options{"127.0.0.1"};
+    options.report_waits_after = std::chrono::milliseconds(200);
+    return options;
+  }
+};
+
+TEST_F(ReportingTorchStoreTest, WaitsPastTheBoundForKeysNobodySetAreReportedOnce) {
+  std::promise<TorchStore::LongWait> first, second;
+  int reports = 0;
+  OnStore([&] {
+    server_->SetOnLongWait([&](const TorchStore::LongWait& wait) {
+      if (++reports == 1) first.set_value(wait);
+      if (reports == 2) second.set_value(wait);
+    });
+    return 0;
+  });
+  // gloo's pattern: rank 0 sets its address and waits for rank 1's, which never comes; a key
+  // set meanwhile by another is not reported.
+  const std::string prefix = "//worker/attempt_0/default_pg/0/0/";
+  const int rank0 = Connect();
+  Send(rank0, Op2(0) + Str(prefix + "0") + Str("addr") + Op2(5) + U64(2) + Str(prefix + "1") +
+                  Str(prefix + "late"));
+  const int other = Connect();
+  Send(other, Op2(0) + Str(prefix + "late") + Str("x") + Op2(3) + Str("n") + U64(1));
+  EXPECT_EQ(Receive(other, 8), U64(1));
+  auto report = first.get_future();
+  ASSERT_EQ(report.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  const TorchStore::LongWait wait = report.get();
+  EXPECT_EQ(wait.keys, std::vector<std::string>{prefix + "1"});
+  EXPECT_EQ(wait.waits, 1u);
+  EXPECT_GE(wait.waited, std::chrono::milliseconds(200));
+  // Once: the checks in between (every 50 ms) found the same keys and said nothing; the next
+  // report is the next stall's, with both.
+  const int rank2 = Connect();
+  Send(rank2, Op2(5) + U64(1) + Str(prefix + "2"));
+  auto next = second.get_future();
+  ASSERT_EQ(next.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  const TorchStore::LongWait both = next.get();
+  EXPECT_EQ(both.keys, (std::vector<std::string>{prefix + "1", prefix + "2"}));
+  EXPECT_EQ(both.waits, 2u);
+  close(rank2);
+  close(other);
+  close(rank0);
 }
 
 class BoundedTorchStoreTest : public TorchStoreTest {
