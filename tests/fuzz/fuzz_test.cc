@@ -18,6 +18,7 @@
 #include "scheduler/kv_store.h"
 #include "scheduler/peer_checks.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/torch_store_protocol.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/scheduler_fakes.h"
 
@@ -105,6 +106,65 @@ TEST(FuzzTest, FrameDecoderKeepsItsBoundsOnAnyBytes) {
       EXPECT_LE(decoder.buffered(), rpc::kFrameHeaderBytes + bound);
     }
   }
+}
+
+// torch's store protocol from a connection's first byte: random bytes after a valid or no
+// opening, random lengths near the bounds, fed in random pieces as a connection buffers them.
+// The decoder never crashes, never consumes more than it was given, never returns a key, value
+// or count over its bound, and asks for more only while the query fits the query bound.
+TEST(FuzzTest, TorchStoreDecoderKeepsItsBoundsOnAnyBytes) {
+  namespace ts = scheduler::torch_store;
+  std::mt19937 random(5101);
+  auto u64 = [](uint64_t value) { return std::string(reinterpret_cast<const char*>(&value), 8); };
+  int decoded_queries = 0;  // the random input must reach past the first byte now and then
+  for (int round = 0; round < 3000; ++round) {
+    std::string bytes;
+    if (random() % 2) {  // 2.x's opening
+      bytes += '\0';
+      const uint32_t magic = ts::kValidationMagic;
+      bytes.append(reinterpret_cast<const char*>(&magic), 4);
+    }
+    const int queries = 1 + static_cast<int>(random() % 4);
+    for (int q = 0; q < queries; ++q) {
+      bytes += static_cast<char>(random() % 20);
+      // A length: small, at a bound, just past it, or huge.
+      const uint64_t lengths[] = {
+          random() % 16,          ts::kMaxKeyBytes,         ts::kMaxKeyBytes + 1,
+          ts::kMaxValueBytes + 1, ts::kMaxKeysPerQuery + 1, uint64_t{1} << 62};
+      bytes += u64(lengths[random() % 6]);
+      const size_t tail = random() % 64;
+      for (size_t i = 0; i < tail; ++i) bytes += static_cast<char>(random() & 0xff);
+    }
+    ts::Dialect dialect = ts::Dialect::kUnknown;
+    std::string buffer;
+    size_t fed = 0;
+    bool refused = false;
+    while (fed < bytes.size() && !refused) {
+      const size_t piece = 1 + random() % 23;
+      buffer += bytes.substr(fed, piece);
+      fed = std::min(bytes.size(), fed + piece);
+      while (true) {
+        ts::Decoded decoded = ts::Decode(buffer, dialect);
+        ASSERT_LE(decoded.consumed, buffer.size()) << "round " << round;
+        if (decoded.kind == ts::Decoded::Kind::kRefused) {
+          EXPECT_FALSE(decoded.refusal.empty());
+          refused = true;
+          break;
+        }
+        buffer.erase(0, decoded.consumed);
+        if (decoded.kind == ts::Decoded::Kind::kNeedMore) {
+          EXPECT_LE(buffer.size(), ts::kMaxQueryBytes) << "round " << round;
+          break;
+        }
+        EXPECT_LE(decoded.query.keys.size(), ts::kMaxKeysPerQuery);
+        for (const auto& key : decoded.query.keys) EXPECT_LE(key.size(), ts::kMaxKeyBytes);
+        for (const auto& value : decoded.query.values) EXPECT_LE(value.size(), ts::kMaxValueBytes);
+        EXPECT_NE(decoded.query.op, ts::Op::kValidate);
+        ++decoded_queries;
+      }
+    }
+  }
+  EXPECT_GT(decoded_queries, 300);
 }
 
 TEST(FuzzTest, OptionParserNeverCrashesAndKeepsItsRanges) {
