@@ -211,6 +211,7 @@ void Daemon::OnSubmitEvent(int submit_id, const v1::SubmitEvent& event) {
   job->submit_id = submit_id;
   job->spec = spec;
   job->submitted_unix = UnixSeconds();
+  job->submitted_at = clock_.Now();
   ++jobs_submitted_;
   common::Logger("daemon")->info("job {} submitted: {} worker(s), task {}", job->id,
                                  job->config.world_size, job->config.task);

@@ -140,7 +140,8 @@ class Daemon {
     bool adopted = false;
     std::map<std::string, int> agents_away;  // agent name -> workers
     std::unique_ptr<common::Timer> adoption_timer;
-    double submitted_unix = 0;  // when it was submitted (kept in its record)
+    double submitted_unix = 0;       // when it was submitted (kept in its record)
+    common::TimePoint submitted_at;  // the same, on the daemon's clock (its ledger's queued)
   };
   static constexpr std::chrono::seconds kHelloTimeout{30};
   template <typename Handle>

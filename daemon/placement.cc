@@ -147,6 +147,7 @@ absl::Status Daemon::StartScheduler(Job& job) {
     job.config.scheduler.may_start = [store] { return store->LeaseValid(); };
     job.config.scheduler.store_note = [store] { return store->Note(); };
   }
+  if (!job.adopted) job.config.scheduler.queued_since = job.submitted_at;
   job.telemetry = std::make_unique<Telemetry>(job.id, options_.event_log);
   job.scheduler = std::make_unique<Scheduler>(clock_, job.config.scheduler);
   job.scheduler->SetTelemetry(job.telemetry.get());

@@ -112,8 +112,18 @@ std::string WhatIf(const v1::Ledger& ledger, int spare_nodes) {
          " of reforming: the wait for a node to take a lost one's place";
 }
 
+Ledger::Ledger(common::Clock& clock, std::optional<common::TimePoint> queued_since)
+    : clock_(clock), since_(clock.Now()), opened_(since_) {
+  if (!queued_since || *queued_since >= since_) return;
+  opened_ = *queued_since;
+  Of(job_, LedgerPhase::kQueued) = since_ - *queued_since;
+  Of(generations_[0], LedgerPhase::kQueued) = since_ - *queued_since;
+}
+
 std::string_view LedgerPhaseName(LedgerPhase phase) {
   switch (phase) {
+    case LedgerPhase::kQueued:
+      return "queued";
     case LedgerPhase::kForming:
       return "forming";
     case LedgerPhase::kStarting:

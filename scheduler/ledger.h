@@ -5,6 +5,8 @@
 // measure).
 //
 // Phases, as the core's course moves them (Enter's transitions, scheduler/job_state.h):
+//   queued       a daemon's job: from its submission until it was placed (free slots, agents);
+//                before the scheduler's start, so counted when it opens
 //   forming      kForming before the first generation: waiting for nodes
 //   starting     kRunning until every rank has reported progress once (imports,
 //                init_process_group, checkpoint loading); counted when that happens, so a job
@@ -44,6 +46,7 @@
 namespace gangrun::scheduler {
 
 enum class LedgerPhase {
+  kQueued,
   kForming,
   kStarting,
   kTraining,
@@ -77,8 +80,10 @@ v1::Ledger LedgerFromJson(const nlohmann::json& json);
 
 class Ledger {
  public:
-  // Opens at `now` in forming.
-  explicit Ledger(common::Clock& clock) : clock_(clock), since_(clock.Now()), opened_(since_) {}
+  // Opens at `now` in forming; a job queued since `queued_since` (a daemon's, submitted then)
+  // has that wait as its first phase, and its wall time counts from it.
+  explicit Ledger(common::Clock& clock,
+                  std::optional<common::TimePoint> queued_since = std::nullopt);
 
   // The core entered `to`.
   void OnState(JobState to);
@@ -115,7 +120,7 @@ class Ledger {
   common::Clock& clock_;
   LedgerPhase phase_ = LedgerPhase::kForming;
   common::TimePoint since_;                  // when the current phase's uncounted time began
-  common::TimePoint opened_;                 // the scheduler's start
+  common::TimePoint opened_;                 // the scheduler's start, or the job's submission
   std::optional<common::TimePoint> closed_;  // the job's end
   PhaseTimes job_{};
   // By generation (0: before the first), the last kGenerationsKept (an elastic job may re-form

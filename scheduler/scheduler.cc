@@ -25,7 +25,7 @@ Scheduler::Scheduler(common::Clock& clock, Options options)
       stacks_requests_(*this, clock_, options_.progress_rules.stack_timeout_seconds()),
       hang_capture_(*this, clock_, options_.progress_rules.stack_timeout_seconds(),
                     [this](HangVerdict verdict) { OnHangJudged(std::move(verdict)); }),
-      ledger_(clock_),
+      ledger_(clock_, options_.queued_since),
       spare_pool_(options_.spare_nodes),
       health_rounds_(*this,
                      [this] {

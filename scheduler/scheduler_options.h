@@ -45,6 +45,9 @@ struct SchedulerOptions {
   // The workers' torch store is the job's (scheduler/torch_store.h), which whoever hosts the
   // scheduler starts and hands it (Scheduler::SetTorchStore).
   bool agent_store = false;
+  // A daemon's job: when it was submitted (its ledger's queued phase runs from then until the
+  // scheduler starts); unset for a launcher's own.
+  std::optional<common::TimePoint> queued_since;
   // Waits there past this long for keys nobody has set name the ranks (zero: never).
   common::Duration store_wait_report = std::chrono::seconds(60);
   // Whether a lost place that no spare takes waits (up to the cluster timeout) for a node to

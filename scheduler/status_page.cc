@@ -54,7 +54,7 @@ function table(id, headers, rows) {
   return t;
 }
 // The ledger's phases in its order (scheduler/ledger.h), and seconds as people read them.
-const PHASES = ["forming", "starting", "training", "stalled", "detecting", "stopping", "backoff",
+const PHASES = ["queued", "forming", "starting", "training", "stalled", "detecting", "stopping", "backoff",
                 "health_checks", "reforming"];
 function seconds(v) {
   v = Number(v) || 0;

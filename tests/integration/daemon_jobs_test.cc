@@ -4,6 +4,7 @@
 
 #include <signal.h>
 
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -186,6 +187,38 @@ dist.destroy_process_group()
               std::string::npos)
         << submit.Stdout() << submit.Stderr();
   }
+  StopDaemon(agent);
+  StopDaemon(scheduler);
+}
+
+// A job that waits for a slot has that wait in its ledger: queued, from its submission.
+TEST_F(DaemonTest, AJobThatWaitedForASlotWasQueued) {
+  const std::string master = "127.0.0.1:" + FreePort();
+  auto scheduler = Scheduler({"--listen", master});
+  auto agent = Gangrun({"agent", "--master", master, "--slots", "1", "--name", "agent-a"});
+  const std::string go = dir_.File("go");
+  auto first = Gangrun(
+      {"submit", "--master", master, "--worker_num", "1", TestWorkerBinary(), "--wait-file", go});
+  ASSERT_TRUE(fifo_.ReadLine(std::chrono::seconds(30)).has_value());  // its worker is running
+  auto second = Gangrun({"submit", "--master", master, "--worker_num", "1", TestWorkerBinary()});
+  EXPECT_TRUE(WaitForStderr(second, "waiting", std::chrono::seconds(30))) << second.Stderr();
+  std::ofstream(go) << "go\n";
+  EXPECT_EQ(RunToEnd(first).code, 0) << first.Stderr();
+  EXPECT_EQ(RunToEnd(second).code, 0) << second.Stderr();
+  auto json = Gangrun({"status", "--master", master, "--json"});
+  EXPECT_EQ(RunToEnd(json).code, 0) << json.Stderr();
+  const auto parsed = nlohmann::json::parse(json.Stdout());
+  ASSERT_EQ(parsed["finished"].size(), 2u) << json.Stdout();
+  const auto& ledger = parsed["finished"][0]["outcome"]["ledger"];  // the second, newest first
+  ASSERT_TRUE(ledger["seconds"].contains("queued")) << ledger.dump();
+  EXPECT_GT(ledger["seconds"]["queued"].get<double>(), 0) << ledger.dump();
+  double sum = 0;
+  for (const auto& [phase, seconds] : ledger["seconds"].items()) sum += seconds.get<double>();
+  EXPECT_NEAR(sum, ledger["wall_seconds"].get<double>(), 0.01 * sum + 1e-3) << ledger.dump();
+  // The first was placed as it came (its queued time is the daemon's own work): less.
+  EXPECT_LT(parsed["finished"][1]["outcome"]["ledger"]["seconds"].value("queued", 0.0),
+            ledger["seconds"]["queued"].get<double>())
+      << json.Stdout();
   StopDaemon(agent);
   StopDaemon(scheduler);
 }

@@ -135,6 +135,31 @@ TEST(LedgerTest, AGenerationThatFailedBeforeItsRanksReportedWasStarting) {
 }
 
 // A job over in a blink is said in milliseconds, so that its line adds up to what it says.
+// A daemon's job waited 7 s for slots before its scheduler started: that is its first phase,
+// and its wall time counts from the submission.
+TEST(LedgerTest, ASubmittedJobsWaitForSlotsIsQueued) {
+  testing::FakeClock clock;
+  const common::TimePoint submitted = clock.Now();
+  clock.Advance(seconds(7));
+  Ledger ledger(clock, submitted);
+  ledger.OnState(JobState::kForming);
+  clock.Advance(seconds(2));
+  ledger.OnState(JobState::kRunning);
+  ledger.OnGenerationStarted(1, 1, false);
+  clock.Advance(seconds(11));
+  ledger.OnState(JobState::kFinished);
+  const v1::Ledger out = ledger.ToProto();
+  EXPECT_DOUBLE_EQ(Seconds(out, "queued"), 7);
+  EXPECT_DOUBLE_EQ(Seconds(out, "forming"), 2);
+  EXPECT_DOUBLE_EQ(out.wall_seconds(), 20);
+  EXPECT_DOUBLE_EQ(Sum(out), out.wall_seconds());
+  EXPECT_NEAR(out.ettr(), 11.0 / 20, 1e-9);
+  EXPECT_NE(DescribeLedger(out).find("queued 7.0 s"), std::string::npos) << DescribeLedger(out);
+  // A launcher's own job (or one submitted just now) has none.
+  Ledger own(clock, clock.Now());
+  EXPECT_DOUBLE_EQ(Seconds(own.ToProto(), "queued"), 0);
+}
+
 TEST(LedgerTest, ABlinkOfAJobIsSaidInMilliseconds) {
   v1::Ledger ledger;
   ledger.set_wall_seconds(0.04);
