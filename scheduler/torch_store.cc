@@ -87,7 +87,6 @@ class TorchConnection : public std::enable_shared_from_this<TorchConnection> {
     });
   }
 
-  // Closes the socket and cancels its waits; `why` non-empty: said (the client did wrong).
   // The waits of this connection begun before `before`: their keys still missing into `keys`.
   size_t OldWaits(common::TimePoint before, std::set<std::string>& keys,
                   common::TimePoint& oldest) const {
@@ -104,6 +103,7 @@ class TorchConnection : public std::enable_shared_from_this<TorchConnection> {
   }
   bool waiting() const { return !waits_.empty(); }
 
+  // Closes the socket and cancels its waits; `why` non-empty: said (the client did wrong).
   void Close(const std::string& why) {
     if (closed_) return;
     closed_ = true;
@@ -127,10 +127,11 @@ class TorchConnection : public std::enable_shared_from_this<TorchConnection> {
     input_.append(state_->chunk.data(), n);
     state_->buffered += n;
     size_t used = 0;
-    while (!closed_) {
+    while (!closed_ && input_.size() - used >= wanted_) {
       torch_store::Decoded decoded =
           torch_store::Decode(std::string_view(input_).substr(used), dialect_);
       used += decoded.consumed;
+      wanted_ = decoded.wanted;
       if (decoded.kind == torch_store::Decoded::Kind::kNeedMore) break;
       if (decoded.kind == torch_store::Decoded::Kind::kRefused) return Close(decoded.refusal);
       Execute(decoded.query);
@@ -325,6 +326,7 @@ class TorchConnection : public std::enable_shared_from_this<TorchConnection> {
   std::string peer_;
   std::string input_;
   torch_store::Dialect dialect_ = torch_store::Dialect::kUnknown;
+  size_t wanted_ = 0;     // the partial query at the start of input_ needs this many bytes
   std::string output_;    // replies not yet handed to the socket
   std::string sending_;   // what async_write holds
   size_t accounted_ = 0;  // output_ and sending_ as counted in state_->buffered

@@ -73,12 +73,19 @@ class Reader {
     // A query that needs more than the bound is refused now, not buffered.
     if (pos_ + n > kMaxQueryBytes) {
       refusal = "a query of more than " + std::to_string(kMaxQueryBytes) + " bytes";
+    } else {
+      wanted_ = pos_ + static_cast<size_t>(n);
     }
     return false;
   }
 
+ public:
+  size_t wanted() const { return wanted_; }
+
+ private:
   std::string_view input_;
   size_t pos_ = 0;
+  size_t wanted_ = 0;  // after a read past the end: the bytes it needed in all
 };
 
 // The arguments of `query.op`; false: need more or refused (reader.refusal).
@@ -223,6 +230,7 @@ Decoded Decode(std::string_view input, Dialect& dialect) {
     } else {
       decoded.query = Query{};
       decoded.consumed = start;
+      decoded.wanted = reader.wanted();
     }
     return decoded;
   }

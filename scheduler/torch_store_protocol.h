@@ -71,6 +71,9 @@ struct Decoded {
   Kind kind = Kind::kNeedMore;
   Query query;
   size_t consumed = 0;  // bytes of `input` the query (and a 2.x opening before it) took
+  // kNeedMore: the bytes (after `consumed`) the query needs at least before decoding it again
+  // can get further; a large value arriving in pieces is then decoded once, not once a piece.
+  size_t wanted = 0;
   std::string refusal;  // kRefused: why, one line
 };
 

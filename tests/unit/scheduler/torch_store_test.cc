@@ -97,6 +97,12 @@ TEST(TorchStoreProtocolTest, APartialQueryNeedsMoreAndConsumesNothingButAnOpenin
   ASSERT_EQ(decoded.kind, Decoded::Kind::kQuery);
   EXPECT_EQ(decoded.query.op, Op::kWait);
   EXPECT_EQ(decoded.query.keys, (std::vector<std::string>{"a", "bb"}));
+  // A large value's length says how much the query needs: its store decodes it again only
+  // then, not once per piece.
+  const std::string set = std::string(1, '\1') + Str("k") + U64(100000) + "partial";
+  decoded = torch_store::Decode(set, dialect);
+  ASSERT_EQ(decoded.kind, Decoded::Kind::kNeedMore);
+  EXPECT_EQ(decoded.wanted, 1 + 8 + 1 + 8 + 100000u);
 }
 
 TEST(TorchStoreProtocolTest, LengthsPastTheBoundsAreRefusedBeforeTheyAreBuffered) {
