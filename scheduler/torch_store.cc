@@ -24,6 +24,8 @@ using torch_store::Op;
 constexpr size_t kReadChunk = 64 << 10;
 // How often a refused connection is said, at most (the refusals in between are counted).
 constexpr auto kRefusalLinePeriod = std::chrono::minutes(1);
+// After a failed accept (no descriptor left), the next try.
+constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
 
 // torch's key of the attempt `n` under its elastic agent store: the client's "/" and the
 // PrefixStore's "/worker/attempt_<n>" (torch/distributed/rendezvous.py).
@@ -56,6 +58,7 @@ struct TorchStore::State : std::enable_shared_from_this<TorchStore::State> {
   common::Duration report_after{};
   std::function<void(const LongWait&)> on_long_wait;
   std::unique_ptr<common::Timer> long_wait_check;
+  std::unique_ptr<common::Timer> accept_retry;
   std::vector<std::string> reported_keys;  // the last report's, said once
 };
 
@@ -351,21 +354,27 @@ void TorchStore::State::Said(const std::string& line) {
 }
 
 void TorchStore::State::Accept() {
-  acceptor.async_accept([self = shared_from_this()](boost::system::error_code error,
-                                                    tcp::socket socket) {
-    if (error == boost::asio::error::operation_aborted || !self->acceptor.is_open()) return;
-    if (!error) {
-      if (self->connections.size() >= self->max_connections) {
-        self->Said("torch store: a connection refused: " + std::to_string(self->max_connections) +
-                   " are open (its bound)");
-      } else {
-        auto connection = std::make_shared<TorchConnection>(self, std::move(socket));
-        self->connections.insert(connection);
-        connection->Read();
-      }
-    }
-    self->Accept();
-  });
+  acceptor.async_accept(
+      [self = shared_from_this()](boost::system::error_code error, tcp::socket socket) {
+        if (error == boost::asio::error::operation_aborted || !self->acceptor.is_open()) return;
+        if (error) {
+          // Out of descriptors, say: accepting again at once would spin. Waits kAcceptRetry.
+          self->Said("torch store: cannot accept a connection: " + error.message());
+          self->accept_retry = self->clock.After(kAcceptRetry, [weak = self->weak_from_this()] {
+            if (auto state = weak.lock()) state->Accept();
+          });
+          return;
+        }
+        if (self->connections.size() >= self->max_connections) {
+          self->Said("torch store: a connection refused: " + std::to_string(self->max_connections) +
+                     " are open (its bound)");
+        } else {
+          auto connection = std::make_shared<TorchConnection>(self, std::move(socket));
+          self->connections.insert(connection);
+          connection->Read();
+        }
+        self->Accept();
+      });
 }
 
 void TorchStore::State::WaitBegan() {
@@ -395,7 +404,9 @@ void TorchStore::State::CheckLongWaits() {
     wait.waited = now - oldest;
     if (wait.keys != reported_keys) {
       reported_keys = wait.keys;
-      on_long_wait(wait);  // may stop the job: nothing of `this` is used after it
+      // May stop the job and destroy the store: `self` keeps this state, and a destroyed store
+      // has cleared on_long_wait, so WaitBegan arms nothing then.
+      on_long_wait(wait);
       return WaitBegan();
     }
   }
@@ -424,6 +435,7 @@ absl::StatusOr<std::unique_ptr<TorchStore>> TorchStore::Start(boost::asio::io_co
 
 TorchStore::~TorchStore() {
   state_->long_wait_check.reset();
+  state_->accept_retry.reset();
   state_->on_long_wait = nullptr;
   boost::system::error_code ignored;
   state_->acceptor.close(ignored);
