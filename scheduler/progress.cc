@@ -194,7 +194,14 @@ void Scheduler::OnTorchStoreWait(const std::vector<std::string>& keys, size_t wa
                              {"ranks", std::vector<int>(ranks.begin(), ranks.end())}});
   if (owner_.on_note) owner_.on_note(message);
   if (options_.progress_rules.hang_timeout_seconds() <= 0 || named.empty()) return;
-  // A hang rule is set: a start-up that cannot complete is a hang, stopped now rather than at
+  // Past the start-up (a rank has made progress), a long wait may be the script's own (a key a
+  // rank sets after a long computation): said, not stopped.
+  for (const auto& [id, node] : nodes_) {
+    for (const auto& [rank, worker] : node.workers) {
+      if (worker.reports() > 0) return;
+    }
+  }
+  // A hang rule is set and the start-up cannot complete: a hang, stopped now rather than at
   // torch's own timeout (30 min for gloo, 10 for NCCL).
   CountFailure(FailureCause::kHang);
   failed_at_ = std::make_pair(generation_, clock_.Now());

@@ -150,7 +150,8 @@ class Scheduler : private NodeDirectory {
   void OnProgress(KnownNode& node, const v1::ProgressReport& report);
   void OnRankHung(KnownNode& node, const v1::RankHung& hung);
   // Ranks have waited `waited` in the job's torch store for `keys`, which no rank has set: the
-  // ranks the keys name are said, and with a hang rule (--hang_timeout) the job stops as hung.
+  // ranks the keys name are said, and with a hang rule (--hang_timeout), while no rank has made
+  // progress (the start-up), the job stops as hung.
   void OnTorchStoreWait(const std::vector<std::string>& keys, size_t waits,
                         common::Duration waited);
   void OnTimerExpired(KnownNode& node, const v1::TimerExpired& expired);
