@@ -139,6 +139,32 @@ std::vector<OptionRow> MakeProgressRows() {
   };
 }
 
+// README "Bounds and safety" (the key-value store) and "Coming from torchrun" (torch's store).
+std::vector<OptionRow> MakeKeyValueRows() {
+  return {
+      Row("kv_max_bytes",
+          "total size of the job's key-value store (default 256MiB) [1MiB..1TiB; K/M/G/T "
+          "suffixes]",
+          KvMaxBytes()),
+      Row("kv_max_waits",
+          "gets and barrier arrivals that may wait in the key-value store at once (default "
+          "65536)" +
+              Range(16, 1 << 20),
+          Int(&Options::kv_max_waits, 16, 1 << 20)),
+      Row("agent_store",
+          "the workers' torch store is served by gangrun's scheduler, as torchrun's agent "
+          "store (TORCHELASTIC_USE_AGENT_STORE=True): it outlives a generation and is bounded "
+          "by --kv_max_bytes (default False: rank 0 hosts it)",
+          Bool(&Options::agent_store)),
+      Row("store_wait_report",
+          "with --agent_store True: ranks that wait this long in the store for keys no rank has "
+          "set are named (the ranks that never set theirs), and with --hang_timeout the job "
+          "stops as a hang at start-up; 0: never (default 60)" +
+              Range(0.0, 86400.0),
+          SecondsOption(&Options::store_wait_report, 0, 86400)),
+  };
+}
+
 // README "A store of record".
 std::vector<OptionRow> MakeStoreRows() {
   return {
@@ -179,30 +205,10 @@ std::vector<OptionRow> MakeGangrunRows() {
           "elastic jobs: seconds to wait for late joiners once MIN workers joined (default 1)" +
               Range(0.0, 3600.0),
           SecondsOption(&Options::last_call, 0, 3600)),
-      Row("kv_max_bytes",
-          "total size of the job's key-value store (default 256MiB) [1MiB..1TiB; K/M/G/T "
-          "suffixes]",
-          KvMaxBytes()),
-      Row("kv_max_waits",
-          "gets and barrier arrivals that may wait in the key-value store at once (default "
-          "65536)" +
-              Range(16, 1 << 20),
-          Int(&Options::kv_max_waits, 16, 1 << 20)),
       Row("run_id", "job id, exported as TORCHELASTIC_RUN_ID/GANGRUN_RUN_ID",
           String(&Options::run_id)),
       Row("dry_run", "print the rank/command/environment plan and exit", Bool(&Options::dry_run),
           /*travels=*/false),
-      Row("agent_store",
-          "the workers' torch store is served by gangrun's scheduler, as torchrun's agent "
-          "store (TORCHELASTIC_USE_AGENT_STORE=True): it outlives a generation and is bounded "
-          "by --kv_max_bytes (default False: rank 0 hosts it)",
-          Bool(&Options::agent_store)),
-      Row("store_wait_report",
-          "with --agent_store True: ranks that wait this long in the store for keys no rank has "
-          "set are named (the ranks that never set theirs), and with --hang_timeout the job "
-          "stops as a hang at start-up; 0: never (default 60)" +
-              Range(0.0, 86400.0),
-          SecondsOption(&Options::store_wait_report, 0, 86400)),
       Row("virtual_local_rank",
           "every worker sees LOCAL_RANK=0 and only its own GPU (CUDA_VISIBLE_DEVICES), as "
           "torchrun --virtual-local-rank (default False)",
@@ -242,6 +248,7 @@ std::vector<OptionRow> MakeGangrunRows() {
               Range(-1, 65535),
           Int(&Options::health_port, -1, 65535)),
   };
+  for (OptionRow& row : MakeKeyValueRows()) rows.push_back(std::move(row));
   for (OptionRow& row : MakeProgressRows()) rows.push_back(std::move(row));
   for (OptionRow& row : MakeRecoveryRows()) rows.push_back(std::move(row));
   for (OptionRow& row : MakeStoreRows()) rows.push_back(std::move(row));

@@ -40,6 +40,18 @@ void Add(EnvList& env, absl::string_view name, const absl::AlphaNum& value) {
   env.push_back(absl::StrCat(name, "=", value));
 }
 
+// Where torch's store is. With the job's (--agent_store True), where this node reaches the
+// scheduler, and TORCHELASTIC_USE_AGENT_STORE=True; otherwise rank 0's init_process_group
+// hosts it at MASTER_PORT, a free port on rank 0's host, as under torchrun's c10d rendezvous
+// before torch 2.4.
+void AddTorchStore(EnvList& env, const HostFacts& facts, const v1::RankAssignment& assignment) {
+  const bool agent_store = assignment.torch_store_port() > 0;
+  Add(env, env::kMasterAddr, agent_store ? facts.scheduler_host : assignment.master_addr());
+  Add(env, env::kMasterPort,
+      agent_store ? assignment.torch_store_port() : assignment.master_port());
+  Add(env, env::kTorchUseAgentStore, agent_store ? "True" : "False");
+}
+
 std::string_view NameOf(const std::string& entry) {
   return std::string_view(entry).substr(0, entry.find('='));
 }
@@ -220,12 +232,7 @@ absl::StatusOr<std::vector<node::ProcessSpec>> PlanProcesses(const Options& opti
     Add(env, env::kLocalWorldSize, assignment.local_worker_num());
     Add(env, env::kGroupRank, assignment.node_rank());
     Add(env, env::kGroupWorldSize, assignment.node_count());
-    // With the job's torch store (--agent_store True) torch connects to it, where this node
-    // reaches the scheduler; otherwise rank 0 hosts torch's store at MASTER_PORT.
-    const bool agent_store = assignment.torch_store_port() > 0;
-    Add(env, env::kMasterAddr, agent_store ? facts.scheduler_host : assignment.master_addr());
-    Add(env, env::kMasterPort,
-        agent_store ? assignment.torch_store_port() : assignment.master_port());
+    AddTorchStore(env, facts, assignment);
     Add(env, env::kTorchRestartCount, restart_count);
     Add(env, env::kTorchMaxRestarts, options.max_restarts);
     Add(env, env::kTorchRunId, job_facts.run_id);
@@ -233,9 +240,6 @@ absl::StatusOr<std::vector<node::ProcessSpec>> PlanProcesses(const Options& opti
     Add(env, env::kRoleName, options.role);
     Add(env, env::kRoleRank, rank_id);
     Add(env, env::kRoleWorldSize, assignment.world_size());
-    // Without it, rank 0 hosts init_process_group's TCPStore at MASTER_PORT, as under
-    // torchrun's c10d rendezvous before torch 2.4.
-    Add(env, env::kTorchUseAgentStore, agent_store ? "True" : "False");
     for (const auto& [name, value] : options.worker_env) Add(env, name, value);
     spec.env = inherited.With(std::move(env));
     spec.log_path = WorkerLogPath(options, facts, rank_id);

@@ -37,13 +37,12 @@ class TorchConnection;
 
 struct TorchStore::State : std::enable_shared_from_this<TorchStore::State> {
   State(boost::asio::io_context& io, common::Clock& clock, KvStore& store)
-      : io(io), clock(clock), store(store), acceptor(io) {}
+      : clock(clock), store(store), acceptor(io) {}
   void Accept();
   void WaitBegan();  // arms the check of long waits if it is not
   void CheckLongWaits();
   void Said(const std::string& line);  // a connection refused or closed, at most once a minute
 
-  boost::asio::io_context& io;
   common::Clock& clock;
   KvStore& store;
   tcp::acceptor acceptor;
@@ -183,7 +182,7 @@ class TorchConnection : public std::enable_shared_from_this<TorchConnection> {
         break;
       }
       case Op::kWait:
-        status = Wait(query.keys);
+        Wait(query.keys);
         break;
       case Op::kCancelWait:
         CancelWaits();
@@ -233,14 +232,14 @@ class TorchConnection : public std::enable_shared_from_this<TorchConnection> {
   }
 
   // WAIT: STOP_WAITING once every key is present. One KvStore wait per missing key.
-  absl::Status Wait(const std::vector<std::string>& keys) {
+  void Wait(const std::vector<std::string>& keys) {
     std::vector<std::string> missing;
     for (const auto& key : keys) {
       if (!state_->store.Present(key)) missing.push_back(key);
     }
     if (missing.empty()) {
       torch_store::AppendU8(output_, torch_store::kStopWaiting);
-      return absl::OkStatus();
+      return;
     }
     const uint64_t id = next_wait_++;
     waits_[id].remaining = missing.size();
@@ -263,7 +262,6 @@ class TorchConnection : public std::enable_shared_from_this<TorchConnection> {
       auto pending = waits_.find(id);
       if (pending != waits_.end() && wait_id != 0) pending->second.ids.insert(wait_id);
     }
-    return absl::OkStatus();
   }
 
   void OnKeyPresent(uint64_t id) {
