@@ -49,6 +49,8 @@ struct DaemonSetup {
   ServiceOptions service;
   std::shared_ptr<grpc::ServerCredentials> credentials;
   std::unique_ptr<scheduler::EventLog> event_log;
+  int64_t history_count = 1000;  // daemon::Daemon::Options' history bounds
+  double history_days = 30;
 };
 
 absl::StatusOr<DaemonSetup> Prepare(const std::string& listen, ServiceOptions service,
@@ -98,6 +100,8 @@ absl::Status Serve(DaemonSetup& setup) {
   options.token = token;
   options.credentials = setup.credentials;
   options.event_log = setup.event_log.get();
+  options.history_count = setup.history_count;
+  options.history_days = setup.history_days;
   // Where others reach this daemon's ports (the store names them): the listen host, unless
   // it is a wildcard; then the address its connection to the store uses (what every host of
   // the cluster reaches), else this host's first interface address.
@@ -171,9 +175,20 @@ CommandResult RunScheduler(const CommandArgs& command) {
   app.add_option("--store_cacert", store.cacert, "CA bundle for the store (TLS)");
   app.add_option("--store_cert", store.cert, "client certificate for the store");
   app.add_option("--store_key", store.key, "its key");
+  int64_t history_count = 1000;
+  app.add_option("--history_count", history_count,
+                 "finished jobs whose records the store keeps, newest first (default 1000)")
+      ->check(CLI::Range(int64_t{1}, daemon::Daemon::Options::kMaxHistoryCount));
+  double history_days = 30;
+  app.add_option("--history_days", history_days,
+                 "days a finished job's record stays in the store (default 30; 0: no age "
+                 "bound)")
+      ->check(CLI::Range(0.0, 36500.0));
   if (auto done = ParseArgs(app, "scheduler", command.args)) return *done;
   auto setup = Prepare(listen, std::move(service), insecure, store);
   if (!setup.ok()) return setup.status();
+  setup->history_count = history_count;
+  setup->history_days = history_days;
   return Serve(*setup);
 }
 

@@ -85,10 +85,12 @@ void Daemon::BecomeActive(std::vector<nlohmann::json> jobs) {
   });
   for (const nlohmann::json* record : ended_records) {
     try {
+      recorded_ended_.emplace(record->value("ended_unix", 0.0), record->value("id", ""));
       KeepFinished(FinishedFromRecord(*record));
     } catch (const nlohmann::json::exception&) {
     }
   }
+  PruneHistory();
   TryPlace();
 }
 

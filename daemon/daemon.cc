@@ -34,7 +34,30 @@ std::string TaskLine(const v1::LaunchSpec& spec) {
 
 void Daemon::KeepFinished(v1::FinishedJob finished) {
   finished_.push_front(std::move(finished));
-  while (finished_.size() > kMaxFinishedKept) finished_.pop_back();
+  const size_t kept = std::min<size_t>(kMaxFinishedKept, options_.history_count);
+  while (finished_.size() > kept) finished_.pop_back();
+}
+
+void Daemon::PruneHistory() {
+  const double oldest =
+      options_.history_days > 0 ? UnixSeconds() - options_.history_days * 86400 : -1;
+  std::vector<std::string> forget;
+  while (!recorded_ended_.empty() &&
+         (recorded_ended_.size() > static_cast<size_t>(options_.history_count) ||
+          recorded_ended_.begin()->first < oldest)) {
+    forget.push_back(recorded_ended_.begin()->second);
+    recorded_ended_.erase(recorded_ended_.begin());
+  }
+  while (!finished_.empty() && finished_.back().ended_unix() < oldest) finished_.pop_back();
+  if (oldest > 0) {
+    history_timer_ = clock_.After(std::chrono::hours(1), [this] { PruneHistory(); });
+  }
+  if (forget.empty()) return;
+  common::Logger("daemon")->info(
+      "deleting {} finished job record(s) from the store (--history_count {}, --history_days {})",
+      forget.size(), options_.history_count, options_.history_days);
+  for (const std::string& id : forget) ended_.erase(id);
+  if (options_.store != nullptr) options_.store->DeleteJobs(std::move(forget));
 }
 
 v1::FinishedJob Daemon::FinishedFromRecord(const nlohmann::json& record) {
@@ -331,7 +354,9 @@ void Daemon::EndJob(const std::string& job_id, const v1::JobOutcome& outcome) {
   finished.set_ended_unix(UnixSeconds());
   finished.set_world_size(job->config.world_size);
   SaveJob(*job, &finished);
+  if (options_.store != nullptr && active_) recorded_ended_.emplace(finished.ended_unix(), job_id);
   KeepFinished(std::move(finished));
+  PruneHistory();
   common::Logger("daemon")->info("job {} ended: {}{}", job_id, proto::Name(outcome.kind()),
                                  outcome.message().empty() ? "" : " (" + outcome.message() + ")");
   telemetry_.Record(Event::kJobEnded, {{"job_id", job_id},

@@ -74,6 +74,12 @@ class Daemon {
     std::string advertise_host;  // where the jobs' ports are reached (the store names them)
     std::string store_url;       // given to the jobs' launchers (--store, --store_follow)
     std::string store_cacert, store_cert, store_key;
+    // The history the store keeps (README "History"): the newest history_count finished jobs'
+    // records (1..kMaxHistoryCount), none older than history_days (0 = no age bound); the
+    // rest are deleted at each job's end, when this daemon becomes active, and hourly.
+    static constexpr int64_t kMaxHistoryCount = 1000000;
+    int64_t history_count = 1000;
+    double history_days = 30;
   };
 
   Daemon(boost::asio::io_context& io, common::Clock& clock, Options options, Configure configure);
@@ -198,10 +204,17 @@ class Daemon {
   // Jobs that ended, as the store recorded them: a submit that follows one gets its outcome.
   std::map<std::string, v1::JobOutcome> ended_;
   // Jobs that ended, newest first, for `gangrun status`: at most kMaxFinishedKept (about 1 KiB
-  // each), also from the store's records when this daemon becomes the active one.
+  // each) and Options::history_count, also from the store's records when this daemon becomes
+  // the active one.
   static constexpr size_t kMaxFinishedKept = 100;
   std::deque<v1::FinishedJob> finished_;
   void KeepFinished(v1::FinishedJob finished);
+  // The finished jobs whose records the store holds, by when they ended (unix seconds): at
+  // most Options::history_count after each PruneHistory, which deletes the rest (and those
+  // past history_days) from the store and from finished_.
+  std::multimap<double, std::string> recorded_ended_;
+  void PruneHistory();
+  std::unique_ptr<common::Timer> history_timer_;  // PruneHistory hourly, while active
   // A FinishedJob from what a job's record in the store says.
   static v1::FinishedJob FinishedFromRecord(const nlohmann::json& record);
   common::ThreadAffinity strand_;  // the io_context's thread: every entry point checks it

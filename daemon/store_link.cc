@@ -137,6 +137,19 @@ void StoreLink::SaveJob(const std::string& job_id, nlohmann::json job) {
   });
 }
 
+void StoreLink::DeleteJobs(std::vector<std::string> job_ids) {
+  if (!active() || job_ids.empty()) return;
+  worker_->Post([this, job_ids = std::move(job_ids)] {
+    auto deleted = store_->DeleteJobs(term_, job_ids);
+    if (deleted.ok() && !*deleted) {
+      boost::asio::post(io_, [this] { StepDown("the store refused a job record: not our term"); });
+    } else if (!deleted.ok()) {
+      common::Logger("daemon")->warn("{} finished job record(s) were not deleted: {}",
+                                     job_ids.size(), std::string(deleted.status().message()));
+    }
+  });
+}
+
 void StoreLink::Publish(const std::string& job_id, const std::string& address) {
   if (!active() || !keeper_) return;
   store::SchedulerInfo at = me_;

@@ -47,6 +47,8 @@ class StoreLink {
   // A job's record and where its scheduler listens, written in order on the store's thread.
   void SaveJob(const std::string& job_id, nlohmann::json job);
   void Publish(const std::string& job_id, const std::string& address);
+  // Forgets finished jobs' records (the history's bounds), after what was written before.
+  void DeleteJobs(std::vector<std::string> job_ids);
   // Whether the store confirmed this daemon's lease within its TTL: its jobs start no
   // generation otherwise (another daemon may be taking them over). Thread-safe.
   bool LeaseValid() const { return keeper_ && keeper_->Valid(); }

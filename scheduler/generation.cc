@@ -101,7 +101,8 @@ void Scheduler::StartGeneration() {
     if (node.slot.node_rank == 0) rank0 = &node;
   }
   GANGRUN_CHECK(rank0 != nullptr, "a formed job has a node of rank 0");
-  Enter(JobState::kRunning, "generation " + std::to_string(generation_ + 1) + " starts");
+  ++generation_;  // its only writer: generation numbers only increase
+  Enter(JobState::kRunning, "generation " + std::to_string(generation_) + " starts");
   lost_node_.clear();  // its place is taken
   spare_pool_.ClearHoles();
   stopping_.reset();
@@ -109,7 +110,6 @@ void Scheduler::StartGeneration() {
   tally_.stopped.clear();
   tally_.started = 0;
   tally_.succeeded = 0;
-  ++generation_;  // its only writer: generation numbers only increase
   ledger_.OnGenerationStarted(generation_, tally_.world, /*adopted=*/false);
   common::Logger("scheduler")
       ->info("generation {}: {} node(s), {} worker(s){}", generation_, states.size(), tally_.world,
@@ -295,7 +295,9 @@ void Scheduler::AbortAll(const std::string& reason) {
 void Scheduler::Finish(v1::JobOutcome outcome) {
   Enter(JobState::kFinished, proto::Name(outcome.kind()));
   *outcome.mutable_ledger() = ledger_.ToProto();
-  outcome.mutable_ledger()->set_what_if(WhatIf(outcome.ledger(), options_.spare_nodes));
+  outcome.mutable_ledger()->set_what_if(
+      WhatIf(outcome.ledger(), {options_.spare_nodes, options_.node_timeout,
+                                options_.heartbeat_interval, liveness_.LongestSilence()}));
   logs_.EndFollowing();
   for (const auto& warning : log_warnings_) outcome.add_warnings(warning);
   outcome_ = outcome;

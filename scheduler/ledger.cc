@@ -3,9 +3,13 @@
 #include "scheduler/ledger.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <utility>
 #include <vector>
+
+#include "absl/strings/str_join.h"
 
 namespace gangrun::scheduler {
 
@@ -39,6 +43,8 @@ nlohmann::json LedgerJson(const v1::Ledger& ledger) {
       {"lost_work_seconds", ledger.lost_work_seconds()},
       {"checkpoint_step", ledger.checkpoint_step()},
       {"replacement_wait_seconds", ledger.replacement_wait_seconds()},
+      {"silent_losses", ledger.silent_losses()},
+      {"silent_loss_seconds", ledger.silent_loss_seconds()},
       {"what_if", ledger.what_if()},
       {"seconds", std::map<std::string, double>(ledger.seconds().begin(), ledger.seconds().end())}};
 }
@@ -60,6 +66,14 @@ v1::Ledger LedgerFromJson(const nlohmann::json& json) {
   }
   if (auto wait = json.find("replacement_wait_seconds"); wait != json.end()) {
     ledger.set_replacement_wait_seconds(number(*wait));
+  }
+  if (auto losses = json.find("silent_losses");
+      losses != json.end() && losses->is_number_integer()) {
+    ledger.set_silent_losses(static_cast<int32_t>(
+        std::clamp<int64_t>(losses->get<int64_t>(), 0, std::numeric_limits<int32_t>::max())));
+  }
+  if (auto silence = json.find("silent_loss_seconds"); silence != json.end()) {
+    ledger.set_silent_loss_seconds(number(*silence));
   }
   if (auto what_if = json.find("what_if"); what_if != json.end() && what_if->is_string()) {
     ledger.set_what_if(what_if->get<std::string>().substr(0, 1024));
@@ -105,15 +119,31 @@ std::string DescribeLedger(const v1::Ledger& ledger) {
   return text;
 }
 
-std::string WhatIf(const v1::Ledger& ledger, int spare_nodes) {
-  if (spare_nodes > 0 || ledger.replacement_wait_seconds() < kWhatIfFloorSeconds) return "";
-  return "a hot spare (--spare_nodes 1) would have saved about " +
-         Spoken(ledger.replacement_wait_seconds()) +
-         " of reforming: the wait for a node to take a lost one's place";
+std::string WhatIf(const v1::Ledger& ledger, const WhatIfSettings& settings) {
+  std::vector<std::string> saved;
+  if (settings.spare_nodes == 0 && ledger.replacement_wait_seconds() >= kWhatIfFloorSeconds) {
+    saved.push_back("a hot spare (--spare_nodes 1) would have saved about " +
+                    Spoken(ledger.replacement_wait_seconds()) +
+                    " of reforming: the wait for a node to take a lost one's place");
+  }
+  const double longest = SecondsOf(settings.longest_silence);
+  const double tighter = std::max(
+      {1.0, std::ceil(3 * SecondsOf(settings.heartbeat_interval)), std::ceil(2 * longest)});
+  const double cut = ledger.silent_loss_seconds() - ledger.silent_losses() * tighter;
+  if (ledger.silent_losses() > 0 && tighter < SecondsOf(settings.node_timeout) &&
+      cut >= kWhatIfFloorSeconds) {
+    char silent[32];
+    std::snprintf(silent, sizeof(silent), "%.1f", longest);
+    saved.push_back("a node timeout of " + std::to_string(static_cast<int64_t>(tighter)) +
+                    " s (--node_timeout; no node that stayed was silent for more than " + silent +
+                    " s) would have saved about " + Spoken(cut) + " of detecting: " +
+                    std::to_string(ledger.silent_losses()) + " node(s) lost to silence");
+  }
+  return absl::StrJoin(saved, "; ");
 }
 
 Ledger::Ledger(common::Clock& clock, std::optional<common::TimePoint> queued_since)
-    : clock_(clock), since_(clock.Now()), opened_(since_) {
+    : clock_(clock), since_(clock.Now()), entered_(since_), opened_(since_) {
   if (!queued_since || *queued_since >= since_) return;
   opened_ = *queued_since;
   Of(job_, LedgerPhase::kQueued) = since_ - *queued_since;
@@ -156,33 +186,59 @@ void Ledger::Accumulate(common::TimePoint now) {
   since_ = now;
 }
 
+void Ledger::Open() {
+  if (!on_change_) return;
+  const common::Duration queued = Of(job_, LedgerPhase::kQueued);
+  on_change_({0, queued > common::Duration::zero() ? LedgerPhase::kQueued : phase_, phase_, queued,
+              false});
+}
+
+void Ledger::Become(LedgerPhase to) {
+  if (to == phase_) return;
+  const Change change{generation_, phase_, to, clock_.Now() - entered_, false};
+  phase_ = to;
+  entered_ = clock_.Now();
+  if (on_change_) on_change_(change);
+}
+
+void Ledger::Move(PhaseTimes& times, uint64_t generation, LedgerPhase from, LedgerPhase to,
+                  common::Duration span) {
+  if (span <= common::Duration::zero()) return;
+  Of(times, from) -= span;
+  Of(job_, from) -= span;
+  Of(times, to) += span;
+  Of(job_, to) += span;
+  if (on_change_) on_change_({generation, from, to, span, true});
+}
+
 void Ledger::OnState(JobState to) {
   if (closed_) return;
   Accumulate(clock_.Now());  // what came before is the old phase's (and wait's)
   awaiting_ = to == JobState::kAwaitingReplacement;
   switch (to) {
     case JobState::kForming:
-      phase_ = generation_ == 0 ? LedgerPhase::kForming : LedgerPhase::kReforming;
-      return;
+      return Become(generation_ == 0 ? LedgerPhase::kForming : LedgerPhase::kReforming);
     case JobState::kAwaitingReplacement:
-      phase_ = LedgerPhase::kReforming;
-      return;
+      return Become(LedgerPhase::kReforming);
     case JobState::kRunning:
-      phase_ = LedgerPhase::kTraining;
-      return;
+      return Become(LedgerPhase::kTraining);
     case JobState::kCapturing:
-      phase_ = LedgerPhase::kDetecting;
-      return;
+      return Become(LedgerPhase::kDetecting);
     case JobState::kStopping:
-      phase_ = LedgerPhase::kStopping;
-      return;
+      return Become(LedgerPhase::kStopping);
     case JobState::kBackingOff:
-      phase_ = LedgerPhase::kBackoff;
-      return;
+      return Become(LedgerPhase::kBackoff);
     case JobState::kFinished:
       closed_ = clock_.Now();
       return;
   }
+}
+
+void Ledger::OnSilentLoss(common::Duration silence) {
+  if (closed_ || silence <= common::Duration::zero()) return;
+  ++silent_losses_;
+  silent_loss_ += silence;
+  Reclassify(LedgerPhase::kDetecting, silence);
 }
 
 void Ledger::OnHealthChecks(bool waiting) {
@@ -190,7 +246,7 @@ void Ledger::OnHealthChecks(bool waiting) {
   const LedgerPhase from = waiting ? LedgerPhase::kReforming : LedgerPhase::kHealthChecks;
   if (phase_ != from) return;
   Accumulate(clock_.Now());
-  phase_ = waiting ? LedgerPhase::kHealthChecks : LedgerPhase::kReforming;
+  Become(waiting ? LedgerPhase::kHealthChecks : LedgerPhase::kReforming);
 }
 
 void Ledger::OnGenerationStarted(uint64_t generation, int world, bool adopted) {
@@ -223,11 +279,8 @@ void Ledger::Settle(uint64_t generation) {
   }
   redone->second.settled = true;
   PhaseTimes& times = generations_[generation];
-  const common::Duration span = Of(times, LedgerPhase::kTraining);
-  Of(times, LedgerPhase::kTraining) -= span;
-  Of(job_, LedgerPhase::kTraining) -= span;
-  Of(times, LedgerPhase::kStarting) += span;
-  Of(job_, LedgerPhase::kStarting) += span;
+  Move(times, generation, LedgerPhase::kTraining, LedgerPhase::kStarting,
+       Of(times, LedgerPhase::kTraining));
   lost_ -= redone->second.lost;
   redone->second.lost = common::Duration::zero();
 }
@@ -245,12 +298,8 @@ void Ledger::OnFirstReport() {
   Accumulate(clock_.Now());
   // Until now the generation was starting, not training.
   PhaseTimes& generation = generations_[generation_];
-  const common::Duration span =
-      std::min(clock_.Now() - running_since_, Of(generation, LedgerPhase::kTraining));
-  Of(generation, LedgerPhase::kTraining) -= span;
-  Of(job_, LedgerPhase::kTraining) -= span;
-  Of(generation, LedgerPhase::kStarting) += span;
-  Of(job_, LedgerPhase::kStarting) += span;
+  Move(generation, generation_, LedgerPhase::kTraining, LedgerPhase::kStarting,
+       std::min(clock_.Now() - running_since_, Of(generation, LedgerPhase::kTraining)));
 }
 
 void Ledger::OnCheckpoint(int64_t step, common::Duration age) {
@@ -276,10 +325,7 @@ void Ledger::Reclassify(LedgerPhase to, common::Duration span) {
   // Out of the current generation's training first, then its starting.
   for (LedgerPhase from : {LedgerPhase::kTraining, LedgerPhase::kStarting}) {
     const common::Duration moved = std::min(span, Of(generation, from));
-    Of(generation, from) -= moved;
-    Of(job_, from) -= moved;
-    Of(generation, to) += moved;
-    Of(job_, to) += moved;
+    Move(generation, generation_, from, to, moved);
     span -= moved;
   }
 }
@@ -307,6 +353,8 @@ v1::Ledger Ledger::ToProto() const {
   common::Duration waited = replacement_wait_;
   if (!closed_ && awaiting_ && now > since_) waited += now - since_;
   ledger.set_replacement_wait_seconds(SecondsOf(waited));
+  ledger.set_silent_losses(silent_losses_);
+  ledger.set_silent_loss_seconds(SecondsOf(silent_loss_));
   ledger.set_ettr(wall > 0 ? (training - lost) / wall : 0);
   for (const auto& [number, seconds] : generations) {
     v1::GenerationLedger* generation = ledger.add_generations();

@@ -33,6 +33,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -65,12 +66,26 @@ std::string_view LedgerPhaseName(LedgerPhase phase);
 // largest first; none under 0.05 s). Under 1 s in milliseconds, under 10 s with one decimal.
 std::string DescribeLedger(const v1::Ledger& ledger);
 
-// What the job's own record says another setting would have saved, at its end: "a hot spare
-// (--spare_nodes 1) would have saved about 12 s of reforming: the wait for a node to take a lost
-// one's place" when the job had no spare and waited at least kWhatIfFloor for one (a spare takes
-// the place at once: bench/README.md, about 0.1 s at 1,000 nodes); "" otherwise.
+// What the job's own record says another setting would have saved, at its end ("" = nothing
+// worth saying, under kWhatIfFloorSeconds each), in one line:
+//  - a hot spare, for a job without one that waited for a node to take a lost one's place: "a
+//    hot spare (--spare_nodes 1) would have saved about 12 s of reforming: the wait for a node
+//    to take a lost one's place" (a spare takes the place at once: bench/README.md, about
+//    0.1 s at 1,000 nodes);
+//  - a tighter node timeout, for a job that lost nodes to silence while it ran: the timeout
+//    proposed is the larger of 3 heartbeat intervals and twice the longest silence of a node
+//    that was not lost for it (Liveness::LongestSilence), in whole seconds, and at least 1 s;
+//    each silent loss would have been found that much sooner: "a node timeout of 3 s
+//    (--node_timeout; no node that stayed was silent for more than 0.9 s) would have saved
+//    about 14 s of detecting: 2 node(s) lost to silence".
 inline constexpr double kWhatIfFloorSeconds = 1.0;
-std::string WhatIf(const v1::Ledger& ledger, int spare_nodes);
+struct WhatIfSettings {
+  int spare_nodes = 0;
+  common::Duration node_timeout{};
+  common::Duration heartbeat_interval{};
+  common::Duration longest_silence{};  // of a node that was not lost for it
+};
+std::string WhatIf(const v1::Ledger& ledger, const WhatIfSettings& settings);
 
 // The ledger in the event log and the store's record: {"wall_seconds": 69, "ettr": 0.68,
 // "seconds": {"training": 47, ...}}; and back, from a record gangrun may not have written (only
@@ -84,6 +99,24 @@ class Ledger {
   // has that wait as its first phase, and its wall time counts from it.
   explicit Ledger(common::Clock& clock,
                   std::optional<common::TimePoint> queued_since = std::nullopt);
+
+  // What the event log hears of the ledger: each change of the current phase, with how long the
+  // one it leaves lasted (`moved` false); and time moved from one phase to another after the
+  // fact (`moved` true: the last `seconds` of `from` were `to`'s): the start-up's end (training
+  // to starting), a silence judged a stall or a loss (Reclassify), an earlier generation
+  // settled. Called from within the verbs below, on the caller's thread.
+  struct Change {
+    uint64_t generation = 0;  // moved: the generation whose time moved
+    LedgerPhase from = LedgerPhase::kForming;
+    LedgerPhase to = LedgerPhase::kForming;
+    common::Duration seconds{};
+    bool moved = false;
+  };
+  void SetOnChange(std::function<void(const Change&)> on_change) {
+    on_change_ = std::move(on_change);
+  }
+  // Tells the first phase (forming), and for a queued job how long it was queued.
+  void Open();
 
   // The core entered `to`.
   void OnState(JobState to);
@@ -99,6 +132,9 @@ class Ledger {
   // re-forming, not an adoption), this generation's training after its last checkpoint — all
   // of it without one — is lost work: its steps are done again.
   void OnCheckpoint(int64_t step, common::Duration age);
+  // A node was lost to silence while a generation ran: `silence` (its last sign of life until
+  // now) was detecting, not training (Reclassify), and is counted for the what-if.
+  void OnSilentLoss(common::Duration silence);
   // Re-forming waits for the health checks' answers (true) or no more (false).
   void OnHealthChecks(bool waiting);
   // The last `span` of the current training (or starting) was not: it was silence before a
@@ -113,13 +149,20 @@ class Ledger {
   using PhaseTimes = std::array<common::Duration, static_cast<size_t>(LedgerPhase::kCount)>;
   // Adds the time since the last change to the current phase.
   void Accumulate(common::TimePoint now);
+  // The current phase becomes `to` (after Accumulate), told to on_change_.
+  void Become(LedgerPhase to);
+  // `span` of `generation`'s `from` was `to`'s, told to on_change_.
+  void Move(PhaseTimes& times, uint64_t generation, LedgerPhase from, LedgerPhase to,
+            common::Duration span);
   common::Duration& Of(PhaseTimes& seconds, LedgerPhase phase) {
     return seconds[static_cast<size_t>(phase)];
   }
 
   common::Clock& clock_;
   LedgerPhase phase_ = LedgerPhase::kForming;
+  std::function<void(const Change&)> on_change_;
   common::TimePoint since_;                  // when the current phase's uncounted time began
+  common::TimePoint entered_;                // when the current phase began
   common::TimePoint opened_;                 // the scheduler's start, or the job's submission
   std::optional<common::TimePoint> closed_;  // the job's end
   PhaseTimes job_{};
@@ -144,6 +187,8 @@ class Ledger {
   bool reports_ = false;     // some generation's ranks all reported: the job reports progress
   bool awaiting_ = false;    // kAwaitingReplacement: reforming waits for a node
   common::Duration replacement_wait_{};
+  int silent_losses_ = 0;
+  common::Duration silent_loss_{};
   int64_t checkpoint_step_ = -1;  // the job's last checkpoint
   uint64_t generation_ = 0;
   int world_ = 0;

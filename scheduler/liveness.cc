@@ -74,10 +74,16 @@ void Liveness::Sweep() {
     }
     signs.last_message = std::max(signs.last_message, signs.link->LastHeartbeat());
     signs.last_seen = std::max(signs.last_seen, signs.last_message);
+    // Whether this sweep learns how long the node is silent now: a node judged by its
+    // messages, or one whose connection is read now (it is not read while recently heard).
+    const bool learns = !signs.watched ||
+                        now - signs.last_seen > options_.node_timeout + options_.heartbeat_interval;
     if (!ReadConnectionActivity(signs, now, found, id)) continue;
     auto why = Silence(signs, now);
     if (why && core_.standing(id) == Standing::kJudged) {
       found.silent.emplace_back(id, std::move(*why));
+    } else if (!why && learns) {
+      NoteSilence(id, signs, now);
     }
   }
   ReadActivityDump(now, found);
@@ -141,8 +147,22 @@ void Liveness::ReadActivityDump(common::TimePoint now, Found& found) {
     auto why = Silence(*signs, now);
     if (why && core_.standing(id) == Standing::kJudged) {
       found.silent.emplace_back(id, std::move(*why));
+    } else if (!why) {
+      NoteSilence(id, *signs, now);
     }
   }
+}
+
+void Liveness::NoteSilence(int node_id, Signs& signs, common::TimePoint now) {
+  if (signs.last_seen > signs.sampled_seen) {
+    // Heard since the last sample: the silence seen then ended. The core is asked only for a
+    // new longest (rarely: a few times a job).
+    if (signs.sampled_silence > longest_silence_ && core_.standing(node_id) == Standing::kJudged) {
+      longest_silence_ = signs.sampled_silence;
+    }
+    signs.sampled_seen = signs.last_seen;
+  }
+  signs.sampled_silence = now - signs.last_seen;
 }
 
 // The connections cannot be read (the kernel refused, or this process ran out of file

@@ -112,6 +112,10 @@ class Liveness {
   common::TimePoint HeardAt(int node_id) const;
   // Its last sign of life as of the last sweep (what its loss was judged on).
   common::TimePoint LastSeen(int node_id) const;
+  // The longest silence of a node that was not lost for it (a member, a spare), as the sweep
+  // saw it: since its last data when its connection is read, or since its last message for a
+  // node judged by its messages; what a tighter node timeout must still allow (WhatIf).
+  common::Duration LongestSilence() const { return longest_silence_; }
   // " (after this scheduler did not run for N ms)" within a node timeout of a stall of this
   // process, "" otherwise: said with the losses that follow it.
   std::string StallNote() const;
@@ -124,6 +128,9 @@ class Liveness {
     bool watched = false;            // its connection's activity is read
     common::TimePoint connected_at;
     bool joined = false;  // the core said it is not unjoined (past the join timeout)
+    // NoteSilence's last sample: its last sign of life then, and its silence then.
+    common::TimePoint sampled_seen;
+    common::Duration sampled_silence{};
   };
   // What one sweep finds, in one pass over the nodes (at 12,500 nodes a pass costs more in
   // cache misses than what it does).
@@ -137,6 +144,9 @@ class Liveness {
   bool ReadConnectionActivity(Signs& signs, common::TimePoint now, Found& found, int id);
   void ReadActivityDump(common::TimePoint now, Found& found);
   void OnConnectionData(Signs& signs, common::TimePoint at);
+  // The sweep saw how long the node is silent now: a silence it saw before counts for
+  // LongestSilence once the node was heard again since (a node that is lost never is).
+  void NoteSilence(int node_id, Signs& signs, common::TimePoint now);
   void StopWatching(common::TimePoint now, const absl::Status& why);
   // Tells the node how often to send Heartbeat messages (zero: every heartbeat interval).
   static void SendHeartbeatPolicy(Signs& signs, common::Duration message_interval);
@@ -156,6 +166,7 @@ class Liveness {
   std::string activity_error_;  // why the last read failed (said once)
   std::string stall_note_;
   common::TimePoint stall_note_until_;
+  common::Duration longest_silence_{};
 };
 
 }  // namespace gangrun::scheduler

@@ -45,6 +45,22 @@ Scheduler::Scheduler(common::Clock& clock, Options options)
   identity_.min_world_size = min_world();
   identity_.run_id = options_.run_id;
   identity_.personality = options_.personality;
+  ledger_.SetOnChange([this](const Ledger::Change& change) {
+    const double seconds = common::SecondsOf(change.seconds);
+    if (change.moved) {
+      return Record(Event::kPhaseMoved, {{"generation", change.generation},
+                                         {"from", std::string(LedgerPhaseName(change.from))},
+                                         {"to", std::string(LedgerPhaseName(change.to))},
+                                         {"seconds", seconds}});
+    }
+    nlohmann::json fields = {{"generation", generation_},
+                             {"phase", std::string(LedgerPhaseName(change.to))}};
+    if (change.from != change.to) {
+      fields["previous"] = std::string(LedgerPhaseName(change.from));
+      fields["previous_seconds"] = seconds;
+    }
+    Record(Event::kPhase, std::move(fields));
+  });
 }
 
 Scheduler::~Scheduler() = default;
@@ -149,6 +165,7 @@ void Scheduler::Enter(JobState to, std::string_view why) {
 void Scheduler::Start() {
   GANGRUN_ON_STRAND(strand_);
   timing_.requested_at = started_at_ = clock_.Now();
+  ledger_.Open();
   if (options_.takeover) {
     generation_ = options_.takeover->generation;
     restarts_used_ = options_.takeover->restarts_used;
@@ -310,7 +327,7 @@ void Scheduler::OnNodeLost(int node_id, KnownNode& node, FailureCause cause,
   }
   // Its silence was spent detecting the loss, not training.
   if (Live() && cause == FailureCause::kHeartbeatTimeout) {
-    ledger_.Reclassify(LedgerPhase::kDetecting, clock_.Now() - last_seen);
+    ledger_.OnSilentLoss(clock_.Now() - last_seen);
   }
   if (state_ == JobState::kForming || state_ == JobState::kAwaitingReplacement) {
     membership_.Remove(node.join);

@@ -130,6 +130,10 @@ const char* EventName(Event event) {
       return "time_limit";
     case Event::kStoreWait:
       return "store_wait";
+    case Event::kPhase:
+      return "phase";
+    case Event::kPhaseMoved:
+      return "phase_moved";
     case Event::kAgentRegistered:
       return "agent_registered";
     case Event::kAgentLost:

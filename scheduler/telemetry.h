@@ -51,6 +51,8 @@ enum class Event {
   kSignalForwarded,  // --signals_to_forward, to every worker
   kTimeLimit,        // --time_limit passed (or its early signal went)
   kStoreWait,        // ranks waited past the bound in the job's torch store (--agent_store)
+  kPhase,            // the ledger's phase changed (scheduler/ledger.h)
+  kPhaseMoved,       // the ledger moved time from one phase to another after the fact
   // A daemon's own events.
   kAgentRegistered,
   kAgentLost,

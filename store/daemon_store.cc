@@ -1,5 +1,7 @@
 #include "store/daemon_store.h"
 
+#include <algorithm>
+
 namespace gangrun::store {
 
 absl::StatusOr<std::vector<nlohmann::json>> DaemonStore::Jobs(std::vector<std::string>* skipped) {
@@ -33,6 +35,21 @@ absl::StatusOr<bool> DaemonStore::FencedPut(int64_t term, const std::string& key
 absl::StatusOr<bool> DaemonStore::PutJob(int64_t term, const std::string& job_id,
                                          const nlohmann::json& job) {
   return FencedPut(term, jobs_prefix() + job_id, job.dump(), 0);
+}
+
+absl::StatusOr<bool> DaemonStore::DeleteJobs(int64_t term,
+                                             const std::vector<std::string>& job_ids) {
+  for (size_t from = 0; from < job_ids.size(); from += kDeletesPerTxn) {
+    etcdserverpb::TxnRequest txn;
+    *txn.add_compare() = EtcdClient::CreateRevisionIs(active_key(), term);
+    for (size_t i = from; i < std::min(job_ids.size(), from + kDeletesPerTxn); ++i) {
+      txn.add_success()->mutable_request_delete_range()->set_key(jobs_prefix() + job_ids[i]);
+    }
+    auto response = client_->Txn(txn);
+    if (!response.ok()) return response.status();
+    if (!response->succeeded()) return false;
+  }
+  return true;
 }
 
 absl::StatusOr<bool> DaemonStore::PublishScheduler(int64_t term, const std::string& job_id,

@@ -45,6 +45,11 @@ class DaemonStore {
   // Writes a job's record, or names where its scheduler listens, if `term` is still the active
   // daemon's; false (no error) when it is not.
   absl::StatusOr<bool> PutJob(int64_t term, const std::string& job_id, const nlohmann::json& job);
+  // Deletes job records (finished jobs past the history's bounds) if `term` is still the
+  // active daemon's; false (no error) when it is not. At most kDeletesPerTxn keys a
+  // transaction (etcd's --max-txn-ops is 128 by default).
+  static constexpr size_t kDeletesPerTxn = 100;
+  absl::StatusOr<bool> DeleteJobs(int64_t term, const std::vector<std::string>& job_ids);
   absl::StatusOr<bool> PublishScheduler(int64_t term, const std::string& job_id,
                                         const SchedulerInfo& at, int64_t lease);
 

@@ -8,6 +8,9 @@
 
 #include <chrono>
 #include <fstream>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "tests/integration/daemon_fixture.h"
 #include "tests/testing/etcd_cluster.h"
@@ -46,8 +49,46 @@ class DaemonStoreTest : public DaemonTest {
     ASSERT_TRUE(WaitForStderr(second_, "the active daemon is at " + a_, seconds(10)))
         << second_.Stderr();
   }
+  // The ids of the finished jobs whose records the store holds, once they are `count` (the
+  // deletions are written after the job's end is answered), or as they are after 30 s.
+  std::set<std::string> FinishedRecords(size_t count) {
+    const auto deadline = std::chrono::steady_clock::now() + seconds(30);
+    std::set<std::string> ids;
+    do {
+      ids.clear();
+      auto jobs = Store()->Jobs();
+      if (!jobs.ok()) break;
+      for (const auto& job : *jobs) {
+        if (job.contains("outcome")) ids.insert(job.value("id", ""));
+      }
+    } while (ids.size() != count && std::chrono::steady_clock::now() < deadline);
+    return ids;
+  }
+  // A daemon at a_ on the store, active, and an agent with one slot.
+  void StartOne(std::vector<std::string> flags) {
+    ASSERT_NO_FATAL_FAILURE(StartStore());
+    a_ = "127.0.0.1:" + FreePort();
+    flags.insert(flags.begin(), {"--listen", a_, "--store", etcd_->Url()});
+    first_ = Scheduler(flags);
+    ASSERT_TRUE(WaitForStderr(first_, "is now the active one", seconds(10))) << first_.Stderr();
+    agent_ = Gangrun({"agent", "--master", a_, "--slots", "1", "--name", "agent-a"});
+  }
+  // Submits a one-worker job (the test worker's `args`) and waits for its end; its id.
+  std::string RunJob(std::vector<std::string> args, int code) {
+    std::vector<std::string> command = {"submit",       "--master", a_,
+                                        "--worker_num", "1",        TestWorkerBinary()};
+    command.insert(command.end(), args.begin(), args.end());
+    auto submit = Gangrun(command);
+    EXPECT_EQ(RunToEnd(submit).code, code) << submit.Stderr();
+    const std::string said = "gangrun submit: job ";
+    const size_t at = submit.Stderr().find(said);
+    if (at == std::string::npos) return "";
+    const size_t from = at + said.size();
+    return submit.Stderr().substr(from, submit.Stderr().find_first_of(" :\n", from) - from);
+  }
   std::unique_ptr<EtcdCluster> etcd_;
   std::string a_, b_, masters_;
+  Launched agent_;
   Launched first_, second_;
 };
 
@@ -187,6 +228,37 @@ TEST_F(DaemonStoreTest, FinishedJobsAreListedAfterAFailover) {
   EXPECT_NE(status.Stdout().find("--exit"), std::string::npos) << status.Stdout();
   StopDaemon(agent);
   StopDaemon(second_);
+}
+
+// The store keeps the newest --history_count finished jobs' records; the daemon's status lists
+// no more than that.
+TEST_F(DaemonStoreTest, TheStoreKeepsTheNewestFinishedJobsItIsToldTo) {
+  ASSERT_NO_FATAL_FAILURE(StartOne({"--history_count", "2"}));
+  std::vector<std::string> ids;
+  for (int code : {1, 2, 3}) ids.push_back(RunJob({"--exit", std::to_string(code)}, code));
+  ASSERT_FALSE(ids[2].empty());
+  EXPECT_EQ(FinishedRecords(2), (std::set<std::string>{ids[1], ids[2]})) << first_.Stderr();
+  EXPECT_TRUE(
+      WaitForStderr(first_, "deleting 1 finished job record(s) from the store", seconds(10)))
+      << first_.Stderr();
+  auto status = Gangrun({"status", "--master", a_, "--json"});
+  EXPECT_EQ(RunToEnd(status).code, 0) << status.Stderr();
+  EXPECT_EQ(status.Stdout().find(ids[0]), std::string::npos) << status.Stdout();
+  EXPECT_NE(status.Stdout().find(ids[2]), std::string::npos) << status.Stdout();
+  StopDaemon(agent_);
+  StopDaemon(first_);
+}
+
+// ... and none older than --history_days: 0.00001 days is 0.864 s, and the second job runs
+// for 1.5 s after the first has ended, so at its end the first's record is past the bound.
+TEST_F(DaemonStoreTest, TheStoreForgetsFinishedJobsPastTheirAge) {
+  ASSERT_NO_FATAL_FAILURE(StartOne({"--history_days", "0.00001"}));
+  const std::string first = RunJob({"--exit", "0"}, 0);
+  const std::string second = RunJob({"--run-ms", "1500"}, 0);
+  ASSERT_FALSE(second.empty());
+  EXPECT_EQ(FinishedRecords(1), (std::set<std::string>{second})) << first_.Stderr();
+  StopDaemon(agent_);
+  StopDaemon(first_);
 }
 
 }  // namespace

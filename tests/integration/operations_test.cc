@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -226,11 +227,17 @@ TEST_F(OperationsTest, EventLogRecordsMembershipFailureRestartAndEnd) {
                    {"--fail-rank", "1", "--exit", "3", "--only-generation", "1"});
   EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr();
   std::vector<std::string> events;
+  std::vector<std::string> phases;  // the ledger's lines: "<generation> <phase>"
   std::ifstream in(log);
   std::string line;
   while (std::getline(in, line)) {
     auto event = nlohmann::json::parse(line);  // every line is one JSON object
     EXPECT_TRUE(event.contains("ts"));
+    if (event["event"] == "phase") {
+      phases.push_back(event["generation"].dump() + " " + event["phase"].get<std::string>());
+      continue;
+    }
+    if (event["event"] == "phase_moved") continue;
     events.push_back(event["event"]);
     if (event["event"] == "worker_failed") {
       EXPECT_EQ(event["rank"], 1);
@@ -245,6 +252,13 @@ TEST_F(OperationsTest, EventLogRecordsMembershipFailureRestartAndEnd) {
       "generation_aborted", "generation_ended",   "restart_scheduled",  "generation_started",
       "generation_running", "generation_ended",   "job_finished"};
   EXPECT_EQ(events, expected);
+  // The ledger's phases: forming first, each generation's training, the failed one stopped.
+  ASSERT_FALSE(phases.empty());
+  EXPECT_EQ(phases.front(), "0 forming");
+  const auto first = std::find(phases.begin(), phases.end(), "1 training");
+  const auto stopping = std::find(first, phases.end(), "1 stopping");
+  EXPECT_NE(std::find(stopping, phases.end(), "2 training"), phases.end())
+      << ::testing::PrintToString(phases);
 }
 
 TEST_F(OperationsTest, SlurmVariablesGiveNodeRankNodeCountAndMaster) {

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "tests/testing/fake_clock.h"
 
 namespace gangrun::scheduler {
@@ -158,6 +161,77 @@ TEST(LedgerTest, ASubmittedJobsWaitForSlotsIsQueued) {
   // A launcher's own job (or one submitted just now) has none.
   Ledger own(clock, clock.Now());
   EXPECT_DOUBLE_EQ(Seconds(own.ToProto(), "queued"), 0);
+}
+
+// The event log's story (Event::kPhase, kPhaseMoved): each phase the job enters, with how long
+// the one before lasted, and each span moved after the fact; what it tells adds up to the
+// ledger.
+TEST(LedgerTest, EachPhaseChangeAndEachMoveIsTold) {
+  testing::FakeClock clock;
+  const common::TimePoint submitted = clock.Now();
+  clock.Advance(seconds(4));
+  Ledger ledger(clock, submitted);
+  std::vector<std::string> told;
+  ledger.SetOnChange([&](const Ledger::Change& change) {
+    told.push_back((change.moved ? std::to_string(change.generation) + " " : "") +
+                   std::string(LedgerPhaseName(change.from)) + (change.moved ? " => " : " -> ") +
+                   std::string(LedgerPhaseName(change.to)) + " " +
+                   std::to_string(common::SecondsOf(change.seconds)).substr(0, 3));
+  });
+  ledger.Open();
+  clock.Advance(seconds(2));
+  ledger.OnState(JobState::kRunning);
+  ledger.OnGenerationStarted(1, 1, false);
+  clock.Advance(seconds(3));
+  ledger.OnFirstReport();  // the 3 s were starting
+  clock.Advance(seconds(10));
+  ledger.Reclassify(LedgerPhase::kStalled, seconds(4));
+  ledger.OnState(JobState::kStopping);
+  clock.Advance(seconds(1));
+  ledger.OnState(JobState::kBackingOff);
+  clock.Advance(seconds(1));
+  ledger.OnState(JobState::kForming);
+  ledger.OnHealthChecks(true);
+  ledger.OnHealthChecks(true);  // no change: told once
+  clock.Advance(seconds(2));
+  ledger.OnHealthChecks(false);
+  ledger.OnState(JobState::kFinished);
+  EXPECT_EQ(told, (std::vector<std::string>{
+                      "queued -> forming 4.0",
+                      "forming -> training 2.0",
+                      "1 training => starting 3.0",
+                      "1 training => stalled 4.0",
+                      "training -> stopping 13.",
+                      "stopping -> backoff 1.0",
+                      "backoff -> reforming 1.0",
+                      "reforming -> health_checks 0.0",
+                      "health_checks -> reforming 2.0",
+                  }));
+  const v1::Ledger done = ledger.ToProto();
+  EXPECT_DOUBLE_EQ(Seconds(done, "starting"), 3);
+  EXPECT_DOUBLE_EQ(Seconds(done, "training"), 6);
+  EXPECT_DOUBLE_EQ(Seconds(done, "stalled"), 4);
+}
+
+// The what-if's tighter node timeout: 3 heartbeat intervals, or twice the longest silence of a
+// node that stayed, whichever is larger; said only when it is below the node timeout and saves
+// at least 1 s.
+TEST(LedgerTest, ATighterNodeTimeoutIsProposedFromTheSilencesThatWereNotLosses) {
+  v1::Ledger ledger;
+  ledger.set_silent_losses(2);
+  ledger.set_silent_loss_seconds(21);
+  WhatIfSettings settings{0, seconds(10), seconds(1), std::chrono::milliseconds(900)};
+  EXPECT_EQ(WhatIf(ledger, settings),
+            "a node timeout of 3 s (--node_timeout; no node that stayed was silent for more "
+            "than 0.9 s) would have saved about 15 s of detecting: 2 node(s) lost to silence");
+  settings.longest_silence = std::chrono::milliseconds(2600);  // twice: 5.2 s, up to 6 s
+  EXPECT_NE(WhatIf(ledger, settings).find("a node timeout of 6 s"), std::string::npos);
+  settings.longest_silence = seconds(5);  // 10 s: no tighter timeout is safe
+  EXPECT_EQ(WhatIf(ledger, settings), "");
+  ledger.set_silent_losses(0);
+  ledger.set_silent_loss_seconds(0);
+  settings.longest_silence = seconds(0);
+  EXPECT_EQ(WhatIf(ledger, settings), "") << "nothing was lost to silence";
 }
 
 TEST(LedgerTest, ABlinkOfAJobIsSaidInMilliseconds) {

@@ -24,7 +24,8 @@ class RecoveryTest : public ::testing::Test {
   void Make(int world, int max_restarts = 0, int spares = 0) {
     options.world_size = world;
     options.cluster_timeout = seconds(10);
-    options.node_timeout = seconds(60);
+    options.node_timeout = node_timeout;
+    options.heartbeat_interval = seconds(1);
     options.max_restarts = max_restarts;
     options.restart_backoff_initial = seconds(1);
     options.spare_nodes = spares;
@@ -82,6 +83,7 @@ class RecoveryTest : public ::testing::Test {
   }
 
   testing::FakeClock clock;
+  common::Duration node_timeout = seconds(60);  // Make's
   Scheduler::Options options;
   std::unique_ptr<Scheduler> scheduler;
   std::vector<std::unique_ptr<Link>> links;
@@ -177,7 +179,38 @@ TEST_F(RecoveryTest, WithoutASpareTheOutcomeSaysWhatOneWouldHaveSaved) {
   EXPECT_EQ(outcome->ledger().what_if(),
             "a hot spare (--spare_nodes 1) would have saved about 7.0 s of reforming: the wait "
             "for a node to take a lost one's place");
-  EXPECT_EQ(WhatIf(outcome->ledger(), /*spare_nodes=*/1), "") << "it had one";
+  EXPECT_EQ(WhatIf(outcome->ledger(), {/*spare_nodes=*/1}), "") << "it had one";
+}
+
+// A node lost to silence cost the job its node timeout (10 s, and the sweep's lateness) of
+// detecting; the node that stayed was never silent for more than 1 s, so a node timeout of 3 s
+// (3 heartbeat intervals) would have found the loss sooner by the rest.
+TEST_F(RecoveryTest, ALossToSilenceSaysWhatATighterNodeTimeoutWouldHaveSaved) {
+  node_timeout = seconds(10);
+  Make(2, /*max_restarts=*/1);
+  int a = Join("a");
+  Join("b");
+  ASSERT_EQ(scheduler->state(), JobState::kRunning);
+  Pass(14, {a});  // b says nothing: lost at the first sweep 11 s after its last word
+  ASSERT_EQ(scheduler->state(), JobState::kStopping);
+  Send(a, testing::EndedEvent(0));
+  ASSERT_EQ(scheduler->state(), JobState::kAwaitingReplacement);
+  int c = Join("c");
+  ASSERT_EQ(scheduler->generation(), 2u);
+  EndGeneration({a, c}, {0, 2}, 0);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->ledger().silent_losses(), 1);
+  EXPECT_GT(outcome->ledger().silent_loss_seconds(), 11);
+  EXPECT_LE(outcome->ledger().silent_loss_seconds(), 13.5);
+  EXPECT_EQ(outcome->ledger().what_if().rfind(
+                "a node timeout of 3 s (--node_timeout; no node that stayed was silent for "
+                "more than 1.0 s) would have saved about ",
+                0),
+            0u)
+      << outcome->ledger().what_if();
+  EXPECT_NE(outcome->ledger().what_if().find("of detecting: 1 node(s) lost to silence"),
+            std::string::npos)
+      << outcome->ledger().what_if();
 }
 
 // No hang rule caught it: a rank failed after the job had stopped stepping (a collective's

@@ -71,11 +71,16 @@ class TelemetryTest : public ::testing::Test {
     event.mutable_generation_ended();
     Send(event);
   }
-  std::vector<nlohmann::json> Events() {
+  // The event log's lines; the ledger's (`phase`, `phase_moved`) only when asked for.
+  std::vector<nlohmann::json> Events(bool ledger = false) {
     std::vector<nlohmann::json> events;
     std::ifstream in(log);
     std::string line;
-    while (std::getline(in, line)) events.push_back(nlohmann::json::parse(line));
+    while (std::getline(in, line)) {
+      nlohmann::json event = nlohmann::json::parse(line);
+      const bool of_ledger = event["event"] == "phase" || event["event"] == "phase_moved";
+      if (ledger == of_ledger) events.push_back(std::move(event));
+    }
     return events;
   }
 
@@ -131,6 +136,15 @@ TEST_F(TelemetryTest, CountsAndLogsAFailureARestartAndTheEnd) {
   EXPECT_EQ(Events()[3]["rank"], 1);
   EXPECT_EQ(Events()[5]["stop_latency_ms"], 20);
   EXPECT_EQ(Events()[6]["delay_ms"], 1000);
+  // The ledger's phases as the job went (its ranks report no progress: running is training).
+  std::vector<std::string> phases;
+  for (const auto& event : Events(/*ledger=*/true)) {
+    phases.push_back(event["generation"].dump() + " " + event["phase"].get<std::string>());
+  }
+  EXPECT_EQ(phases, (std::vector<std::string>{"0 forming", "1 training", "1 stopping", "1 backoff",
+                                              "1 reforming", "2 training"}));
+  EXPECT_EQ(Events(true)[2]["previous"], "training");
+  EXPECT_NEAR(Events(true)[2]["previous_seconds"].get<double>(), 0.030, 1e-9);
 
   const std::string text = "\n" + RenderMetrics({{scheduler.get(), telemetry.get()}});
   EXPECT_NE(text.find("\ngangrun_generations_total{job=\"job-1\"} 2\n"), std::string::npos) << text;
