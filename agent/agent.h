@@ -47,6 +47,10 @@ class Agent {
     std::string address;      // default: this host's address towards the daemon
     int slots = 1;
     std::string log_root;  // each job logs to <log_root>/<job id> unless it says otherwise
+    // > 0: a job's <log_root>/<job id> is removed this many days after it was last written
+    // (agent/job_logs.h: PruneJobLogs), at the start and hourly; 0 = kept. An absolute
+    // log_root only.
+    double log_retention_days = 0;
     std::string self_exe;  // this binary, to start launchers
     std::string token;
     std::shared_ptr<grpc::ChannelCredentials> credentials;  // null = insecure
@@ -98,6 +102,14 @@ class Agent {
   void Reap();
   void MaybeReport(std::shared_ptr<Launcher> launcher);
   void Send(v1::AgentEvent event);
+  // `gangrun logs --job` of an ended job (agent/job_logs.h): which ranks' logs this host
+  // holds, and a piece of one.
+  void FindLogs(const v1::FindJobLogs& find);
+  // --log_retention_days: one pass now, the next in an hour.
+  void PruneLogs();
+  void ReadLog(const v1::ReadJobLog& read);
+  // The job's ranks' logs, listed anew (null, with `error`, when they cannot be).
+  const std::map<int, std::string>* RankLogs(const v1::JobLogPlace& place, std::string* error);
   const std::string& master() const { return masters_[current_]; }
   std::string MasterHost() const;
 
@@ -115,6 +127,9 @@ class Agent {
   size_t current_ = 0;
   // Launchers that ended while no daemon heard of it: told at the next registration.
   std::vector<v1::LauncherExited> unreported_;
+  std::map<std::string, std::map<int, std::string>> rank_logs_;  // by job id: RankLogs'
+  std::deque<std::string> rank_logs_order_;                      // listings, oldest first
+  std::unique_ptr<common::Timer> prune_timer_;                   // PruneLogs' next pass
   bool connected_ = false;
   bool stopping_ = false;
   std::function<void()> on_stopped_;

@@ -142,6 +142,10 @@ CommandResult RunAgent(const CommandArgs& command) {
   app.add_option("--log_root", options.log_root,
                  "jobs log to LOG_ROOT/<job id> unless they give --log_dir (default gangrun-logs)")
       ->envname(env::kLogRoot);
+  app.add_option("--log_retention_days", options.log_retention_days,
+                 "remove a job's LOG_ROOT/<job id> this many days after it was last written "
+                 "(default 0: keep every log; needs an absolute --log_root)")
+      ->check(CLI::Range(0.0, 36500.0));
   ServiceOptions service;
   AddServiceOptions(app, service, false);
   if (auto done = ParseArgs(app, "agent", command.args)) return *done;
@@ -149,6 +153,12 @@ CommandResult RunAgent(const CommandArgs& command) {
   if (options.slots > daemon::kMaxAgentSlots) {
     return absl::InvalidArgumentError("--slots must be at most " +
                                       std::to_string(daemon::kMaxAgentSlots));
+  }
+  if (options.log_retention_days > 0 &&
+      (options.log_root.empty() || options.log_root.front() != '/')) {
+    return absl::InvalidArgumentError(
+        "--log_retention_days needs an absolute --log_root (a relative one is each job's "
+        "own directory)");
   }
   if (!run_as.empty()) {
     ASSIGN_OR_RETURN(options.run_as, ResolveRunAs(run_as));

@@ -69,7 +69,9 @@ grpc::Status ReadLogs(Stub& stub, const v1::LogsRequest& request, LinePrinter& p
 }  // namespace
 
 CommandResult RunLogs(const CommandArgs& command) {
-  CLI::App app{"gangrun logs: every rank's log of a running job, from any host", "gangrun logs"};
+  CLI::App app{
+      "gangrun logs: every rank's log of a job, from any host (a daemon's: also once ended)",
+      "gangrun logs"};
   ClientTarget target;
   AddClientOptions(app, target, command.env);
   AddStoreOptions(app, target);
@@ -83,7 +85,8 @@ CommandResult RunLogs(const CommandArgs& command) {
                  "start at each rank's last N lines; 0: only what they write from now on, as "
                  "tail -n 0 -f (default: the whole log)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
-  app.add_option("--job", job_id, "a daemon's job id (default: its only running job)");
+  app.add_option("--job", job_id,
+                 "a daemon's job id, running or ended (default: its only running job)");
   if (auto done = ParseArgs(app, "logs", command.args)) return *done;
   auto ranks = ParseRankList(ranks_text, "logs");
   if (!ranks.ok()) return ranks.status();

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "cli/client.h"
 #include "cli/command.h"
 #include "common/exit_status.h"
@@ -19,6 +20,14 @@
 
 namespace gangrun::cli {
 namespace {
+
+// When a finished job was submitted, in this host's time zone ("-" for an older record).
+std::string Submitted(const v1::FinishedJob& job) {
+  if (job.submitted_unix() <= 0) return "-";
+  return absl::FormatTime("%Y-%m-%d %H:%M",
+                          absl::FromUnixSeconds(static_cast<int64_t>(job.submitted_unix())),
+                          absl::LocalTimeZone());
+}
 
 std::string ExitText(const v1::WorkerStatus& worker) {
   if (worker.state() == v1::WORKER_STATE_STARTING || worker.state() == v1::WORKER_STATE_RUNNING) {
@@ -124,8 +133,8 @@ std::string FormatDaemonStatus(const v1::DaemonStatusResponse& s) {
   for (const auto& job : s.jobs()) out += "\n" + FormatJobStatus(job);
   if (!s.finished().empty()) {
     out += absl::StrFormat("\nfinished, newest first (the last %d kept):\n", s.finished_size());
-    out += absl::StrFormat("%-14s %-18s %-8s %8s %8s %5s %s\n", "JOB", "OUTCOME", "EXIT",
-                           "RESTARTS", "WALL", "ETTR", "COMMAND");
+    out += absl::StrFormat("%-14s %-12s %-16s %-18s %-8s %8s %8s %5s %s\n", "JOB", "USER",
+                           "SUBMITTED", "OUTCOME", "EXIT", "RESTARTS", "WALL", "ETTR", "COMMAND");
     for (const auto& f : s.finished()) {
       std::string exit = "-";
       if (f.outcome().kind() == v1::JobOutcome::KIND_SUCCEEDED) {
@@ -141,7 +150,8 @@ std::string FormatDaemonStatus(const v1::DaemonStatusResponse& s) {
       const std::string ettr = f.outcome().has_ledger()
                                    ? absl::StrFormat("%.0f%%", f.outcome().ledger().ettr() * 100)
                                    : std::string("-");
-      out += absl::StrFormat("%-14s %-18s %-8s %8d %8s %5s %s\n", f.job_id(),
+      out += absl::StrFormat("%-14s %-12s %-16s %-18s %-8s %8d %8s %5s %s\n", f.job_id(),
+                             f.user().empty() ? "-" : f.user(), Submitted(f),
                              proto::Name(f.outcome().kind()), exit, f.restarts(), wall, ettr,
                              f.command());
     }
@@ -171,6 +181,8 @@ CommandResult OneDaemonJob(const v1::DaemonStatusResponse& daemon, const std::st
     if (!finished.outcome().message().empty()) out += " (" + finished.outcome().message() + ")";
     out += absl::StrFormat("\ngenerations %d  restarts %d  workers %d\n", finished.generations(),
                            finished.restarts(), finished.world_size());
+    out += "submitted " + Submitted(finished) +
+           (finished.user().empty() ? "" : " by " + finished.user()) + "\n";
     if (finished.submitted_unix() > 0 && finished.ended_unix() >= finished.submitted_unix()) {
       out +=
           absl::StrFormat("wall time %.1fs\n", finished.ended_unix() - finished.submitted_unix());

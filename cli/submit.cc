@@ -5,6 +5,9 @@
 // (output, waiting, accepted, finished) and SIGINT/SIGTERM/SIGHUP (the first stops the job, a
 // second leaves at once; the daemon stops a job whose submitter is gone) arrive on the loop.
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -111,6 +114,7 @@ absl::StatusOr<v1::SubmitJob> MakeJob(const std::vector<std::string>& launch,
   v1::SubmitJob job;
   *job.mutable_spec() = launcher::ToLaunchSpec(options);
   job.set_local_worker_num_given(local_given);
+  if (const passwd* me = getpwuid(geteuid()); me != nullptr) job.set_user(me->pw_name);
   // The job runs in the submitter's directory, with the environment --export chooses.
   std::error_code error;
   const std::string cwd = std::filesystem::current_path(error).string();

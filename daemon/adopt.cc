@@ -85,8 +85,20 @@ void Daemon::BecomeActive(std::vector<nlohmann::json> jobs) {
   });
   for (const nlohmann::json* record : ended_records) {
     try {
-      recorded_ended_.emplace(record->value("ended_unix", 0.0), record->value("id", ""));
+      const std::string id = record->value("id", "");
+      recorded_ended_.emplace(record->value("ended_unix", 0.0), id);
       KeepFinished(FinishedFromRecord(*record));
+      // Where its logs are, for `gangrun logs --job`.
+      std::string bytes;
+      v1::SubmitJob spec;
+      if (absl::Base64Unescape(record->value("submission", ""), &bytes) &&
+          spec.ParseFromString(bytes)) {
+        std::vector<std::string> agents;
+        for (const auto& placed : record->value("placement", nlohmann::json::array())) {
+          agents.push_back(placed.value("agent", ""));
+        }
+        KeepEndedPlace(id, spec.spec(), std::move(agents), record->value("world_size", 0));
+      }
     } catch (const nlohmann::json::exception&) {
     }
   }

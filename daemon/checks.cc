@@ -57,6 +57,7 @@ absl::Status CheckSubmitJob(const v1::SubmitJob& job) {
     }
   }
   if (spec.task_script().empty()) return absl::InvalidArgumentError("missing task script");
+  if (job.user().size() > 64) return absl::InvalidArgumentError("the user name is too long");
   if (spec.task_args_size() > 65536) return absl::InvalidArgumentError("too many task arguments");
   return absl::OkStatus();
 }

@@ -56,7 +56,10 @@ void Daemon::PruneHistory() {
   common::Logger("daemon")->info(
       "deleting {} finished job record(s) from the store (--history_count {}, --history_days {})",
       forget.size(), options_.history_count, options_.history_days);
-  for (const std::string& id : forget) ended_.erase(id);
+  for (const std::string& id : forget) {
+    ended_.erase(id);
+    ended_places_.erase(id);  // its entry in ended_places_order_ goes with the oldest
+  }
   if (options_.store != nullptr) options_.store->DeleteJobs(std::move(forget));
 }
 
@@ -67,6 +70,7 @@ v1::FinishedJob Daemon::FinishedFromRecord(const nlohmann::json& record) {
   v1::SubmitJob spec;
   if (absl::Base64Unescape(record.value("submission", ""), &bytes) && spec.ParseFromString(bytes)) {
     finished.set_command(TaskLine(spec.spec()));
+    finished.set_user(Sanitize(spec.user(), 64));
   }
   *finished.mutable_outcome() = scheduler::OutcomeFromRecord(record["outcome"]);
   finished.set_generations(record.value("generation", uint64_t{0}));
@@ -167,6 +171,14 @@ void Daemon::OnAgentEvent(int agent_id, const v1::AgentEvent& event) {
     return;
   }
   if (event.has_exited()) OnLauncherExited(agent_id, event.exited());
+  if (event.has_logs_found()) {
+    auto reader = log_readers_.find(event.logs_found().reader());
+    if (reader != log_readers_.end()) reader->second->OnFound(agent_id, event.logs_found());
+  }
+  if (event.has_log_read()) {
+    auto reader = log_readers_.find(event.log_read().reader());
+    if (reader != log_readers_.end()) reader->second->OnLogRead(agent_id, event.log_read().read());
+  }
 }
 
 void Daemon::OnAgentGone(int agent_id) {
@@ -353,8 +365,12 @@ void Daemon::EndJob(const std::string& job_id, const v1::JobOutcome& outcome) {
   finished.set_submitted_unix(job->submitted_unix);
   finished.set_ended_unix(UnixSeconds());
   finished.set_world_size(job->config.world_size);
+  finished.set_user(Sanitize(job->spec.user(), 64));
   SaveJob(*job, &finished);
   if (options_.store != nullptr && active_) recorded_ended_.emplace(finished.ended_unix(), job_id);
+  std::vector<std::string> agents;
+  for (const auto& [name, workers] : job->placed_on) agents.push_back(name);
+  KeepEndedPlace(job_id, job->spec.spec(), std::move(agents), job->config.world_size);
   KeepFinished(std::move(finished));
   PruneHistory();
   common::Logger("daemon")->info("job {} ended: {}{}", job_id, proto::Name(outcome.kind()),

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "common/check.h"
 #include "common/clock.h"
+#include "daemon/ended_logs.h"
 #include "daemon/store_link.h"
 #include "gangrun/v1/daemon.pb.h"
 #include "rpc/port.h"
@@ -106,6 +107,9 @@ class Daemon {
   void Stacks(const v1::StacksRequest& request, scheduler::Scheduler::StacksDone done);
   // A running job's scheduler ("" = the only running job's), for `gangrun logs` and stacks.
   absl::StatusOr<scheduler::Scheduler*> SchedulerOf(const std::string& job_id);
+  // `gangrun logs --job`: a running job's scheduler, or for a job that has ended a reader of
+  // its logs on the agents that ran it (daemon/ended_logs.h).
+  absl::StatusOr<scheduler::LogsSource*> LogsOf(const std::string& job_id);
   std::string Metrics() const;
   // Stops every job and runs `done` once all of them have ended (their launchers exited).
   void Shutdown(std::function<void()> done);
@@ -215,6 +219,23 @@ class Daemon {
   std::multimap<double, std::string> recorded_ended_;
   void PruneHistory();
   std::unique_ptr<common::Timer> history_timer_;  // PruneHistory hourly, while active
+  // Where an ended job's logs are (its agents by name, its log directory), for LogsOf: the
+  // last kMaxEndedKept jobs that ended here or in the store's records, less those PruneHistory
+  // forgot.
+  struct EndedPlace {
+    std::vector<std::string> agents;
+    v1::JobLogPlace place;
+    int world_size = 0;
+  };
+  std::map<std::string, EndedPlace> ended_places_;
+  std::deque<std::string> ended_places_order_;  // oldest first
+  void KeepEndedPlace(const std::string& job_id, const v1::LaunchSpec& spec,
+                      std::vector<std::string> agents, int world_size);
+  // The readers of ended jobs' logs, by reader id: the last kMaxLogReaders (a newer one
+  // finishes the oldest's streams).
+  static constexpr size_t kMaxLogReaders = 16;
+  std::map<uint64_t, std::unique_ptr<EndedJobLogs>> log_readers_;
+  uint64_t log_readers_opened_ = 0;
   // A FinishedJob from what a job's record in the store says.
   static v1::FinishedJob FinishedFromRecord(const nlohmann::json& record);
   common::ThreadAffinity strand_;  // the io_context's thread: every entry point checks it

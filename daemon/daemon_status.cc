@@ -1,7 +1,10 @@
 // The daemon as operators see it: its status (agents and every job) and its metrics. Part of
 // the Daemon actor (daemon.h): the same strand, the same state.
 
+#include <algorithm>
+
 #include "daemon/daemon.h"
+#include "launcher/launch_spec.h"
 #include "proto/conversions.h"
 #include "scheduler/metrics.h"
 
@@ -92,6 +95,64 @@ absl::StatusOr<Scheduler*> Daemon::SchedulerOf(const std::string& job_id) {
                                       " jobs are running: name one with --job");
   }
   return running.front()->scheduler.get();
+}
+
+absl::StatusOr<scheduler::LogsSource*> Daemon::LogsOf(const std::string& job_id) {
+  auto running = SchedulerOf(job_id);
+  if (running.ok()) return *running;
+  auto ended = ended_places_.find(job_id);
+  if (job_id.empty() || ended == ended_places_.end()) {
+    if (job_id.empty() || FindJob(job_id) != nullptr) return running.status();
+    return absl::NotFoundError("no job '" + job_id + "' is running here or ended here lately");
+  }
+  std::vector<EndedJobLogs::Agent> agents;
+  std::vector<std::string> missing;
+  for (const std::string& name : ended->second.agents) {
+    auto agent = std::find_if(agents_.begin(), agents_.end(), [&](const auto& entry) {
+      return entry.second.registered && entry.second.info.name() == name;
+    });
+    if (agent == agents_.end()) {
+      if (std::find(missing.begin(), missing.end(), name) == missing.end()) {
+        missing.push_back(name);
+      }
+    } else if (std::none_of(agents.begin(), agents.end(),
+                            [&](const auto& asked) { return asked.id == agent->first; })) {
+      agents.push_back({agent->first, name});
+    }
+  }
+  v1::JobLogPlace place = ended->second.place;
+  place.set_reader(++log_readers_opened_);
+  while (log_readers_.size() >= kMaxLogReaders) log_readers_.erase(log_readers_.begin());
+  EndedJobLogs::Daemon daemon{[this](int agent_id, v1::AgentCommand command) {
+                                auto it = agents_.find(agent_id);
+                                if (it != agents_.end() && it->second.registered) {
+                                  it->second.handle->Send(command);
+                                }
+                              },
+                              [this](int agent_id) {
+                                auto it = agents_.find(agent_id);
+                                return it != agents_.end() && it->second.registered;
+                              }};
+  auto& reader = log_readers_[place.reader()];
+  reader = std::make_unique<EndedJobLogs>(clock_, place, ended->second.world_size,
+                                          std::move(agents), std::move(missing), std::move(daemon));
+  return reader.get();
+}
+
+void Daemon::KeepEndedPlace(const std::string& job_id, const v1::LaunchSpec& spec,
+                            std::vector<std::string> agents, int world_size) {
+  EndedPlace& ended = ended_places_[job_id];
+  ended.agents = std::move(agents);
+  ended.place.set_job_id(job_id);
+  ended.place.set_log_dir(launcher::LaunchOption(spec, "log_dir"));
+  ended.place.set_cwd(spec.cwd());
+  ended.world_size = world_size;
+  ended_places_order_.push_back(job_id);
+  constexpr size_t kMaxEndedPlaces = 1000;  // about 200 bytes each
+  while (ended_places_order_.size() > kMaxEndedPlaces) {
+    ended_places_.erase(ended_places_order_.front());
+    ended_places_order_.pop_front();
+  }
 }
 
 void Daemon::Stacks(const v1::StacksRequest& request, Scheduler::StacksDone done) {

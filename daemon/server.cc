@@ -80,7 +80,7 @@ class DaemonServer::Service : public v1::Daemon::CallbackService {
                                                const v1::LogsRequest* request) override {
     return scheduler::StartLogsStream(
         io_, auth_.Check(*context, rpc::MethodPath<v1::Daemon>("Logs"), request), *request,
-        [this, job_id = request->job_id()] { return daemon_.SchedulerOf(job_id); });
+        [this, job_id = request->job_id()] { return daemon_.LogsOf(job_id); });
   }
 
  private:

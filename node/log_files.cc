@@ -51,13 +51,20 @@ int64_t TailOffset(int fd, int64_t size, int64_t lines) {
 
 LogPiece ReadLogPiece(const std::string& path, int64_t offset, int64_t tail_lines,
                       size_t max_bytes) {
-  LogPiece piece;
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
+    LogPiece piece;
     piece.error = std::string("cannot read the log: ") + strerror(errno);
     piece.at_end = true;
     return piece;
   }
+  LogPiece piece = ReadLogPiece(fd, offset, tail_lines, max_bytes);
+  close(fd);
+  return piece;
+}
+
+LogPiece ReadLogPiece(int fd, int64_t offset, int64_t tail_lines, size_t max_bytes) {
+  LogPiece piece;
   struct stat st;
   const int64_t size = fstat(fd, &st) == 0 ? st.st_size : 0;
   // The first read: tail_lines back from the end, from the end itself (< 0: `gangrun logs
@@ -69,7 +76,6 @@ LogPiece ReadLogPiece(const std::string& path, int64_t offset, int64_t tail_line
   piece.data.resize(static_cast<size_t>(std::min<int64_t>(size - offset, max_bytes)));
   const ssize_t n =
       piece.data.empty() ? 0 : pread(fd, piece.data.data(), piece.data.size(), offset);
-  close(fd);
   piece.data.resize(n > 0 ? static_cast<size_t>(n) : 0);
   piece.next_offset = offset + static_cast<int64_t>(piece.data.size());
   piece.at_end = piece.next_offset >= size;

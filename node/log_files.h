@@ -50,6 +50,8 @@ struct LogPiece {
 };
 LogPiece ReadLogPiece(const std::string& path, int64_t offset, int64_t tail_lines,
                       size_t max_bytes);
+// The same from a file open for reading (the caller keeps and closes it).
+LogPiece ReadLogPiece(int fd, int64_t offset, int64_t tail_lines, size_t max_bytes);
 
 class LogFollower {
  public:

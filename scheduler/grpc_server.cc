@@ -243,7 +243,7 @@ class SchedulerServer::Services : public v1::Scheduler::CallbackService,
                                                const v1::LogsRequest* request) override {
     return StartLogsStream(io_, auth_.Check(*context, MethodPath<v1::Scheduler>("Logs"), request),
                            *request,
-                           [this]() -> absl::StatusOr<Scheduler*> { return &scheduler_; });
+                           [this]() -> absl::StatusOr<LogsSource*> { return &scheduler_; });
   }
 
   grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext* context, const v1::PutRequest* request,

@@ -26,6 +26,20 @@ class LogsSink {
   virtual void Finish(absl::Status status) = 0;  // the last call
 };
 
+// What serves `gangrun logs` streams: a running job's scheduler (its LogsPump), or a daemon's
+// reader of an ended job's logs on its agents (daemon/ended_logs.h). On its strand.
+class LogsSource {
+ public:
+  virtual ~LogsSource() = default;
+  // A new stream (LogsPump::Open's errors); its id.
+  virtual absl::StatusOr<uint64_t> OpenLogs(const v1::LogsRequest& request,
+                                            std::shared_ptr<LogsSink> sink) = 0;
+  // The sink has written the last chunk it got: it gets the next.
+  virtual void LogsWritten(uint64_t id) = 0;
+  // The client went away: the sink is called no more.
+  virtual void CloseLogs(uint64_t id) = 0;
+};
+
 class LogsPump {
  public:
   // Pieces read ahead per stream, each at most kLogPieceBytes; streams open at once.

@@ -22,14 +22,14 @@ class Shared : public LogsSink {
   bool finished ABSL_GUARDED_BY(mu) = false;
   v1::LogChunk chunk ABSL_GUARDED_BY(mu);  // the one being written
   // On the io_context only:
-  Scheduler* scheduler = nullptr;  // null once finished
+  LogsSource* scheduler = nullptr;  // null once finished
   uint64_t id = 0;
 };
 
 class LogsReactor : public grpc::ServerWriteReactor<v1::LogChunk> {
  public:
   LogsReactor(boost::asio::io_context& io, const absl::Status& authorized,
-              const v1::LogsRequest& request, std::function<absl::StatusOr<Scheduler*>()> find)
+              const v1::LogsRequest& request, std::function<absl::StatusOr<LogsSource*>()> find)
       : io_(io), shared_(std::make_shared<Shared>()) {
     if (!authorized.ok()) {
       Finish(rpc::ToGrpcStatus(authorized));
@@ -97,7 +97,7 @@ void Shared::Finish(absl::Status status) {
 
 grpc::ServerWriteReactor<v1::LogChunk>* StartLogsStream(
     boost::asio::io_context& io, const absl::Status& authorized, const v1::LogsRequest& request,
-    std::function<absl::StatusOr<Scheduler*>()> find) {
+    std::function<absl::StatusOr<LogsSource*>()> find) {
   return new LogsReactor(io, authorized, request, std::move(find));
 }
 

@@ -11,13 +11,14 @@
 
 #include "absl/status/statusor.h"
 #include "gangrun/v1/logs.pb.h"
-#include "scheduler/scheduler.h"
+#include "scheduler/logs.h"
 
 namespace gangrun::scheduler {
 
-// `find` runs on the io_context and names the job's scheduler (an error ends the call).
+// `find` runs on the io_context and names what serves the stream (a job's scheduler; an
+// error ends the call). It must finish the stream's sink before it goes (LogsPump does).
 grpc::ServerWriteReactor<v1::LogChunk>* StartLogsStream(
     boost::asio::io_context& io, const absl::Status& authorized, const v1::LogsRequest& request,
-    std::function<absl::StatusOr<Scheduler*>()> find);
+    std::function<absl::StatusOr<LogsSource*>()> find);
 
 }  // namespace gangrun::scheduler

@@ -53,7 +53,7 @@ namespace gangrun::scheduler {
 // need only what the core tells them); it routes to each the node events that answer it.
 class TorchStore;
 
-class Scheduler : private NodeDirectory {
+class Scheduler : private NodeDirectory, public LogsSource {
  public:
   using Options = SchedulerOptions;  // scheduler/scheduler_options.h
 
@@ -109,10 +109,11 @@ class Scheduler : private NodeDirectory {
 
   // `gangrun logs` (scheduler/logs.h): the ranks' logs, pulled piece by piece from the nodes
   // that hold them, as fast as the sink takes them.
-  absl::StatusOr<uint64_t> OpenLogs(const v1::LogsRequest& request, std::shared_ptr<LogsSink> sink);
-  void LogsWritten(uint64_t id);
+  absl::StatusOr<uint64_t> OpenLogs(const v1::LogsRequest& request,
+                                    std::shared_ptr<LogsSink> sink) override;
+  void LogsWritten(uint64_t id) override;
   // The client went away: the sink is called no more.
-  void CloseLogs(uint64_t id);
+  void CloseLogs(uint64_t id) override;
 
  private:
   // adoption.cc

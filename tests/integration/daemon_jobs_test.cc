@@ -2,7 +2,9 @@
 // shows a launcher's job, the submit console says why each generation ended, and finished jobs
 // stay listed.
 
+#include <pwd.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
@@ -13,6 +15,8 @@
 
 namespace gangrun::testing {
 namespace {
+
+using std::chrono::seconds;
 
 // Workers are not the daemon: a submitted job's workers (and launchers) hold a token of
 // their own job, which reaches that job's store and nothing of the daemon's.
@@ -157,6 +161,17 @@ TEST_F(DaemonTest, StatusListsFinishedJobsNewestFirst) {
   EXPECT_NE(one.Stdout().find("\ntime: "), std::string::npos) << one.Stdout();
   EXPECT_NE(one.Stdout().find(" in all, ETTR "), std::string::npos) << one.Stdout();
   EXPECT_NE(text.find("ETTR"), std::string::npos) << text;
+  // Who submitted it (as the submitting host says) and when.
+  const passwd* me = getpwuid(geteuid());
+  ASSERT_NE(me, nullptr);
+  EXPECT_EQ(parsed["finished"][0]["user"], me->pw_name) << json.Stdout();
+  const size_t line_start = text.rfind('\n', failed) + 1;
+  EXPECT_NE(text.substr(line_start, failed - line_start).find(std::string(" ") + me->pw_name + " "),
+            std::string::npos)
+      << text.substr(line_start, failed - line_start);
+  EXPECT_NE(one.Stdout().find(std::string("submitted 20")), std::string::npos) << one.Stdout();
+  EXPECT_NE(one.Stdout().find(std::string(" by ") + me->pw_name), std::string::npos)
+      << one.Stdout();
   auto unknown = Gangrun({"status", "--master", master, "--job", "no-such-job"});
   EXPECT_EQ(RunToEnd(unknown).code, 1) << unknown.Stderr();
   EXPECT_NE(unknown.Stderr().find("has no job no-such-job"), std::string::npos) << unknown.Stderr();
@@ -220,6 +235,78 @@ TEST_F(DaemonTest, AJobThatWaitedForASlotWasQueued) {
             ledger["seconds"]["queued"].get<double>())
       << json.Stdout();
   StopDaemon(agent);
+  StopDaemon(scheduler);
+}
+
+// The id `gangrun submit` named ("gangrun submit: job ID running on ..."); "" if none.
+std::string SubmittedJobId(const std::string& stderr_text) {
+  const std::string said = "gangrun submit: job ";
+  const size_t at = stderr_text.find(said);
+  if (at == std::string::npos) return "";
+  const size_t from = at + said.size();
+  return stderr_text.substr(from, stderr_text.find_first_of(" :\n", from) - from);
+}
+
+// A finished job's logs stay readable: `gangrun logs --job ID` after its end reads each rank's
+// log from the agent that ran it (each agent here keeps its own log root); a rank whose agent
+// is gone is named with it.
+TEST_F(DaemonTest, AFinishedJobsLogsAreReadFromTheAgentsThatRanIt) {
+  const std::string master = "127.0.0.1:" + FreePort();
+  auto scheduler = Scheduler({"--listen", master});
+  auto agent_a = Gangrun({"agent", "--master", master, "--slots", "1", "--name", "agent-a",
+                          "--log_root", dir_.File("logs-a")});
+  auto agent_b = Gangrun({"agent", "--master", master, "--slots", "1", "--name", "agent-b",
+                          "--log_root", dir_.File("logs-b")});
+  auto job = Gangrun({"submit", "--master", master, "--worker_num", "2", "--local_worker_num", "1",
+                      TestWorkerBinary(), "--lines", "3"});
+  ASSERT_EQ(RunToEnd(job).code, 0) << job.Stderr();
+  const std::string id = SubmittedJobId(job.Stderr());
+  ASSERT_FALSE(id.empty()) << job.Stderr();
+
+  auto logs = Gangrun({"logs", "--master", master, "--job", id});
+  ASSERT_EQ(RunToEnd(logs).code, 0) << logs.Stderr();
+  const std::string& out = logs.Stdout();
+  // Each rank's lines, from one agent each: the two agents hold one rank each.
+  std::string holder_of_1;
+  for (const std::string agent : {"agent-a", "agent-b"}) {
+    if (out.find("[" + agent + ":1] line 2 of rank 1") != std::string::npos) holder_of_1 = agent;
+  }
+  ASSERT_FALSE(holder_of_1.empty()) << out;
+  const std::string holder_of_0 = holder_of_1 == "agent-a" ? "agent-b" : "agent-a";
+  EXPECT_NE(out.find("[" + holder_of_0 + ":0] line 2 of rank 0"), std::string::npos) << out;
+
+  auto one = Gangrun({"logs", "--master", master, "--job", id, "--rank", "1"});
+  ASSERT_EQ(RunToEnd(one).code, 0) << one.Stderr();
+  EXPECT_NE(one.Stdout().find(":1] line 0 of rank 1"), std::string::npos) << one.Stdout();
+  EXPECT_EQ(one.Stdout().find("of rank 0"), std::string::npos) << one.Stdout();
+  auto none = Gangrun({"logs", "--master", master, "--job", id, "--rank", "5"});
+  EXPECT_NE(RunToEnd(none).code, 0);
+  EXPECT_NE(none.Stderr().find("there is no rank 5 in job " + id), std::string::npos)
+      << none.Stderr();
+
+  // A log replaced by a link after the job's end (to a file its user may not read, say) is
+  // not followed.
+  const std::string log_1 =
+      dir_.File(holder_of_1 == "agent-a" ? "logs-a" : "logs-b") + "/" + id + "/worker_1.log";
+  std::ofstream(dir_.File("secret")) << "not the job's\n";
+  ASSERT_EQ(unlink(log_1.c_str()), 0);
+  ASSERT_EQ(symlink(dir_.File("secret").c_str(), log_1.c_str()), 0);
+  auto linked = Gangrun({"logs", "--master", master, "--job", id, "--rank", "1"});
+  RunToEnd(linked);
+  EXPECT_EQ(linked.Stdout().find("not the job's"), std::string::npos) << linked.Stdout();
+  EXPECT_NE(linked.Stderr().find("is not a file of the job's user"), std::string::npos)
+      << linked.Stderr();
+
+  // Rank 1's agent goes: its log cannot be read, and the answer says why.
+  StopDaemon(holder_of_1 == "agent-a" ? agent_a : agent_b);
+  ASSERT_TRUE(WaitForStderr(scheduler, "'" + holder_of_1 + "' disconnected", seconds(10)));
+  auto gone = Gangrun({"logs", "--master", master, "--job", id, "--rank", "1"});
+  EXPECT_NE(RunToEnd(gone).code, 0);
+  EXPECT_NE(gone.Stderr().find("no agent holds the log of rank 1 of job " + id), std::string::npos)
+      << gone.Stderr();
+  EXPECT_NE(gone.Stderr().find("not connected: " + holder_of_1), std::string::npos)
+      << gone.Stderr();
+  StopDaemon(holder_of_1 == "agent-a" ? agent_b : agent_a);
   StopDaemon(scheduler);
 }
 

@@ -215,9 +215,14 @@ TEST_F(DaemonStoreTest, ADaemonStartedAgainOnItsAddressAdoptsTheJobAndTheSubmitG
 TEST_F(DaemonStoreTest, FinishedJobsAreListedAfterAFailover) {
   ASSERT_NO_FATAL_FAILURE(StartDaemons());
   auto agent = Gangrun({"agent", "--master", masters_, "--slots", "1", "--name", "agent-a"});
-  auto submit = Gangrun(
-      {"submit", "--master", masters_, "--worker_num", "1", TestWorkerBinary(), "--exit", "4"});
+  auto submit = Gangrun({"submit", "--master", masters_, "--worker_num", "1", TestWorkerBinary(),
+                         "--lines", "2", "--exit", "4"});
   EXPECT_EQ(RunToEnd(submit).code, 4) << submit.Stderr();
+  const std::string said = "gangrun submit: job ";
+  const size_t at = submit.Stderr().find(said);
+  ASSERT_NE(at, std::string::npos) << submit.Stderr();
+  const std::string id = submit.Stderr().substr(
+      at + said.size(), submit.Stderr().find(' ', at + said.size()) - at - said.size());
   ASSERT_EQ(kill(first_.pid, SIGKILL), 0);
   EXPECT_EQ(RunToEnd(first_).signal, SIGKILL);
   ASSERT_TRUE(WaitForStderr(second_, "is now the active one", seconds(30))) << second_.Stderr();
@@ -226,6 +231,13 @@ TEST_F(DaemonStoreTest, FinishedJobsAreListedAfterAFailover) {
   EXPECT_NE(status.Stdout().find("\"finished\""), std::string::npos) << status.Stdout();
   EXPECT_NE(status.Stdout().find("KIND_WORKER_FAILED"), std::string::npos) << status.Stdout();
   EXPECT_NE(status.Stdout().find("--exit"), std::string::npos) << status.Stdout();
+  // Its logs too, from the agent that ran it, once the agent is back with this daemon.
+  ASSERT_TRUE(WaitForStderr(second_, "'agent-a' (127.0.0.1) registered", seconds(30)))
+      << second_.Stderr();
+  auto logs = Gangrun({"logs", "--master", b_, "--job", id});
+  EXPECT_EQ(RunToEnd(logs).code, 0) << logs.Stderr();
+  EXPECT_NE(logs.Stdout().find("[agent-a:0] line 1 of rank 0"), std::string::npos)
+      << logs.Stdout() << logs.Stderr();
   StopDaemon(agent);
   StopDaemon(second_);
 }
