@@ -23,7 +23,6 @@
 #include "common/status.h"
 #include "launcher/launch_spec.h"
 #include "launcher/launcher.h"
-#include "node/log_files.h"
 #include "proto/conversions.h"
 #include "rpc/channel.h"
 #include "rpc/session_auth.h"
@@ -69,7 +68,10 @@ Agent::Agent(boost::asio::io_context& io, common::Clock& clock, Options options,
       options_(std::move(options)),
       callbacks_(std::move(callbacks)),
       backoff_(milliseconds(200)),
-      sigchld_(io, SIGCHLD) {}
+      sigchld_(io, SIGCHLD),
+      job_logs_(options_.log_root, options_.run_as
+                                       ? std::optional<uid_t>(options_.run_as->credentials.uid)
+                                       : std::nullopt) {}
 
 Agent::~Agent() {
   if (stream_) stream_->CancelAndWait();
@@ -183,88 +185,15 @@ void Agent::OnCommand(const v1::AgentCommand& command) {
   }
 }
 
-const std::map<int, std::string>* Agent::RankLogs(const v1::JobLogPlace& place,
-                                                  std::string* error) {
-  auto dir = JobLogDir(place, options_.log_root);
-  auto ranks = dir.ok() ? FindRankLogs(*dir) : dir.status();
-  if (!ranks.ok()) {
-    *error = std::string(ranks.status().message());
-    return nullptr;
-  }
-  // The last kLogListingsKept listings, for the reads that follow (a listing per read would
-  // scan the directory per piece).
-  constexpr size_t kLogListingsKept = 8;
-  rank_logs_.insert_or_assign(place.job_id(), std::move(*ranks));
-  rank_logs_order_.push_back(place.job_id());
-  while (rank_logs_order_.size() > kLogListingsKept) {
-    const std::string oldest = rank_logs_order_.front();
-    rank_logs_order_.pop_front();
-    if (std::find(rank_logs_order_.begin(), rank_logs_order_.end(), oldest) ==
-        rank_logs_order_.end()) {
-      rank_logs_.erase(oldest);
-    }
-  }
-  return &rank_logs_.at(place.job_id());
-}
-
 void Agent::FindLogs(const v1::FindJobLogs& find) {
   v1::AgentEvent event;
-  auto* found = event.mutable_logs_found();
-  found->set_reader(find.place().reader());
-  found->set_job_id(find.place().job_id());
-  std::string error;
-  if (const auto* ranks = RankLogs(find.place(), &error)) {
-    for (const auto& [rank, path] : *ranks) found->add_ranks(rank);
-  } else {
-    found->set_error(error);
-  }
+  *event.mutable_logs_found() = job_logs_.Find(find.place());
   Send(std::move(event));
 }
 
 void Agent::ReadLog(const v1::ReadJobLog& read) {
-  constexpr uint32_t kMaxPiece = 256 * 1024;  // as a node's (Node::OnReadLog)
   v1::AgentEvent event;
-  event.mutable_log_read()->set_job_id(read.place().job_id());
-  event.mutable_log_read()->set_reader(read.place().reader());
-  v1::LogRead& answer = *event.mutable_log_read()->mutable_read();
-  answer.set_request(read.read().request());
-  answer.set_rank(read.read().rank());
-  answer.set_offset(read.read().offset());
-  answer.set_at_end(true);
-  std::string path;
-  auto known = rank_logs_.find(read.place().job_id());
-  if (known != rank_logs_.end() && known->second.count(read.read().rank()) > 0) {
-    path = known->second.at(read.read().rank());
-  } else if (const auto* ranks = RankLogs(read.place(), answer.mutable_error())) {
-    if (auto it = ranks->find(read.read().rank()); it != ranks->end()) path = it->second;
-  }
-  if (path.empty()) {
-    if (answer.error().empty()) {
-      answer.set_error("this agent has no log of rank " + std::to_string(read.read().rank()));
-    }
-    return Send(std::move(event));
-  }
-  // Opened once, not through a link, and read through that descriptor: with --run_as this
-  // agent is root, and only a file the job's user owns is theirs to read (a link or a file
-  // swapped in after the listing is not).
-  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  struct stat file {};
-  if (fd < 0 || fstat(fd, &file) != 0 || !S_ISREG(file.st_mode) ||
-      (options_.run_as && file.st_uid != options_.run_as->credentials.uid)) {
-    if (fd >= 0) close(fd);
-    answer.set_error("the log of rank " + std::to_string(read.read().rank()) + " (" + path +
-                     ") is not a file of the job's user");
-    return Send(std::move(event));
-  }
-  node::LogPiece piece =
-      node::ReadLogPiece(fd, read.read().offset(), read.read().tail_lines(),
-                         std::clamp<uint32_t>(read.read().max_bytes(), 1, kMaxPiece));
-  close(fd);
-  answer.set_data(std::move(piece.data));
-  answer.set_next_offset(piece.next_offset);
-  answer.set_at_end(piece.at_end);
-  answer.set_error(piece.error);
-  answer.set_running(false);  // its job has ended
+  *event.mutable_log_read() = job_logs_.Read(read);
   Send(std::move(event));
 }
 

@@ -29,6 +29,7 @@
 #include <string>
 #include <utility>
 
+#include "agent/job_logs.h"
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/exit_status.h"
@@ -105,11 +106,9 @@ class Agent {
   // `gangrun logs --job` of an ended job (agent/job_logs.h): which ranks' logs this host
   // holds, and a piece of one.
   void FindLogs(const v1::FindJobLogs& find);
+  void ReadLog(const v1::ReadJobLog& read);
   // --log_retention_days: one pass now, the next in an hour.
   void PruneLogs();
-  void ReadLog(const v1::ReadJobLog& read);
-  // The job's ranks' logs, listed anew (null, with `error`, when they cannot be).
-  const std::map<int, std::string>* RankLogs(const v1::JobLogPlace& place, std::string* error);
   const std::string& master() const { return masters_[current_]; }
   std::string MasterHost() const;
 
@@ -127,9 +126,8 @@ class Agent {
   size_t current_ = 0;
   // Launchers that ended while no daemon heard of it: told at the next registration.
   std::vector<v1::LauncherExited> unreported_;
-  std::map<std::string, std::map<int, std::string>> rank_logs_;  // by job id: RankLogs'
-  std::deque<std::string> rank_logs_order_;                      // listings, oldest first
-  std::unique_ptr<common::Timer> prune_timer_;                   // PruneLogs' next pass
+  JobLogServer job_logs_;                       // `gangrun logs --job` of the jobs that ended here
+  std::unique_ptr<common::Timer> prune_timer_;  // PruneLogs' next pass
   bool connected_ = false;
   bool stopping_ = false;
   std::function<void()> on_stopped_;

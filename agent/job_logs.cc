@@ -1,8 +1,10 @@
 #include "agent/job_logs.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,6 +16,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "node/log_files.h"
 
 namespace gangrun::agent {
 
@@ -60,6 +63,82 @@ absl::StatusOr<std::map<int, std::string>> FindRankLogs(const std::string& dir) 
     if (ranks.size() > kMaxRankLogs) ranks.erase(std::prev(ranks.end()));
   }
   return ranks;
+}
+
+const std::map<int, std::string>* JobLogServer::List(const v1::JobLogPlace& place,
+                                                     std::string* error) {
+  auto dir = JobLogDir(place, log_root_);
+  auto ranks = dir.ok() ? FindRankLogs(*dir) : dir.status();
+  if (!ranks.ok()) {
+    *error = std::string(ranks.status().message());
+    return nullptr;
+  }
+  listings_.insert_or_assign(place.job_id(), std::move(*ranks));
+  listed_.push_back(place.job_id());
+  while (listed_.size() > kListingsKept) {
+    const std::string oldest = listed_.front();
+    listed_.pop_front();
+    if (std::find(listed_.begin(), listed_.end(), oldest) == listed_.end()) {
+      listings_.erase(oldest);
+    }
+  }
+  return &listings_.at(place.job_id());
+}
+
+v1::JobLogsFound JobLogServer::Find(const v1::JobLogPlace& place) {
+  v1::JobLogsFound found;
+  found.set_reader(place.reader());
+  found.set_job_id(place.job_id());
+  std::string error;
+  if (const auto* ranks = List(place, &error)) {
+    for (const auto& [rank, path] : *ranks) found.add_ranks(rank);
+  } else {
+    found.set_error(error);
+  }
+  return found;
+}
+
+v1::JobLogRead JobLogServer::Read(const v1::ReadJobLog& read) {
+  v1::JobLogRead event;
+  event.set_job_id(read.place().job_id());
+  event.set_reader(read.place().reader());
+  v1::LogRead& answer = *event.mutable_read();
+  const int rank = read.read().rank();
+  answer.set_request(read.read().request());
+  answer.set_rank(rank);
+  answer.set_offset(read.read().offset());
+  answer.set_at_end(true);
+  std::string path;
+  auto known = listings_.find(read.place().job_id());
+  if (known != listings_.end() && known->second.count(rank) > 0) {
+    path = known->second.at(rank);
+  } else if (const auto* ranks = List(read.place(), answer.mutable_error())) {
+    if (auto it = ranks->find(rank); it != ranks->end()) path = it->second;
+  }
+  if (path.empty()) {
+    if (answer.error().empty())
+      answer.set_error("this agent has no log of rank " + std::to_string(rank));
+    return event;
+  }
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  struct stat file {};
+  if (fd < 0 || fstat(fd, &file) != 0 || !S_ISREG(file.st_mode) ||
+      (owner_ && file.st_uid != *owner_)) {
+    if (fd >= 0) close(fd);
+    answer.set_error("the log of rank " + std::to_string(rank) + " (" + path +
+                     ") is not a file of the job's user");
+    return event;
+  }
+  node::LogPiece piece =
+      node::ReadLogPiece(fd, read.read().offset(), read.read().tail_lines(),
+                         std::clamp<uint32_t>(read.read().max_bytes(), 1, kMaxPiece));
+  close(fd);
+  answer.set_data(std::move(piece.data));
+  answer.set_next_offset(piece.next_offset);
+  answer.set_at_end(piece.at_end);
+  answer.set_error(piece.error);
+  answer.set_running(false);  // its job has ended
+  return event;
 }
 
 namespace {

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -99,6 +100,42 @@ TEST(JobLogsTest, RetentionRemovesOnlyOldJobDirectoriesOfJobsNotRunning) {
   for (const char* kept : {"new", "running", "link", "plain", "target/worker_0.log"}) {
     EXPECT_EQ(lstat(root.File(kept).c_str(), &st), 0) << kept;
   }
+}
+
+// The agent's answers: the ranks it holds, and a piece of one; a link, or (with --run_as) a file
+// the job's user does not own, is refused.
+TEST(JobLogsTest, TheAgentReadsOnlyTheJobUsersOwnFiles) {
+  testing::TempDir root;
+  ASSERT_EQ(mkdir(root.File("j-2").c_str(), 0700), 0);
+  std::ofstream(root.File("j-2/worker_0.log")) << "zero\n";
+  std::ofstream(root.File("secret")) << "not the job's\n";
+  ASSERT_EQ(symlink(root.File("secret").c_str(), root.File("j-2/worker_1.log").c_str()), 0);
+  v1::ReadJobLog read;
+  read.mutable_place()->set_job_id("j-2");
+  read.mutable_place()->set_reader(3);
+  read.mutable_read()->set_offset(-1);
+  read.mutable_read()->set_max_bytes(1024);
+
+  agent::JobLogServer mine(root.path(), std::nullopt);
+  const v1::JobLogsFound found = mine.Find(read.place());
+  EXPECT_EQ(found.reader(), 3u);
+  EXPECT_EQ(std::vector<int>(found.ranks().begin(), found.ranks().end()), (std::vector<int>{0, 1}));
+  v1::JobLogRead piece = mine.Read(read);
+  EXPECT_EQ(piece.read().data(), "zero\n");
+  EXPECT_TRUE(piece.read().at_end());
+  EXPECT_FALSE(piece.read().running());
+  read.mutable_read()->set_rank(1);
+  piece = mine.Read(read);
+  EXPECT_EQ(piece.read().data(), "");
+  EXPECT_NE(piece.read().error().find("is not a file of the job's user"), std::string::npos);
+  read.mutable_read()->set_rank(2);
+  EXPECT_EQ(mine.Read(read).read().error(), "this agent has no log of rank 2");
+
+  agent::JobLogServer theirs(root.path(), geteuid() + 1);  // another user's job
+  read.mutable_read()->set_rank(0);
+  piece = theirs.Read(read);
+  EXPECT_EQ(piece.read().data(), "");
+  EXPECT_NE(piece.read().error().find("is not a file of the job's user"), std::string::npos);
 }
 
 class EndedJobLogsTest : public ::testing::Test {
