@@ -34,7 +34,7 @@ EndedJobLogs::~EndedJobLogs() {
 
 void EndedJobLogs::OnFound(int agent_id, const v1::JobLogsFound& found) {
   auto agent = agents_.find(agent_id);
-  if (found_ || agent == agents_.end()) return;
+  if (found_ || agent == agents_.end() || !answered_.insert(agent_id).second) return;
   if (!found.error().empty()) errors_[agent_id] = found.error().substr(0, 256);
   for (int rank : found.ranks()) {
     // A rank of the job the first agent to name it reads (agents on one host may share the
