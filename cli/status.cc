@@ -193,6 +193,7 @@ CommandResult OneDaemonJob(const v1::DaemonStatusResponse& daemon, const std::st
                              proto::FromProto(cause.exit()).ToString(),
                              cause.log_path().empty() ? "" : " (log: " + cause.log_path() + ")");
     }
+    for (const std::string& end : finished.generation_ends()) out += "  " + end + "\n";
     if (finished.outcome().has_ledger()) {
       out += "time: " + scheduler::DescribeLedger(finished.outcome().ledger()) + "\n";
     }

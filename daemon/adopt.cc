@@ -55,6 +55,8 @@ void Daemon::SaveJob(const Job& job, const v1::FinishedJob* ended) {
     record["ended_unix"] = ended->ended_unix();
     record["generation"] = ended->generations();
     record["restarts_used"] = ended->restarts();
+    record["generation_ends"] =
+        std::vector<std::string>(ended->generation_ends().begin(), ended->generation_ends().end());
   }
   options_.store->SaveJob(job.id, std::move(record));
 }

@@ -78,6 +78,12 @@ v1::FinishedJob Daemon::FinishedFromRecord(const nlohmann::json& record) {
   finished.set_submitted_unix(record.value("submitted_unix", 0.0));
   finished.set_ended_unix(record.value("ended_unix", 0.0));
   finished.set_world_size(record.value("world_size", 0));
+  for (const auto& end : record.value("generation_ends", nlohmann::json::array())) {
+    if (end.is_string() &&
+        finished.generation_ends_size() < static_cast<int>(kGenerationEndsKept)) {
+      finished.add_generation_ends(end.get<std::string>().substr(0, 1024));
+    }
+  }
   return finished;
 }
 
@@ -366,6 +372,7 @@ void Daemon::EndJob(const std::string& job_id, const v1::JobOutcome& outcome) {
   finished.set_ended_unix(UnixSeconds());
   finished.set_world_size(job->config.world_size);
   finished.set_user(Sanitize(job->spec.user(), 64));
+  for (const std::string& end : job->generation_ends) finished.add_generation_ends(end);
   SaveJob(*job, &finished);
   if (options_.store != nullptr && active_) recorded_ended_.emplace(finished.ended_unix(), job_id);
   std::vector<std::string> agents;

@@ -150,10 +150,13 @@ class Daemon {
     bool adopted = false;
     std::map<std::string, int> agents_away;  // agent name -> workers
     std::unique_ptr<common::Timer> adoption_timer;
+    // Why each generation ended (the scheduler's notes), the last kGenerationEndsKept.
+    std::deque<std::string> generation_ends;
     double submitted_unix = 0;       // when it was submitted (kept in its record)
     common::TimePoint submitted_at;  // the same, on the daemon's clock (its ledger's queued)
   };
   static constexpr std::chrono::seconds kHelloTimeout{30};
+  static constexpr size_t kGenerationEndsKept = 16;  // a note is at most about 1 KiB
   template <typename Handle>
   void ExpectHello(int id, std::shared_ptr<Handle> handle);
   // Output waiting for one submitter; past this, output is dropped and counted.

@@ -172,6 +172,8 @@ absl::Status Daemon::StartScheduler(Job& job) {
   job.scheduler->SetOnNote([this, id = job.id](const std::string& text) {
     common::Logger("daemon")->info("job {}: {}", id, text);
     if (Job* noted = FindJob(id)) {
+      noted->generation_ends.push_back(text.substr(0, 1024));
+      if (noted->generation_ends.size() > kGenerationEndsKept) noted->generation_ends.pop_front();
       v1::SubmitReply reply;
       reply.set_note(text);
       Reply(*noted, reply);

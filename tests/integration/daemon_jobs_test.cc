@@ -18,6 +18,15 @@ namespace {
 
 using std::chrono::seconds;
 
+// The id `gangrun submit` named ("gangrun submit: job ID running on ..."); "" if none.
+std::string SubmittedJobId(const std::string& stderr_text) {
+  const std::string said = "gangrun submit: job ";
+  const size_t at = stderr_text.find(said);
+  if (at == std::string::npos) return "";
+  const size_t from = at + said.size();
+  return stderr_text.substr(from, stderr_text.find_first_of(" :\n", from) - from);
+}
+
 // Workers are not the daemon: a submitted job's workers (and launchers) hold a token of
 // their own job, which reaches that job's store and nothing of the daemon's.
 TEST_F(DaemonTest, AWorkersTokenReachesItsOwnJobAndNothingOfTheDaemon) {
@@ -115,6 +124,13 @@ TEST_F(DaemonTest, SubmitSaysWhyEachGenerationEndedAndWhetherItRestarts) {
   // At the end, where the job's time went, as a one-shot launcher says it.
   EXPECT_NE(err.find("gangrun: the job's time: "), std::string::npos) << err;
   EXPECT_NE(err.find("backoff"), std::string::npos) << err;
+  // The same story stays with the finished job: `status --job ID`.
+  auto story = Gangrun({"status", "--master", master, "--job", SubmittedJobId(err)});
+  EXPECT_EQ(RunToEnd(story).code, 0) << story.Stderr();
+  EXPECT_NE(story.Stdout().find("\n  generation 1 ended: rank 0 on "), std::string::npos)
+      << story.Stdout();
+  EXPECT_NE(story.Stdout().find("\n  generation 2 ended: rank 0 on "), std::string::npos)
+      << story.Stdout();
   StopDaemon(agent);
   StopDaemon(scheduler);
 }
@@ -236,15 +252,6 @@ TEST_F(DaemonTest, AJobThatWaitedForASlotWasQueued) {
       << json.Stdout();
   StopDaemon(agent);
   StopDaemon(scheduler);
-}
-
-// The id `gangrun submit` named ("gangrun submit: job ID running on ..."); "" if none.
-std::string SubmittedJobId(const std::string& stderr_text) {
-  const std::string said = "gangrun submit: job ";
-  const size_t at = stderr_text.find(said);
-  if (at == std::string::npos) return "";
-  const size_t from = at + said.size();
-  return stderr_text.substr(from, stderr_text.find_first_of(" :\n", from) - from);
 }
 
 // A finished job's logs stay readable: `gangrun logs --job ID` after its end reads each rank's

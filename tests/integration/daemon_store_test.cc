@@ -231,6 +231,11 @@ TEST_F(DaemonStoreTest, FinishedJobsAreListedAfterAFailover) {
   EXPECT_NE(status.Stdout().find("\"finished\""), std::string::npos) << status.Stdout();
   EXPECT_NE(status.Stdout().find("KIND_WORKER_FAILED"), std::string::npos) << status.Stdout();
   EXPECT_NE(status.Stdout().find("--exit"), std::string::npos) << status.Stdout();
+  // Why its generation ended, as the first daemon's record keeps it.
+  auto story = Gangrun({"status", "--master", b_, "--job", id});
+  EXPECT_EQ(RunToEnd(story).code, 0) << story.Stderr();
+  EXPECT_NE(story.Stdout().find("\n  generation 1 ended: rank 0 on "), std::string::npos)
+      << story.Stdout();
   // Its logs too, from the agent that ran it, once the agent is back with this daemon.
   ASSERT_TRUE(WaitForStderr(second_, "'agent-a' (127.0.0.1) registered", seconds(30)))
       << second_.Stderr();
