@@ -14,8 +14,8 @@
 #include <string_view>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "node/log_files.h"
 
 namespace gangrun::agent {
