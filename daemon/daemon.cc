@@ -1,5 +1,6 @@
 #include "daemon/daemon.h"
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <random>
@@ -120,15 +121,19 @@ void Daemon::ExpectHello(int id, std::shared_ptr<Handle> handle) {
   });
 }
 
+std::map<int, Daemon::Agent>::const_iterator Daemon::AgentNamed(const std::string& name) const {
+  return std::find_if(agents_.begin(), agents_.end(), [&](const auto& entry) {
+    return entry.second.registered && entry.second.info.name() == name;
+  });
+}
+
 absl::Status Daemon::CheckAgentNameFree(const std::string& name) const {
-  for (const auto& [id, other] : agents_) {
-    if (!other.registered || other.info.name() != name) continue;
-    return absl::AlreadyExistsError(
-        "an agent named '" + name + "' is already registered (pid " +
-        std::to_string(other.info.pid()) + ", address " + other.info.address() +
-        "); give each agent its own --name (a restarted agent's old session ends first)");
-  }
-  return absl::OkStatus();
+  auto other = AgentNamed(name);
+  if (other == agents_.end()) return absl::OkStatus();
+  return absl::AlreadyExistsError(
+      "an agent named '" + name + "' is already registered (pid " +
+      std::to_string(other->second.info.pid()) + ", address " + other->second.info.address() +
+      "); give each agent its own --name (a restarted agent's old session ends first)");
 }
 
 int Daemon::AddAgent(std::shared_ptr<AgentStream::Handle> handle) {

@@ -164,6 +164,8 @@ class Daemon {
 
   // Agents' names are how people and placements tell them apart: one agent per name.
   absl::Status CheckAgentNameFree(const std::string& name) const;
+  // The registered agent of that name (agents_.end() if none).
+  std::map<int, Agent>::const_iterator AgentNamed(const std::string& name) const;
   void TryPlace();
   void PlacePending();
   void ReportWaiting(Job& job, const std::string& why);

@@ -108,9 +108,7 @@ absl::StatusOr<scheduler::LogsSource*> Daemon::LogsOf(const std::string& job_id)
   std::vector<EndedJobLogs::Agent> agents;
   std::vector<std::string> missing;
   for (const std::string& name : ended->second.agents) {
-    auto agent = std::find_if(agents_.begin(), agents_.end(), [&](const auto& entry) {
-      return entry.second.registered && entry.second.info.name() == name;
-    });
+    auto agent = AgentNamed(name);
     if (agent == agents_.end()) {
       if (std::find(missing.begin(), missing.end(), name) == missing.end()) {
         missing.push_back(name);

@@ -13,8 +13,7 @@ EndedJobLogs::EndedJobLogs(common::Clock& clock, v1::JobLogPlace place, int worl
       daemon_(std::move(daemon)),
       pump_(*this, clock) {
   for (const Agent& agent : agents) agents_[agent.id] = agent.name;
-  waiting_ = agents_.size();
-  if (waiting_ == 0) {
+  if (agents_.empty()) {
     found_ = true;
     return;
   }
@@ -42,7 +41,7 @@ void EndedJobLogs::OnFound(int agent_id, const v1::JobLogsFound& found) {
     if (rank < 0 || rank >= world_size_ || places_.count(rank) > 0) continue;
     places_[rank] = Place{agent_id, agent->second, 0, false};
   }
-  if (--waiting_ == 0) Found();
+  if (answered_.size() == agents_.size()) Found();
 }
 
 void EndedJobLogs::Found() {

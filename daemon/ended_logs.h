@@ -73,8 +73,7 @@ class EndedJobLogs : public scheduler::LogsSource, private scheduler::NodeDirect
   std::vector<std::string> missing_;   // not connected when asked
   std::map<int, std::string> errors_;  // an agent's answer that it could not look
   Daemon daemon_;
-  size_t waiting_ = 0;      // agents that have not answered
-  std::set<int> answered_;  // those that have (once each)
+  std::set<int> answered_;  // the agents asked that have answered (once each)
   bool found_ = false;
   std::map<int, Place> places_;  // by rank
   std::unique_ptr<common::Timer> find_timer_;

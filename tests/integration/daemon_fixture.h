@@ -12,6 +12,16 @@
 
 namespace gangrun::testing {
 
+// The id `gangrun submit` named on its console ("gangrun submit: job ID running on ..."); ""
+// if it named none.
+inline std::string SubmittedJobId(const std::string& stderr_text) {
+  const std::string said = "gangrun submit: job ";
+  const size_t at = stderr_text.find(said);
+  if (at == std::string::npos) return "";
+  const size_t from = at + said.size();
+  return stderr_text.substr(from, stderr_text.find_first_of(" :\n", from) - from);
+}
+
 class DaemonTest : public LauncherTest {
  protected:
   Launched Gangrun(const std::vector<std::string>& args, std::vector<std::string> env = {}) {

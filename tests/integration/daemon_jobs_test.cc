@@ -18,15 +18,6 @@ namespace {
 
 using std::chrono::seconds;
 
-// The id `gangrun submit` named ("gangrun submit: job ID running on ..."); "" if none.
-std::string SubmittedJobId(const std::string& stderr_text) {
-  const std::string said = "gangrun submit: job ";
-  const size_t at = stderr_text.find(said);
-  if (at == std::string::npos) return "";
-  const size_t from = at + said.size();
-  return stderr_text.substr(from, stderr_text.find_first_of(" :\n", from) - from);
-}
-
 // Workers are not the daemon: a submitted job's workers (and launchers) hold a token of
 // their own job, which reaches that job's store and nothing of the daemon's.
 TEST_F(DaemonTest, AWorkersTokenReachesItsOwnJobAndNothingOfTheDaemon) {

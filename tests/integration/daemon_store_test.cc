@@ -80,11 +80,7 @@ class DaemonStoreTest : public DaemonTest {
     command.insert(command.end(), args.begin(), args.end());
     auto submit = Gangrun(command);
     EXPECT_EQ(RunToEnd(submit).code, code) << submit.Stderr();
-    const std::string said = "gangrun submit: job ";
-    const size_t at = submit.Stderr().find(said);
-    if (at == std::string::npos) return "";
-    const size_t from = at + said.size();
-    return submit.Stderr().substr(from, submit.Stderr().find_first_of(" :\n", from) - from);
+    return SubmittedJobId(submit.Stderr());
   }
   std::unique_ptr<EtcdCluster> etcd_;
   std::string a_, b_, masters_;
@@ -218,11 +214,8 @@ TEST_F(DaemonStoreTest, FinishedJobsAreListedAfterAFailover) {
   auto submit = Gangrun({"submit", "--master", masters_, "--worker_num", "1", TestWorkerBinary(),
                          "--lines", "2", "--exit", "4"});
   EXPECT_EQ(RunToEnd(submit).code, 4) << submit.Stderr();
-  const std::string said = "gangrun submit: job ";
-  const size_t at = submit.Stderr().find(said);
-  ASSERT_NE(at, std::string::npos) << submit.Stderr();
-  const std::string id = submit.Stderr().substr(
-      at + said.size(), submit.Stderr().find(' ', at + said.size()) - at - said.size());
+  const std::string id = SubmittedJobId(submit.Stderr());
+  ASSERT_FALSE(id.empty()) << submit.Stderr();
   ASSERT_EQ(kill(first_.pid, SIGKILL), 0);
   EXPECT_EQ(RunToEnd(first_).signal, SIGKILL);
   ASSERT_TRUE(WaitForStderr(second_, "is now the active one", seconds(30))) << second_.Stderr();
