@@ -71,7 +71,12 @@ Agent::Agent(boost::asio::io_context& io, common::Clock& clock, Options options,
       sigchld_(io, SIGCHLD),
       job_logs_(options_.log_root, options_.run_as
                                        ? std::optional<uid_t>(options_.run_as->credentials.uid)
-                                       : std::nullopt) {}
+                                       : std::nullopt) {
+  if (!options_.health_check.empty()) {
+    probe_ = std::make_unique<HealthProbe>(io_, clock_, options_.health_check,
+                                           options_.health_check_timeout);
+  }
+}
 
 Agent::~Agent() {
   if (stream_) stream_->CancelAndWait();
@@ -135,6 +140,7 @@ void Agent::Connect() {
   reg->set_address(options_.address);
   reg->set_slots(options_.slots);
   reg->set_pid(getpid());
+  reg->set_health_check(probe_ != nullptr);
   for (const auto& [job_id, launcher] : launchers_) {
     if (!launcher->exit) reg->add_running_jobs(job_id);
   }
@@ -182,7 +188,21 @@ void Agent::OnCommand(const v1::AgentCommand& command) {
     FindLogs(command.find_logs());
   } else if (command.has_read_log()) {
     ReadLog(command.read_log());
+  } else if (command.has_probe()) {
+    Probe();
   }
+}
+
+void Agent::Probe() {
+  auto answer = [this](bool healthy, const std::string& message) {
+    common::Logger("agent")->info("the daemon's probe: {}", message);
+    v1::AgentEvent event;
+    event.mutable_probed()->set_healthy(healthy);
+    event.mutable_probed()->set_message(message);
+    Send(std::move(event));
+  };
+  if (!probe_) return answer(false, "this agent has no --health_check");
+  probe_->Run(answer);
 }
 
 void Agent::FindLogs(const v1::FindJobLogs& find) {
@@ -363,6 +383,7 @@ std::vector<std::string> Agent::LauncherOwnEnvironment(const std::vector<std::st
   env.push_back(std::string(env::kNodeOnly) + "=1");
   env.push_back(std::string(env::kWorkerEnvFd) + "=3");
   env.push_back(std::string(env::kLaunchSpecFd) + "=4");
+  env.push_back(std::string(env::kLaunchingAgent) + "=" + options_.name);
   return env;
 }
 
@@ -406,6 +427,7 @@ void Agent::Reap() {
     int status = 0;
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid <= 0) break;
+    if (probe_ && probe_->OnReaped(pid, common::ExitStatus::FromWaitStatus(status))) continue;
     for (auto& [job_id, launcher] : launchers_) {
       if (launcher->pid != pid) continue;
       launcher->exit = common::ExitStatus::FromWaitStatus(status);

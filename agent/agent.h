@@ -29,6 +29,7 @@
 #include <string>
 #include <utility>
 
+#include "agent/health_probe.h"
 #include "agent/job_logs.h"
 #include "common/check.h"
 #include "common/clock.h"
@@ -52,6 +53,10 @@ class Agent {
     // (agent/job_logs.h: PruneJobLogs), at the start and hourly; 0 = kept. An absolute
     // log_root only.
     double log_retention_days = 0;
+    // Run when the daemon probes this agent (a quarantined one; agent/health_probe.h); "" =
+    // none: only `gangrun undrain` releases it.
+    std::string health_check;
+    common::Duration health_check_timeout = std::chrono::seconds(60);
     std::string self_exe;  // this binary, to start launchers
     std::string token;
     std::shared_ptr<grpc::ChannelCredentials> credentials;  // null = insecure
@@ -127,6 +132,8 @@ class Agent {
   // Launchers that ended while no daemon heard of it: told at the next registration.
   std::vector<v1::LauncherExited> unreported_;
   JobLogServer job_logs_;                       // `gangrun logs --job` of the jobs that ended here
+  std::unique_ptr<HealthProbe> probe_;          // with --health_check
+  void Probe();                                 // the daemon's AgentProbe
   std::unique_ptr<common::Timer> prune_timer_;  // PruneLogs' next pass
   bool connected_ = false;
   bool stopping_ = false;

@@ -146,9 +146,17 @@ CommandResult RunAgent(const CommandArgs& command) {
                  "remove a job's LOG_ROOT/<job id> this many days after it was last written "
                  "(default 0: keep every log; needs an absolute --log_root)")
       ->check(CLI::Range(0.0, 36500.0));
+  app.add_option("--health_check", options.health_check,
+                 "a shell command this host passes when healthy: a quarantined agent is placed "
+                 "again once it exits 0 (the daemon probes every --probe_interval)");
+  double health_check_timeout = 60;
+  app.add_option("--health_check_timeout", health_check_timeout,
+                 "seconds the health check may run (default 60)")
+      ->check(CLI::Range(0.1, 86400.0));
   ServiceOptions service;
   AddServiceOptions(app, service, false);
   if (auto done = ParseArgs(app, "agent", command.args)) return *done;
+  options.health_check_timeout = common::DurationOf(health_check_timeout);
   if (options.slots < 1) return absl::InvalidArgumentError("--slots must be at least 1");
   if (options.slots > daemon::kMaxAgentSlots) {
     return absl::InvalidArgumentError("--slots must be at most " +

@@ -37,6 +37,8 @@ CommandResult RunProgress(const CommandArgs& command);   // gangrun progress
 CommandResult RunGenerate(const CommandArgs& command);   // gangrun generate (man, completion)
 CommandResult RunStacks(const CommandArgs& command);     // gangrun stacks
 CommandResult RunLogs(const CommandArgs& command);       // gangrun logs
+CommandResult RunDrain(const CommandArgs& command);      // gangrun drain
+CommandResult RunUndrain(const CommandArgs& command);    // gangrun undrain
 
 // A command line `gangrun COMMAND` cannot read: one line, as CLI11 writes it for the other
 // commands (InvalidArgument: exit code 2).

@@ -51,6 +51,8 @@ struct DaemonSetup {
   std::unique_ptr<scheduler::EventLog> event_log;
   int64_t history_count = 1000;  // daemon::Daemon::Options' history bounds
   double history_days = 30;
+  daemon::AgentStandings::Options standing;  // and its agents' standing
+  double probe_interval = 300;
 };
 
 absl::StatusOr<DaemonSetup> Prepare(const std::string& listen, ServiceOptions service,
@@ -102,6 +104,8 @@ absl::Status Serve(DaemonSetup& setup) {
   options.event_log = setup.event_log.get();
   options.history_count = setup.history_count;
   options.history_days = setup.history_days;
+  options.standing = setup.standing;
+  options.probe_interval = setup.probe_interval;
   // Where others reach this daemon's ports (the store names them): the listen host, unless
   // it is a wildcard; then the address its connection to the store uses (what every host of
   // the cluster reaches), else this host's first interface address.
@@ -127,8 +131,9 @@ absl::Status Serve(DaemonSetup& setup) {
     me.host = common::Hostname();
     me.address = common::JoinHostPort(options.advertise_host, (*server)->port());
     me.pid = getpid();
-    store->Start(me, {[&daemon](std::vector<nlohmann::json> jobs) {
-                   daemon.BecomeActive(std::move(jobs));
+    store->Start(me,
+                 {[&daemon](std::vector<nlohmann::json> jobs, std::vector<nlohmann::json> agents) {
+                   daemon.BecomeActive(std::move(jobs), std::move(agents));
                  }});
   }
   std::unique_ptr<scheduler::MetricsServer> metrics;
@@ -184,11 +189,28 @@ CommandResult RunScheduler(const CommandArgs& command) {
                  "days a finished job's record stays in the store (default 30; 0: no age "
                  "bound)")
       ->check(CLI::Range(0.0, 36500.0));
+  // Agents' standing (README "Agents' standing").
+  daemon::AgentStandings::Options standing;
+  app.add_option("--quarantine_after", standing.quarantine_after,
+                 "failures attributed to an agent (its node lost or excluded) within "
+                 "--quarantine_window that keep jobs off it until its health check passes or "
+                 "gangrun undrain (default 3; 0: never)")
+      ->check(CLI::Range(0, static_cast<int>(daemon::AgentStandings::kMaxFailures)));
+  app.add_option("--quarantine_window", standing.window_seconds,
+                 "seconds within which those failures count (default 86400)")
+      ->check(CLI::Range(1.0, 31536000.0));
+  double probe_interval = 300;
+  app.add_option("--probe_interval", probe_interval,
+                 "seconds between probes of a quarantined agent that has a --health_check "
+                 "(default 300)")
+      ->check(CLI::Range(0.1, 86400.0));
   if (auto done = ParseArgs(app, "scheduler", command.args)) return *done;
   auto setup = Prepare(listen, std::move(service), insecure, store);
   if (!setup.ok()) return setup.status();
   setup->history_count = history_count;
   setup->history_days = history_days;
+  setup->standing = standing;
+  setup->probe_interval = probe_interval;
   return Serve(*setup);
 }
 

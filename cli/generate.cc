@@ -28,8 +28,9 @@ namespace {
 
 constexpr char kGenerate[] = "generate";
 
-const char* const kCommands[] = {"status",    "stop",  "scale",  "health", "kv",  "progress",
-                                 "scheduler", "agent", "submit", "stacks", "logs"};
+const char* const kCommands[] = {"status",   "stop",      "scale",  "health", "kv",
+                                 "progress", "scheduler", "agent",  "submit", "stacks",
+                                 "logs",     "drain",     "undrain"};
 
 // roff: a leading dot or quote would be a request; backslashes and dashes are escaped.
 std::string Roff(const std::string& text) {

@@ -57,7 +57,8 @@ int Main(int argc, char** argv) {
       {"status", cli::RunStatus},       {"stop", cli::RunStop},         {"health", cli::RunHealth},
       {"scale", cli::RunScale},         {"progress", cli::RunProgress}, {"kv", cli::RunKv},
       {"scheduler", cli::RunScheduler}, {"agent", cli::RunAgent},       {"submit", cli::RunSubmit},
-      {"generate", cli::RunGenerate},   {"stacks", cli::RunStacks},     {"logs", cli::RunLogs}};
+      {"generate", cli::RunGenerate},   {"stacks", cli::RunStacks},     {"logs", cli::RunLogs},
+      {"drain", cli::RunDrain},         {"undrain", cli::RunUndrain}};
   cli::CommandArgs command{
       argv[0], {argv + 1, argv + argc}, gangrun::launcher::ProcessEnv(), SelfExe()};
   // A personality's errors carry its name (torchrun: error: ..., as argparse writes them).

@@ -21,13 +21,15 @@
 namespace gangrun::cli {
 namespace {
 
-// When a finished job was submitted, in this host's time zone ("-" for an older record).
-std::string Submitted(const v1::FinishedJob& job) {
-  if (job.submitted_unix() <= 0) return "-";
-  return absl::FormatTime("%Y-%m-%d %H:%M",
-                          absl::FromUnixSeconds(static_cast<int64_t>(job.submitted_unix())),
+// A time in this host's time zone, to the minute ("-" when not known: an older record).
+std::string WhenUnix(double unix) {
+  if (unix <= 0) return "-";
+  return absl::FormatTime("%Y-%m-%d %H:%M", absl::FromUnixSeconds(static_cast<int64_t>(unix)),
                           absl::LocalTimeZone());
 }
+
+// When a finished job was submitted.
+std::string Submitted(const v1::FinishedJob& job) { return WhenUnix(job.submitted_unix()); }
 
 std::string ExitText(const v1::WorkerStatus& worker) {
   if (worker.state() == v1::WORKER_STATE_STARTING || worker.state() == v1::WORKER_STATE_RUNNING) {
@@ -123,12 +125,25 @@ std::string FormatDaemonStatus(const v1::DaemonStatusResponse& s) {
   }
   std::string out = absl::StrFormat("agents %d  jobs %d running or waiting  %d submitted\n",
                                     s.agents_size(), s.jobs_size(), s.jobs_submitted());
-  out += absl::StrFormat("%5s %-20s %-16s %8s %5s %4s %s\n", "AGENT", "NAME", "ADDRESS", "PID",
-                         "SLOTS", "USED", "JOBS");
+  out += absl::StrFormat("%5s %-20s %-16s %8s %5s %4s %-11s %s\n", "AGENT", "NAME", "ADDRESS",
+                         "PID", "SLOTS", "USED", "STATE", "JOBS");
   for (const auto& a : s.agents()) {
-    out += absl::StrFormat("%5d %-20s %-16s %8d %5d %4d %s\n", a.agent_id(), a.name(), a.address(),
-                           a.pid(), a.slots(), a.used_slots(),
-                           a.jobs().empty() ? "-" : absl::StrJoin(a.jobs(), ","));
+    // An agent held out that is not registered now has no id, address or slots.
+    const bool registered = a.agent_id() > 0;
+    out += absl::StrFormat(
+        "%5s %-20s %-16s %8s %5s %4s %-11s %s\n", registered ? std::to_string(a.agent_id()) : "-",
+        a.name(), registered ? a.address() : "(not registered)",
+        registered ? std::to_string(a.pid()) : "-", registered ? std::to_string(a.slots()) : "-",
+        registered ? std::to_string(a.used_slots()) : "-", a.state().empty() ? "-" : a.state(),
+        a.jobs().empty() ? "-" : absl::StrJoin(a.jobs(), ","));
+    if (!a.reason().empty()) {
+      out += "      " + a.state() + " since " + WhenUnix(a.since_unix()) + ": " + a.reason() + "\n";
+    }
+    if (!a.failures().empty()) {
+      const auto& last = a.failures(a.failures_size() - 1);
+      out += absl::StrFormat("      %d failure(s) attributed to it; the last %s, job %s: %s\n",
+                             a.failures_size(), WhenUnix(last.unix()), last.job_id(), last.why());
+    }
   }
   for (const auto& job : s.jobs()) out += "\n" + FormatJobStatus(job);
   if (!s.finished().empty()) {

@@ -15,6 +15,10 @@ using Duration = std::chrono::steady_clock::duration;
 // it; a value beyond about 292 years does not fit a Duration: callers bound theirs). The one
 // owner of seconds conversions.
 inline double SecondsOf(Duration d) { return std::chrono::duration<double>(d).count(); }
+// The wall clock, in seconds since the epoch (for records that outlive the process).
+inline double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 inline Duration DurationOf(double seconds) {
   return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(seconds));
 }

@@ -97,6 +97,7 @@ inline constexpr char kReadyFd[] = "GANGRUN_INTERNAL_READY_FD";             // -
 inline constexpr char kNodeOnly[] = "GANGRUN_INTERNAL_NODE_ONLY";           // an agent's launcher
 inline constexpr char kWorkerEnvFd[] = "GANGRUN_INTERNAL_WORKER_ENV_FD";    // a submitter's env
 inline constexpr char kLaunchSpecFd[] = "GANGRUN_INTERNAL_LAUNCH_SPEC_FD";  // an agent's job
+inline constexpr char kLaunchingAgent[] = "GANGRUN_INTERNAL_AGENT";         // which agent's
 inline constexpr char kFileLimit[] = "GANGRUN_INTERNAL_NOFILE";             // the workers' nofile
 
 }  // namespace gangrun::env

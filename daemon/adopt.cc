@@ -61,9 +61,13 @@ void Daemon::SaveJob(const Job& job, const v1::FinishedJob* ended) {
   options_.store->SaveJob(job.id, std::move(record));
 }
 
-void Daemon::BecomeActive(std::vector<nlohmann::json> jobs) {
+void Daemon::BecomeActive(std::vector<nlohmann::json> jobs, std::vector<nlohmann::json> agents) {
   GANGRUN_ON_STRAND(strand_);
   active_ = true;
+  for (const nlohmann::json& agent : agents) {
+    standings_.Restore(agent["name"].get<std::string>(), agent);
+  }
+  if (!standings_.In(AgentStandings::State::kQuarantined).empty()) ArmProbes();
   std::vector<const nlohmann::json*> ended_records;
   for (const nlohmann::json& record : jobs) {
     try {

@@ -19,10 +19,6 @@ namespace gangrun::daemon {
 
 namespace {
 
-double UnixSeconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 // The task as `status` shows it: the script and its arguments, cut at 200 characters.
 std::string TaskLine(const v1::LaunchSpec& spec) {
   std::string line = spec.task_script();
@@ -41,7 +37,7 @@ void Daemon::KeepFinished(v1::FinishedJob finished) {
 
 void Daemon::PruneHistory() {
   const double oldest =
-      options_.history_days > 0 ? UnixSeconds() - options_.history_days * 86400 : -1;
+      options_.history_days > 0 ? common::UnixNow() - options_.history_days * 86400 : -1;
   std::vector<std::string> forget;
   while (!recorded_ended_.empty() &&
          (recorded_ended_.size() > static_cast<size_t>(options_.history_count) ||
@@ -107,7 +103,8 @@ Daemon::Daemon(boost::asio::io_context& io, common::Clock& clock, Options option
       configure_(std::move(configure)),
       telemetry_("daemon", options_.event_log),
       id_prefix_(RandomPrefix()),
-      active_(options_.store == nullptr) {}
+      active_(options_.store == nullptr),
+      standings_(options_.standing) {}
 
 Daemon::~Daemon() = default;
 
@@ -182,6 +179,7 @@ void Daemon::OnAgentEvent(int agent_id, const v1::AgentEvent& event) {
     return;
   }
   if (event.has_exited()) OnLauncherExited(agent_id, event.exited());
+  if (event.has_probed() && agent.registered) OnProbed(agent, event.probed());
   if (event.has_logs_found()) {
     auto reader = log_readers_.find(event.logs_found().reader());
     if (reader != log_readers_.end()) reader->second->OnFound(agent_id, event.logs_found());
@@ -256,7 +254,7 @@ void Daemon::OnSubmitEvent(int submit_id, const v1::SubmitEvent& event) {
   job->config.scheduler.personality = "gangrun";
   job->submit_id = submit_id;
   job->spec = spec;
-  job->submitted_unix = UnixSeconds();
+  job->submitted_unix = common::UnixNow();
   job->submitted_at = clock_.Now();
   ++jobs_submitted_;
   common::Logger("daemon")->info("job {} submitted: {} worker(s), task {}", job->id,
@@ -335,7 +333,14 @@ void Daemon::OnLauncherExited(int agent_id, const v1::LauncherExited& exited) {
   // An excluded node's launcher ends by the job's decision. In a job placed with spares, the
   // job's scheduler (which sees the connection break) gives a lost node's place to a spare, or
   // ends the job by its own rules.
-  const bool expected = (!exit.signaled && exit.code == common::kExitExcluded) || job->spares > 0;
+  const bool excluded = !exit.signaled && exit.code == common::kExitExcluded;
+  const bool expected = excluded || job->spares > 0;
+  if (excluded && agent != agents_.end() && job->blamed.count(agent->second.info.name()) == 0) {
+    // Excluded before its node joined (its health check failed at the start), so the job's
+    // scheduler never heard of it.
+    BlameAgent(agent->second.info.name(), job->id,
+               "its launcher ended excluded (exit 6) before it joined: its health check failed");
+  }
   if (!job->outcome && !clean && !expected && job->launcher_failure.empty()) {
     std::string name = agent != agents_.end() ? agent->second.info.name() : "?";
     job->launcher_failure = "the launcher on agent '" + name + "' ended before the job did: " +
@@ -374,7 +379,7 @@ void Daemon::EndJob(const std::string& job_id, const v1::JobOutcome& outcome) {
   finished.set_restarts(job->scheduler ? job->scheduler->Status().restarts()
                                        : job->progress.value("restarts_used", 0));
   finished.set_submitted_unix(job->submitted_unix);
-  finished.set_ended_unix(UnixSeconds());
+  finished.set_ended_unix(common::UnixNow());
   finished.set_world_size(job->config.world_size);
   finished.set_user(Sanitize(job->spec.user(), 64));
   for (const std::string& end : job->generation_ends) finished.add_generation_ends(end);

@@ -16,11 +16,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "common/check.h"
 #include "common/clock.h"
+#include "daemon/agent_standing.h"
 #include "daemon/ended_logs.h"
 #include "daemon/store_link.h"
 #include "gangrun/v1/daemon.pb.h"
@@ -81,6 +83,10 @@ class Daemon {
     static constexpr int64_t kMaxHistoryCount = 1000000;
     int64_t history_count = 1000;
     double history_days = 30;
+    // Agents' standing (daemon/agent_standing.h): when failures quarantine an agent, and how
+    // often a quarantined agent that has a --health_check is probed (seconds).
+    AgentStandings::Options standing;
+    double probe_interval = 300;
   };
 
   Daemon(boost::asio::io_context& io, common::Clock& clock, Options options, Configure configure);
@@ -99,7 +105,8 @@ class Daemon {
   // Thread-safe (the gRPC threads ask it before a stream opens).
   absl::Status Standby() const;
   // This daemon became the active one (daemon/adopt.cc): the store's jobs, as recorded.
-  void BecomeActive(std::vector<nlohmann::json> jobs);
+  // and every agent's standing (daemon/agent_standing.h).
+  void BecomeActive(std::vector<nlohmann::json> jobs, std::vector<nlohmann::json> agents = {});
   // Stops one job ("" = all); returns how many were running or waiting.
   int Stop(const std::string& job_id, int signal, const std::string& reason);
   // `gangrun stacks --job ID` ("" = the only running job): its scheduler answers
@@ -111,6 +118,9 @@ class Daemon {
   // its logs on the agents that ran it (daemon/ended_logs.h).
   absl::StatusOr<scheduler::LogsSource*> LogsOf(const std::string& job_id);
   std::string Metrics() const;
+  // `gangrun drain NAME` / `gangrun undrain NAME` (daemon/standing.cc): what changed, or why
+  // nothing can (no agent of that name is known).
+  absl::StatusOr<std::string> Drain(const v1::DrainRequest& request);
   // Stops every job and runs `done` once all of them have ended (their launchers exited).
   void Shutdown(std::function<void()> done);
   bool idle() const { return jobs_.empty(); }
@@ -152,6 +162,7 @@ class Daemon {
     std::unique_ptr<common::Timer> adoption_timer;
     // Why each generation ended (the scheduler's notes), the last kGenerationEndsKept.
     std::deque<std::string> generation_ends;
+    std::set<std::string> blamed;    // the agents it attributed a failure to
     double submitted_unix = 0;       // when it was submitted (kept in its record)
     common::TimePoint submitted_at;  // the same, on the daemon's clock (its ledger's queued)
   };
@@ -241,6 +252,20 @@ class Daemon {
   static constexpr size_t kMaxLogReaders = 16;
   std::map<uint64_t, std::unique_ptr<EndedJobLogs>> log_readers_;
   uint64_t log_readers_opened_ = 0;
+  // standing.cc: what the daemon holds against each agent, by name, across jobs.
+  AgentStandings standings_;
+  std::map<std::string, uint64_t> standing_changes_;  // by the state entered, for /metrics
+  std::unique_ptr<common::Timer> probe_timer_;        // ProbeQuarantined's next round
+  // A failure `job_id` attributes to the agent named `agent` (its node lost or excluded, or
+  // its launcher excluded before it joined).
+  void BlameAgent(const std::string& agent, const std::string& job_id, const std::string& why);
+  void OnStandingChanged(const AgentStandings::Change& change);
+  void SaveStanding(const std::string& agent);
+  // Every registered quarantined agent that has a --health_check runs it, Options::
+  // probe_interval after the last round (ArmProbes), while any is quarantined.
+  void ArmProbes();
+  void ProbeQuarantined();
+  void OnProbed(const Agent& agent, const v1::AgentProbed& probed);
   // A FinishedJob from what a job's record in the store says.
   static v1::FinishedJob FinishedFromRecord(const nlohmann::json& record);
   common::ThreadAffinity strand_;  // the io_context's thread: every entry point checks it

@@ -17,6 +17,7 @@ v1::DaemonStatusResponse Daemon::Status() const {
     status.set_standby(true);
     status.set_active(options_.store->active_address());
   }
+  const double now = common::UnixNow();
   for (const auto& [id, agent] : agents_) {
     if (!agent.registered) continue;
     auto* a = status.add_agents();
@@ -27,6 +28,16 @@ v1::DaemonStatusResponse Daemon::Status() const {
     a->set_used_slots(agent.used_slots);
     a->set_pid(agent.info.pid());
     for (const auto& [job_id, slots] : agent.jobs) a->add_jobs(job_id);
+    standings_.Describe(agent.info.name(), now, *a);
+  }
+  // Agents held out of placement that are not registered now (after a failover, say).
+  for (auto state : {AgentStandings::State::kQuarantined, AgentStandings::State::kDrained}) {
+    for (const std::string& name : standings_.In(state)) {
+      if (AgentNamed(name) != agents_.end()) continue;
+      auto* a = status.add_agents();
+      a->set_name(name);
+      standings_.Describe(name, now, *a);
+    }
   }
   for (const auto& [id, job] : jobs_) {
     if (job->scheduler) {
@@ -62,6 +73,24 @@ std::string Daemon::Metrics() const {
   }
   std::map<std::string, std::vector<std::string>> extra;
   extra["gangrun_agents"] = {"gangrun_agents " + std::to_string(agents)};
+  // Registered agents by standing, and the changes of standing by the state entered.
+  std::map<std::string, int> standing;
+  for (const auto& [id, agent] : agents_) {
+    if (!agent.registered) continue;
+    const AgentStandings::Record* record = standings_.Find(agent.info.name());
+    ++standing[AgentStandings::Name(record != nullptr ? record->state
+                                                      : AgentStandings::State::kOk)];
+  }
+  for (auto state : {AgentStandings::State::kOk, AgentStandings::State::kQuarantined,
+                     AgentStandings::State::kDrained}) {
+    const std::string name = AgentStandings::Name(state);
+    extra["gangrun_agent_standing"].push_back("gangrun_agent_standing{state=\"" + name + "\"} " +
+                                              std::to_string(standing[name]));
+    auto changes = standing_changes_.find(name);
+    extra["gangrun_agent_standing_changes_total"].push_back(
+        "gangrun_agent_standing_changes_total{to=\"" + name + "\"} " +
+        std::to_string(changes == standing_changes_.end() ? 0 : changes->second));
+  }
   extra["gangrun_agent_slots"] = {
       "gangrun_agent_slots{state=\"used\"} " + std::to_string(used),
       "gangrun_agent_slots{state=\"free\"} " + std::to_string(slots - used)};

@@ -19,9 +19,13 @@ absl::StatusOr<std::vector<std::pair<int, int>>> Daemon::Place(const Job& job) c
   std::vector<std::pair<int, int>> placement;
   int remaining = job.config.world_size;
   const int per_agent = job.spec.local_worker_num_given() ? job.config.local_worker_num : 0;
-  int free_total = 0, agents = 0;
+  int free_total = 0, agents = 0, held = 0;
   for (const auto& [id, agent] : agents_) {
     if (!agent.registered) continue;
+    if (!standings_.Placeable(agent.info.name())) {
+      ++held;  // quarantined or drained: no job is placed on it
+      continue;
+    }
     ++agents;
     const int free = agent.info.slots() - agent.used_slots;
     free_total += free;
@@ -34,22 +38,26 @@ absl::StatusOr<std::vector<std::pair<int, int>>> Daemon::Place(const Job& job) c
   // Would it fit if every registered agent were idle?
   int capacity = 0;
   for (const auto& [id, agent] : agents_) {
-    if (!agent.registered) continue;
+    if (!agent.registered || !standings_.Placeable(agent.info.name())) continue;
     const int slots = agent.info.slots();
     capacity += per_agent > 0 ? (slots >= per_agent ? per_agent : 0) : slots;
   }
   const std::string want =
       std::to_string(job.config.world_size) + " worker slots" +
       (per_agent > 0 ? " (" + std::to_string(per_agent) + " per agent)" : std::string());
+  const std::string held_out =
+      held > 0
+          ? " (" + std::to_string(held) + " more quarantined or drained: gangrun status says why)"
+          : std::string();
   if (capacity < job.config.world_size) {
     return absl::ResourceExhaustedError(
         "waiting for agents: the job needs " + want + ", more than the " +
         std::to_string(capacity) + " that the " + std::to_string(agents) +
-        " registered agent(s) have in all; later jobs that fit run meanwhile");
+        " registered agent(s) have in all" + held_out + "; later jobs that fit run meanwhile");
   }
   return absl::UnavailableError("waiting for " + want + " to be free; " +
                                 std::to_string(free_total) + " free on " + std::to_string(agents) +
-                                " agent(s)");
+                                " agent(s)" + held_out);
 }
 
 std::vector<std::pair<int, int>> Daemon::PlaceSpares(
@@ -65,7 +73,8 @@ std::vector<std::pair<int, int>> Daemon::PlaceSpares(
   }
   for (const auto& [id, agent] : agents_) {
     if (static_cast<int>(spares.size()) == wanted) break;
-    if (!agent.registered || used.count(id) || agent.info.slots() - agent.used_slots < size) {
+    if (!agent.registered || used.count(id) || agent.info.slots() - agent.used_slots < size ||
+        !standings_.Placeable(agent.info.name())) {
       continue;
     }
     spares.emplace_back(id, size);
@@ -178,6 +187,10 @@ absl::Status Daemon::StartScheduler(Job& job) {
       reply.set_note(text);
       Reply(*noted, reply);
     }
+  });
+  // The failures the job attributes to its agents: their standing across jobs.
+  job.scheduler->SetOnBlame([this, id = job.id](const std::string& agent, const std::string& why) {
+    BlameAgent(agent, id, why);
   });
   job.scheduler->SetOnFinished([this, id = job.id](const v1::JobOutcome& outcome) {
     if (Job* finished = FindJob(id)) {

@@ -1,4 +1,4 @@
-// The Daemon service over gRPC: agent and submit streams, Status and Stop. As for the job
+// The Daemon service over gRPC: agent and submit streams, Status, Stop and Drain. As for the job
 // schedulers, reactors only post to the io_context, where the Daemon actor lives.
 
 #include "daemon/daemon.h"
@@ -62,6 +62,22 @@ class DaemonServer::Service : public v1::Daemon::CallbackService {
           }
           r->Finish(grpc::Status::OK);
         });
+  }
+
+  // `gangrun drain` / `gangrun undrain`: authenticated as every call here (the daemon's token).
+  grpc::ServerUnaryReactor* Drain(grpc::CallbackServerContext* context,
+                                  const v1::DrainRequest* request,
+                                  v1::DrainResponse* response) override {
+    return rpc::ServeOnStrand(io_, context, auth_, rpc::MethodPath<v1::Daemon>("Drain"), *request,
+                              [this, request, response](grpc::ServerUnaryReactor* r) {
+                                if (absl::Status standby = daemon_.Standby(); !standby.ok()) {
+                                  r->Finish(rpc::ToGrpcStatus(standby));
+                                  return;
+                                }
+                                auto said = daemon_.Drain(*request);
+                                if (said.ok()) response->set_message(*said);
+                                r->Finish(rpc::ToGrpcStatus(said.status()));
+                              });
   }
 
   grpc::ServerUnaryReactor* Stacks(grpc::CallbackServerContext* context,

@@ -69,10 +69,12 @@ void StoreLink::Campaign() {
                                               store::kDaemonLeaseSeconds);
       if (elected.ok() && elected->campaign.won) {
         auto jobs = store_->Jobs();
-        if (jobs.ok()) {
+        auto agents = jobs.ok() ? store_->Agents() : jobs.status();
+        if (agents.ok()) {
           const int64_t term = elected->campaign.scheduler.term;
-          boost::asio::post(io_, [this, term, lease = elected->lease, jobs = std::move(*jobs)] {
-            OnWon(term, lease, std::move(jobs));
+          boost::asio::post(io_, [this, term, lease = elected->lease, jobs = std::move(*jobs),
+                                  agents = std::move(*agents)]() mutable {
+            OnWon(term, lease, std::move(jobs), std::move(agents));
           });
           return;
         }
@@ -96,7 +98,8 @@ void StoreLink::Campaign() {
   }
 }
 
-void StoreLink::OnWon(int64_t term, int64_t lease, std::vector<nlohmann::json> jobs) {
+void StoreLink::OnWon(int64_t term, int64_t lease, std::vector<nlohmann::json> jobs,
+                      std::vector<nlohmann::json> agents) {
   if (closing_) return;
   term_ = term;
   {
@@ -106,11 +109,12 @@ void StoreLink::OnWon(int64_t term, int64_t lease, std::vector<nlohmann::json> j
   keeper_ = std::make_unique<store::LeaseKeeper>(
       store_->client(), lease, seconds(store::kDaemonLeaseSeconds),
       [this](const std::string& why) { boost::asio::post(io_, [this, why] { StepDown(why); }); });
-  common::Logger("daemon")->warn("this daemon is now the active one (term {}): {} job record(s)",
-                                 term, jobs.size());
+  common::Logger("daemon")->warn(
+      "this daemon is now the active one (term {}): {} job record(s), {} agent record(s)", term,
+      jobs.size(), agents.size());
   last_tick_ = clock_.Now();
   Tick();
-  callbacks_.on_active(std::move(jobs));
+  callbacks_.on_active(std::move(jobs), std::move(agents));
 }
 
 void StoreLink::Tick() {
@@ -132,6 +136,20 @@ void StoreLink::SaveJob(const std::string& job_id, nlohmann::json job) {
       boost::asio::post(io_, [this] { StepDown("the store refused a job record: not our term"); });
     } else if (!written.ok()) {
       common::Logger("daemon")->warn("job {}: its record was not written: {}", job_id,
+                                     std::string(written.status().message()));
+    }
+  });
+}
+
+void StoreLink::SaveAgent(const std::string& name, nlohmann::json agent) {
+  if (!active()) return;
+  worker_->Post([this, name, agent = std::move(agent)] {
+    auto written = store_->PutAgent(term_, name, agent);
+    if (written.ok() && !*written) {
+      boost::asio::post(io_,
+                        [this] { StepDown("the store refused an agent record: not our term"); });
+    } else if (!written.ok()) {
+      common::Logger("daemon")->warn("agent {}: its standing was not written: {}", name,
                                      std::string(written.status().message()));
     }
   });

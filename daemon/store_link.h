@@ -30,8 +30,10 @@ namespace gangrun::daemon {
 class StoreLink {
  public:
   struct Callbacks {
-    // This daemon won: its term and every job record the store holds (on the loop).
-    std::function<void(std::vector<nlohmann::json> jobs)> on_active;
+    // This daemon won: every job record and every agent's standing the store holds (on the
+    // loop).
+    std::function<void(std::vector<nlohmann::json> jobs, std::vector<nlohmann::json> agents)>
+        on_active;
   };
   // Connects and checks that the store answers (blocking, before the loop runs).
   static absl::StatusOr<std::unique_ptr<StoreLink>> Open(boost::asio::io_context& io,
@@ -47,6 +49,8 @@ class StoreLink {
   // A job's record and where its scheduler listens, written in order on the store's thread.
   void SaveJob(const std::string& job_id, nlohmann::json job);
   void Publish(const std::string& job_id, const std::string& address);
+  // An agent's standing (daemon/agent_standing.h), written in order on the store's thread.
+  void SaveAgent(const std::string& name, nlohmann::json agent);
   // Forgets finished jobs' records (the history's bounds), after what was written before.
   void DeleteJobs(std::vector<std::string> job_ids);
   // Whether the store confirmed this daemon's lease within its TTL: its jobs start no
@@ -60,7 +64,8 @@ class StoreLink {
   StoreLink(boost::asio::io_context& io, common::Clock& clock, std::unique_ptr<store::DaemonStore>,
             std::string url);
   void Campaign();  // store thread
-  void OnWon(int64_t term, int64_t lease, std::vector<nlohmann::json> jobs);
+  void OnWon(int64_t term, int64_t lease, std::vector<nlohmann::json> jobs,
+             std::vector<nlohmann::json> agents);
   void Tick();  // loop: the pause detector
   [[noreturn]] void StepDown(const std::string& why);
 

@@ -58,6 +58,7 @@ void Node::SendJoin() {
   join->set_host_address(options_.host_address);
   for (const auto& address : options_.addresses) join->add_addresses(address);
   join->set_topology_domain(options_.topology_domain);
+  join->set_agent(options_.agent);
   join->set_node_rank(options_.node_rank);
   join->set_local_worker_num(options_.local_worker_num);
   join->set_free_port(options_.free_port);

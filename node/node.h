@@ -56,6 +56,7 @@ class Node : private Supervisor::Owner {
     std::string host_address;
     std::vector<std::string> addresses;  // this host's others (JoinRequest.addresses)
     std::string topology_domain;         // JoinRequest.topology_domain
+    std::string agent;                   // JoinRequest.agent
     int node_rank = -1;
     int local_worker_num = 1;
     int free_port = 0;  // a free port on this host, offered for MASTER_PORT

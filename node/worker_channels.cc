@@ -58,10 +58,7 @@ Supervision WorkerChannels::supervision() {
   supervision.stacks = stacks_.get();
   supervision.flight_recorder = flight_recorder_.get();
   supervision.report_to = [this](Supervisor* supervisor) { supervisor_ = supervisor; };
-  supervision.wall_now = [] {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-  };
+  supervision.wall_now = [] { return common::UnixNow(); };
   return supervision;
 }
 

@@ -22,6 +22,7 @@ struct KnownNode {
   bool excluded = false;      // left the job (health, --exclude_after); gone once disconnected
   bool health_check = false;  // it runs --health_check when asked (CheckHealth)
   std::string domain;         // --topology_domain ("" = none; at most kMaxNameBytes)
+  std::string agent;          // the agent that started its launcher ("" = none; kMaxNameBytes)
   NodeJoin join;
   std::vector<std::string> addresses;  // its host's others (JoinRequest.addresses; bounded)
   int free_port = 0;

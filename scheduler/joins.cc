@@ -50,6 +50,15 @@ void Scheduler::Reject(KnownNode& node, const v1::JoinRequest& join, const absl:
   SendAndClose(node, std::move(command));
 }
 
+void Scheduler::TakeJoinFacts(KnownNode& node, const v1::JoinRequest& join) const {
+  node.free_port = join.free_port();
+  node.addresses.assign(join.addresses().begin(), join.addresses().end());
+  node.pid = join.pid();
+  node.health_check = join.health_check();
+  node.domain = Sanitize(join.topology_domain(), kMaxNameBytes);
+  node.agent = Sanitize(join.agent(), kMaxNameBytes);
+}
+
 void Scheduler::OnJoin(int node_id, KnownNode& node, const v1::JoinRequest& join) {
   if (!join.has_resume() && adoption_ && options_.adopt_or_form && adoption_->generation == 0) {
     common::Logger("scheduler")
@@ -74,11 +83,7 @@ void Scheduler::OnJoin(int node_id, KnownNode& node, const v1::JoinRequest& join
                      join.local_worker_num()};
   node.joined = true;
   node.join = candidate;
-  node.free_port = join.free_port();
-  node.addresses.assign(join.addresses().begin(), join.addresses().end());
-  node.pid = join.pid();
-  node.health_check = join.health_check();
-  node.domain = Sanitize(join.topology_domain(), kMaxNameBytes);
+  TakeJoinFacts(node, join);
   membership_.Add(candidate);
   Record(Event::kNodeJoined, {{"node", join.node_name()},
                               {"address", join.host_address()},

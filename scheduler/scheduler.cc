@@ -285,6 +285,7 @@ void Scheduler::OnNodeDisconnected(int node_id) {
     outcome.set_message(Describe(node) + " was lost before generation " +
                         std::to_string(generation_ + 1) + " could start");
     CountFailure(FailureCause::kConnectionLost);
+    Blame(node, "lost: " + outcome.message());
     return Finish(std::move(outcome));
   }
   // A node whose part is done may go, unless a later generation could need it.
@@ -302,6 +303,12 @@ void Scheduler::RecordLoss(const KnownNode& node, FailureCause cause, const std:
                             {"generation", generation_},
                             {"cause", FailureCauseName(cause)},
                             {"reason", why}});
+  Blame(node, "lost: " + why);
+}
+
+void Scheduler::Blame(const KnownNode& node, const std::string& why) {
+  if (node.agent.empty() || stop_requested_ || !owner_.on_blame) return;
+  owner_.on_blame(node.agent, why);
 }
 
 // What a lost node means depends on the state: while forming, only that its workers no

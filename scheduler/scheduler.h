@@ -80,6 +80,11 @@ class Scheduler : private NodeDirectory, public LogsSource {
   void SetOnRecord(std::function<void(nlohmann::json)> on_record) {
     owner_.on_record = std::move(on_record);
   }
+  // A failure this job puts on a node's agent (a daemon's job; JoinRequest.agent): the node
+  // was lost or excluded, with why. Not for nodes without an agent, nor after a stop request.
+  void SetOnBlame(std::function<void(const std::string& agent, const std::string& why)> on_blame) {
+    owner_.on_blame = std::move(on_blame);
+  }
   uint64_t generation() const override { return generation_; }
   common::Duration node_timeout() const { return options_.node_timeout; }
   // The scheduler's time, which its links' timestamps (NodeLink::LastHeartbeat) follow.
@@ -124,6 +129,8 @@ class Scheduler : private NodeDirectory, public LogsSource {
   std::unique_ptr<Adoption> adoption_;
   // joins.cc
   void OnJoin(int node_id, KnownNode& node, const v1::JoinRequest& join);
+  // What a member or a spare keeps of its join beyond its place (ports, pid, domain, agent).
+  void TakeJoinFacts(KnownNode& node, const v1::JoinRequest& join) const;
   absl::Status CheckJoinAllowed(const KnownNode& node, const v1::JoinRequest& join) const;
   void Reject(KnownNode& node, const v1::JoinRequest& join, const absl::Status& why);
   // Refuses, alone, the nodes whose explicit node rank the job's final node count cannot
@@ -201,6 +208,8 @@ class Scheduler : private NodeDirectory, public LogsSource {
   void OnNodeLost(int node_id, KnownNode& node, FailureCause cause, const std::string& why);
   // The error line, the failure count and the node_lost event of a lost node.
   void RecordLoss(const KnownNode& node, FailureCause cause, const std::string& why);
+  // The failure is the node's agent's (SetOnBlame).
+  void Blame(const KnownNode& node, const std::string& why);
   // spares.cc
   // Whether this join, which has no place in the job, may wait as a spare.
   bool JoinsAsSpare(const KnownNode& node, const v1::JoinRequest& join) const;
@@ -292,6 +301,7 @@ class Scheduler : private NodeDirectory, public LogsSource {
     std::function<void(const v1::JobOutcome&)> on_finished;
     std::function<void(const std::string&)> on_note;
     std::function<void(nlohmann::json)> on_record;
+    std::function<void(const std::string&, const std::string&)> on_blame;
     Telemetry* telemetry = nullptr;
     TorchStore* torch_store = nullptr;
   } owner_;

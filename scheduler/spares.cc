@@ -18,13 +18,9 @@ bool Scheduler::JoinsAsSpare(const KnownNode& node, const v1::JoinRequest& join)
 }
 
 void Scheduler::AdmitSpare(KnownNode& node, const v1::JoinRequest& join) {
-  node.domain = Sanitize(join.topology_domain(), kMaxNameBytes);
+  TakeJoinFacts(node, join);
   spare_pool_.Admit(node.id, join.local_worker_num(), node.domain);
   node.join = {join.node_name(), join.host_address(), -1, join.local_worker_num()};
-  node.free_port = join.free_port();
-  node.addresses.assign(join.addresses().begin(), join.addresses().end());
-  node.pid = join.pid();
-  node.health_check = join.health_check();
   node.ended = true;  // it runs nothing
   const int spares = spare_pool_.size();
   common::Logger("scheduler")
@@ -106,6 +102,7 @@ bool Scheduler::Exclude(int node_id, FailureCause cause, const std::string& why)
                                 {"generation", generation_},
                                 {"cause", FailureCauseName(cause)},
                                 {"reason", why}});
+  Blame(node, "excluded: " + why);
   v1::NodeCommand command;
   command.mutable_excluded()->set_reason(why);
   SendTo(node, std::move(command));

@@ -138,6 +138,10 @@ const char* EventName(Event event) {
       return "agent_registered";
     case Event::kAgentLost:
       return "agent_lost";
+    case Event::kAgentStanding:
+      return "agent_standing";
+    case Event::kAgentFailure:
+      return "agent_failure";
     case Event::kJobSubmitted:
       return "job_submitted";
     case Event::kJobStarted:

@@ -56,6 +56,8 @@ enum class Event {
   // A daemon's own events.
   kAgentRegistered,
   kAgentLost,
+  kAgentStanding,  // an agent was quarantined, drained or released (daemon/agent_standing.h)
+  kAgentFailure,   // a failure was attributed to an agent
   kJobSubmitted,
   kJobStarted,
   kJobEnded,

@@ -37,6 +37,24 @@ absl::StatusOr<bool> DaemonStore::PutJob(int64_t term, const std::string& job_id
   return FencedPut(term, jobs_prefix() + job_id, job.dump(), 0);
 }
 
+absl::StatusOr<std::vector<nlohmann::json>> DaemonStore::Agents() {
+  auto kvs = client_->GetPrefix(agents_prefix());
+  if (!kvs.ok()) return kvs.status();
+  std::vector<nlohmann::json> agents;
+  for (const auto& kv : *kvs) {
+    nlohmann::json agent = nlohmann::json::parse(kv.value(), nullptr, /*allow_exceptions=*/false);
+    if (agent.is_object() && agent.contains("name") && agent["name"].is_string()) {
+      agents.push_back(std::move(agent));
+    }
+  }
+  return agents;
+}
+
+absl::StatusOr<bool> DaemonStore::PutAgent(int64_t term, const std::string& name,
+                                           const nlohmann::json& agent) {
+  return FencedPut(term, agents_prefix() + name, agent.dump(), 0);
+}
+
 absl::StatusOr<bool> DaemonStore::DeleteJobs(int64_t term,
                                              const std::vector<std::string>& job_ids) {
   for (size_t from = 0; from < job_ids.size(); from += kDeletesPerTxn) {

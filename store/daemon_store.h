@@ -7,6 +7,9 @@
 //                                      generation, restarts used, outcome), written only by
 //                                      the active daemon, fenced by its term (the active key's
 //                                      create revision)
+//   <prefix>/daemon/agents/<name>      an agent's standing (JSON: state, reason, since, the
+//                                      failures attributed to it; daemon/agent_standing.h),
+//                                      written by the active daemon, fenced by its term
 //   <prefix>/runs/<job id>/scheduler   where the job's scheduler listens, bound to the same
 //                                      lease: the job's launchers follow it (--store_follow)
 //
@@ -35,6 +38,7 @@ class DaemonStore {
   EtcdClient& client() { return *client_; }
   std::string active_key() const { return Prefix() + "/daemon/active"; }
   std::string jobs_prefix() const { return Prefix() + "/daemon/jobs/"; }
+  std::string agents_prefix() const { return Prefix() + "/daemon/agents/"; }
   std::string run_key(const std::string& job_id) const {
     return Prefix() + "/runs/" + job_id + "/scheduler";
   }
@@ -45,6 +49,10 @@ class DaemonStore {
   // Writes a job's record, or names where its scheduler listens, if `term` is still the active
   // daemon's; false (no error) when it is not.
   absl::StatusOr<bool> PutJob(int64_t term, const std::string& job_id, const nlohmann::json& job);
+  // Every agent's standing record (objects with a "name"; the others are skipped), and one
+  // written if `term` is still the active daemon's.
+  absl::StatusOr<std::vector<nlohmann::json>> Agents();
+  absl::StatusOr<bool> PutAgent(int64_t term, const std::string& name, const nlohmann::json& agent);
   // Deletes job records (finished jobs past the history's bounds) if `term` is still the
   // active daemon's; false (no error) when it is not. At most kDeletesPerTxn keys a
   // transaction (etcd's --max-txn-ops is 128 by default).

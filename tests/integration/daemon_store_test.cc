@@ -271,5 +271,46 @@ TEST_F(DaemonStoreTest, TheStoreForgetsFinishedJobsPastTheirAge) {
   StopDaemon(first_);
 }
 
+// An agent's standing is in the store: the daemon that takes over keeps a drained agent out,
+// and says so, before the agent is back.
+TEST_F(DaemonStoreTest, ADrainedAgentStaysDrainedAfterAFailover) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemons());
+  auto agent = Gangrun({"agent", "--master", masters_, "--slots", "1", "--name", "agent-a"});
+  ASSERT_TRUE(WaitForStderr(first_, "'agent-a' (127.0.0.1) registered", seconds(10)))
+      << first_.Stderr();
+  auto drain = Gangrun({"drain", "--master", a_, "agent-a", "--reason", "bad fan"});
+  EXPECT_EQ(RunToEnd(drain).code, 0) << drain.Stderr();
+  // Written once the store has it (the daemon's store thread writes it after answering).
+  const auto deadline = std::chrono::steady_clock::now() + seconds(30);
+  bool stored = false;
+  while (!stored && std::chrono::steady_clock::now() < deadline) {
+    auto agents = Store()->Agents();
+    stored = agents.ok() && agents->size() == 1 && (*agents)[0].value("state", "") == "drained";
+  }
+  ASSERT_TRUE(stored);
+  ASSERT_EQ(kill(first_.pid, SIGKILL), 0);
+  EXPECT_EQ(RunToEnd(first_).signal, SIGKILL);
+  ASSERT_TRUE(WaitForStderr(second_, "is now the active one", seconds(30))) << second_.Stderr();
+  EXPECT_NE(second_.Stderr().find("1 agent record(s)"), std::string::npos) << second_.Stderr();
+  auto status = Gangrun({"status", "--master", b_, "--json"});
+  EXPECT_EQ(RunToEnd(status).code, 0) << status.Stderr();
+  const auto parsed = nlohmann::json::parse(status.Stdout());
+  ASSERT_EQ(parsed["agents"].size(), 1u) << status.Stdout();
+  EXPECT_EQ(parsed["agents"][0]["name"], "agent-a") << status.Stdout();
+  EXPECT_EQ(parsed["agents"][0]["state"], "drained") << status.Stdout();
+  EXPECT_EQ(parsed["agents"][0]["reason"], "bad fan") << status.Stdout();
+  // Back with this daemon, it takes no job until undrained here.
+  ASSERT_TRUE(WaitForStderr(second_, "'agent-a' (127.0.0.1) registered", seconds(30)))
+      << second_.Stderr();
+  auto submit = Gangrun({"submit", "--master", b_, "--worker_num", "1", TestWorkerBinary()});
+  ASSERT_TRUE(WaitForStderr(submit, "(1 more quarantined or drained", seconds(10)))
+      << submit.Stderr();
+  auto undrain = Gangrun({"undrain", "--master", b_, "agent-a"});
+  EXPECT_EQ(RunToEnd(undrain).code, 0) << undrain.Stderr();
+  EXPECT_EQ(RunToEnd(submit).code, 0) << submit.Stderr();
+  StopDaemon(agent);
+  StopDaemon(second_);
+}
+
 }  // namespace
 }  // namespace gangrun::testing

@@ -33,8 +33,9 @@ Ran Gangrun(const std::vector<std::string>& args) {
 }
 
 TEST(HelpTest, EveryCommandsHelpHasOneLayout) {
-  for (const std::string command : {"status", "stop", "health", "scale", "kv", "progress",
-                                    "scheduler", "agent", "submit", "generate", "stacks", "logs"}) {
+  for (const std::string command :
+       {"status", "stop", "health", "scale", "kv", "progress", "scheduler", "agent", "submit",
+        "generate", "stacks", "logs", "drain", "undrain"}) {
     const Ran help = Gangrun({command, "--help"});
     EXPECT_EQ(help.code, 0) << command << ": " << help.err;
     EXPECT_EQ(help.out.rfind("gangrun " + command + ": ", 0), 0u) << help.out;
@@ -51,6 +52,7 @@ TEST(HelpTest, UsageErrorsAreOneLineNamingTheHelp) {
       {"generate", {"generate", "bogus"}},
       {"logs", {"logs", "--master", "127.0.0.1:1", "--rank", "x"}},
       {"status", {"status", "--bogus"}},
+      {"drain", {"drain", "--master", "127.0.0.1:1"}},  // no agent named
   };
   for (const auto& [command, args] : cases) {
     const Ran ran = Gangrun(args);
