@@ -384,6 +384,9 @@ std::vector<std::string> Agent::LauncherOwnEnvironment(const std::vector<std::st
   env.push_back(std::string(env::kWorkerEnvFd) + "=3");
   env.push_back(std::string(env::kLaunchSpecFd) + "=4");
   env.push_back(std::string(env::kLaunchingAgent) + "=" + options_.name);
+  if (!options_.topology_domain.empty()) {
+    env.push_back(std::string(env::kLaunchingDomain) + "=" + options_.topology_domain);
+  }
   return env;
 }
 

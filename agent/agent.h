@@ -43,10 +43,11 @@ namespace gangrun::agent {
 class Agent {
  public:
   struct Options {
-    std::string master;       // the daemon, host:port; several daemons on a store: a,b,...
-    std::string master_host;  // the first one's host
-    std::string name;         // default: hostname
-    std::string address;      // default: this host's address towards the daemon
+    std::string master;           // the daemon, host:port; several daemons on a store: a,b,...
+    std::string master_host;      // the first one's host
+    std::string name;             // default: hostname
+    std::string topology_domain;  // its launchers' --topology_domain ("" = none)
+    std::string address;          // default: this host's address towards the daemon
     int slots = 1;
     std::string log_root;  // each job logs to <log_root>/<job id> unless it says otherwise
     // > 0: a job's <log_root>/<job id> is removed this many days after it was last written

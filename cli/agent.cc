@@ -146,6 +146,9 @@ CommandResult RunAgent(const CommandArgs& command) {
                  "remove a job's LOG_ROOT/<job id> this many days after it was last written "
                  "(default 0: keep every log; needs an absolute --log_root)")
       ->check(CLI::Range(0.0, 36500.0));
+  app.add_option("--topology_domain", options.topology_domain,
+                 "NAME: this host's segment or NVLink domain, for its jobs' launchers: a lost "
+                 "node's place goes to a spare of its domain first ('' = none)");
   app.add_option("--health_check", options.health_check,
                  "a shell command this host passes when healthy: a quarantined agent is placed "
                  "again once it exits 0 (the daemon probes every --probe_interval)");

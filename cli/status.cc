@@ -95,6 +95,11 @@ std::string FormatJobStatus(const v1::GetStatusResponse& s) {
   out += "\n";
   if (!s.store_note().empty()) out += "store: " + s.store_note() + "\n";
   if (!s.last_generation_end().empty()) out += "last: " + s.last_generation_end() + "\n";
+  for (const auto& verdict : s.verdicts()) {
+    out +=
+        absl::StrFormat("verdict: generation %d: %s%s\n", verdict.generation(), verdict.verdict(),
+                        verdict.fingerprint().empty() ? "" : " [" + verdict.fingerprint() + "]");
+  }
   if (s.has_ledger()) {
     out += "time: " + scheduler::DescribeLedger(s.ledger()) + " (now " + s.ledger().phase() + ")\n";
   }

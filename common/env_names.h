@@ -98,6 +98,7 @@ inline constexpr char kNodeOnly[] = "GANGRUN_INTERNAL_NODE_ONLY";           // a
 inline constexpr char kWorkerEnvFd[] = "GANGRUN_INTERNAL_WORKER_ENV_FD";    // a submitter's env
 inline constexpr char kLaunchSpecFd[] = "GANGRUN_INTERNAL_LAUNCH_SPEC_FD";  // an agent's job
 inline constexpr char kLaunchingAgent[] = "GANGRUN_INTERNAL_AGENT";         // which agent's
+inline constexpr char kLaunchingDomain[] = "GANGRUN_INTERNAL_DOMAIN";       // and its domain
 inline constexpr char kFileLimit[] = "GANGRUN_INTERNAL_NOFILE";             // the workers' nofile
 
 }  // namespace gangrun::env

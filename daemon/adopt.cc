@@ -50,6 +50,7 @@ void Daemon::SaveJob(const Job& job, const v1::FinishedJob* ended) {
                            {"restarts_used", job.progress.value("restarts_used", 0)},
                            {"submitted_unix", job.submitted_unix},
                            {"world_size", job.config.world_size}};
+  if (job.progress.contains("verdicts")) record["verdicts"] = job.progress["verdicts"];
   if (ended != nullptr) {  // what EndJob kept of it, as FinishedFromRecord reads it back
     record["outcome"] = scheduler::RecordedOutcome(ended->outcome());
     record["ended_unix"] = ended->ended_unix();

@@ -81,7 +81,12 @@ absl::StatusOr<Daemon::JobConfig> ConfigureSubmittedJob(const v1::SubmitJob& job
     }
   }
   Daemon::JobConfig config;
-  config.scheduler = launcher::SchedulerOptionsFor(options);
+  // A relative --restart_rules is the submitter's: from the directory it submitted in.
+  if (!options.restart_rules.empty() && options.restart_rules.front() != '/' &&
+      !spec.cwd().empty()) {
+    options.restart_rules = spec.cwd() + "/" + options.restart_rules;
+  }
+  ASSIGN_OR_RETURN(config.scheduler, launcher::SchedulerOptionsFor(options));
   config.scheduler.await_replacement = false;  // the daemon relaunches no launcher
   config.kv = launcher::KvLimitsFor(options);
   config.world_size = options.worker_num;

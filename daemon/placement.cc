@@ -204,6 +204,8 @@ absl::Status Daemon::StartScheduler(Job& job) {
       if (recorded == nullptr) return;
       recorded->progress = {{"generation", record.value("generation", 0)},
                             {"restarts_used", record.value("restarts_used", 0)}};
+      // Each failed generation's verdict (scheduler/recovery_policy.h), in the store's record.
+      if (record.contains("verdicts")) recorded->progress["verdicts"] = record["verdicts"];
       SaveJob(*recorded);
     });
     options_.store->Publish(job.id,

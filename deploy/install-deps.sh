@@ -10,7 +10,7 @@ packages=(
   g++ cmake make pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libboost1.81-dev libspdlog-dev libgtest-dev libgmock-dev
-  nlohmann-json3-dev libcli11-dev libssl-dev python3
+  nlohmann-json3-dev libcli11-dev libssl-dev libre2-dev python3
 )
 tests=(
   python3-yaml procps iproute2 iptables openssl elfutils util-linux git clang-format

@@ -207,6 +207,8 @@ absl::StatusOr<node::Node::Options> JobRunner::NodeOptions() const {
   o.host_address = facts_.local_ip;
   o.addresses = OtherAddresses(options_, facts_);  // for hosts that do not reach local_ip
   o.topology_domain = options_.topology_domain;
+  // An agent's launcher: its agent's --topology_domain (a job's own does not travel).
+  if (const char* domain = std::getenv(env::kLaunchingDomain)) o.topology_domain = domain;
   // An agent's launcher: the failures of this node are that agent's (README "Agents' standing").
   if (const char* agent = std::getenv(env::kLaunchingAgent)) o.agent = agent;
   o.node_rank = Simulating(options_) ? -1 : options_.node_rank;

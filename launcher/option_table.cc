@@ -95,6 +95,12 @@ std::vector<OptionRow> MakeRecoveryRows() {
           "(default 3; 0: off)" +
               Range(0, 1000000),
           Int(&Options::max_same_failures, 0, 1000000)),
+      Row("restart_rules",
+          "FILE: lines 'restart|stop|exclude PATTERN' (RE2) matched against a failing rank's "
+          "exit, exception and last log lines; the first match decides, before gangrun's own "
+          "hardware signatures (exclude: the node leaves, a spare takes its place, the restart "
+          "is not counted) ('' = those only; read where the scheduler runs)",
+          String(&Options::restart_rules)),
       Row("signals_to_forward",
           "SIG[,SIG...]: such a signal to any launcher reaches every worker of the job, which "
           "goes on (default SIGUSR1,SIGUSR2; '' = none)",

@@ -111,6 +111,7 @@ struct Options {
   std::set<int> no_restart_exit_codes;  // a worker exit code that ends the job at once
   int max_no_progress_restarts = 0;     // failed generations in a row without progress; 0 = off
   int max_same_failures = 3;            // failed generations in a row failing the same way; 0 = off
+  std::string restart_rules;            // a file of signatures (scheduler/restart_rules.h)
   std::vector<int> signals_to_forward = {SIGUSR1, SIGUSR2};  // to every worker of the job
   double time_limit = 0;                                     // seconds; 0 = none
   int time_limit_signal = 0;  // sent to every worker time_limit_signal_before s before; 0 = none

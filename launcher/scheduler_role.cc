@@ -124,7 +124,7 @@ absl::StatusOr<SchedulerRole> MaybeHostScheduler(boost::asio::io_context& io, co
   const bool simulating = Simulating(options);
   if (!facts.is_master && !simulating) return SchedulerRole{};
   if (std::getenv(env::kNodeOnly) != nullptr) return SchedulerRole{};  // a daemon's job
-  scheduler::Scheduler::Options scheduler_options = SchedulerOptionsFor(options);
+  ASSIGN_OR_RETURN(scheduler::Scheduler::Options scheduler_options, SchedulerOptionsFor(options));
   scheduler_options.run_id = facts.run_id;
   if (simulating) {
     scheduler_options.world_size = options.local_worker_num;
@@ -167,7 +167,7 @@ absl::StatusOr<SchedulerRole> HostSchedulerAt(boost::asio::io_context& io, commo
   return role;
 }
 
-scheduler::Scheduler::Options SchedulerOptionsFor(const Options& options) {
+absl::StatusOr<scheduler::Scheduler::Options> SchedulerOptionsFor(const Options& options) {
   scheduler::Scheduler::Options scheduler_options;
   scheduler_options.world_size = options.worker_num;
   scheduler_options.min_world_size = options.min_workers();
@@ -198,6 +198,10 @@ scheduler::Scheduler::Options SchedulerOptionsFor(const Options& options) {
   scheduler_options.recovery.exclude_after = options.exclude_after;
   scheduler_options.recovery.max_no_progress_restarts = options.max_no_progress_restarts;
   scheduler_options.recovery.max_same_failures = options.max_same_failures;
+  ASSIGN_OR_RETURN(scheduler::RestartRules restart_rules,
+                   scheduler::RestartRules::Load(options.restart_rules));
+  scheduler_options.recovery.rules =
+      std::make_shared<const scheduler::RestartRules>(std::move(restart_rules));
   scheduler_options.signals_to_forward = options.signals_to_forward;
   scheduler_options.time_limit = common::DurationOf(options.time_limit);
   scheduler_options.time_limit_signal = options.time_limit_signal;

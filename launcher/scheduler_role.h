@@ -46,8 +46,9 @@ absl::StatusOr<SchedulerRole> HostSchedulerAt(boost::asio::io_context& io, commo
                                               scheduler::Scheduler::Options scheduler_options,
                                               const std::string& listen_address);
 
-// The scheduler's settings from the launcher's options (world size, timeouts, restarts).
-scheduler::Scheduler::Options SchedulerOptionsFor(const Options& options);
+// The scheduler's settings from the launcher's options (world size, timeouts, restarts), or why
+// they cannot be (a --restart_rules file that cannot be read or parsed).
+absl::StatusOr<scheduler::Scheduler::Options> SchedulerOptionsFor(const Options& options);
 // The key-value store's bounds from the launcher's options.
 scheduler::KvLimits KvLimitsFor(const Options& options);
 

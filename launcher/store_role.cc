@@ -365,7 +365,7 @@ absl::StatusOr<StoreTarget> StoreRole::Settle(const Campaigned& campaigned, bool
 
 absl::StatusOr<StoreTarget> StoreRole::Host(const Campaigned& campaigned, uint64_t generation,
                                             int restarts_used) {
-  scheduler::Scheduler::Options scheduler_options = SchedulerOptionsFor(options_);
+  ASSIGN_OR_RETURN(scheduler::Scheduler::Options scheduler_options, SchedulerOptionsFor(options_));
   if (generation > 0 || campaigned.record.value.is_object()) {
     scheduler_options.takeover = scheduler::Scheduler::Options::Takeover{
         generation, restarts_used,

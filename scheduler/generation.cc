@@ -113,9 +113,7 @@ void Scheduler::StartGeneration() {
   ledger_.OnGenerationStarted(generation_, tally_.world, /*adopted=*/false);
   common::Logger("scheduler")
       ->info("generation {}: {} node(s), {} worker(s){}", generation_, states.size(), tally_.world,
-             restarts_used_ > 0 ? " (restart " + std::to_string(restarts_used_) + " of " +
-                                      std::to_string(options_.max_restarts) + ")"
-                                : std::string());
+             restarts_used_ > 0 ? " (" + RestartCount() + ")" : std::string());
   Record(Event::kGenerationStarted, {{"generation", generation_},
                                      {"nodes", states.size()},
                                      {"workers", tally_.world},

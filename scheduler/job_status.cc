@@ -76,6 +76,7 @@ v1::GetStatusResponse Scheduler::Status() const {
   if (owner_.telemetry != nullptr) status.set_job_id(owner_.telemetry->job_id());
   if (options_.store_note) status.set_store_note(options_.store_note());
   status.set_last_generation_end(last_note_);
+  for (const auto& verdict : verdicts_) *status.add_verdicts() = verdict;
   *status.mutable_ledger() = ledger_.ToProto();
   const common::TimePoint now = clock_.Now();
   for (const auto& [id, node] : nodes_) {
@@ -208,6 +209,16 @@ void Scheduler::WriteRecord() const {
                            {"personality", options_.personality},
                            {"member_count", member_count},
                            {"members", std::move(members)}};
+  if (!verdicts_.empty()) {
+    nlohmann::json verdicts = nlohmann::json::array();
+    for (const auto& verdict : verdicts_) {
+      verdicts.push_back({{"generation", verdict.generation()},
+                          {"fingerprint", verdict.fingerprint()},
+                          {"verdict", verdict.verdict()},
+                          {"rule", verdict.rule()}});
+    }
+    record["verdicts"] = std::move(verdicts);
+  }
   if (outcome_) {
     record["outcome"] = RecordedOutcome(*outcome_);
   }

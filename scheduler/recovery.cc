@@ -6,6 +6,7 @@
 
 #include "common/logging.h"
 #include "proto/conversions.h"
+#include "scheduler/peer_checks.h"
 #include "scheduler/scheduler.h"
 
 namespace gangrun::scheduler {
@@ -25,7 +26,7 @@ void Scheduler::WaitForReplacement() {
   }
   common::Logger("scheduler")
       ->warn("{}; waiting for a node to take its place ({} of {} restarts left)", lost_node_,
-             options_.max_restarts - restarts_used_, options_.max_restarts);
+             options_.max_restarts - BudgetUsed(), options_.max_restarts);
   LogProgress();
 }
 
@@ -164,13 +165,12 @@ void Scheduler::ScheduleRestart() {
       ->warn("{} in generation {}; restarting in {} ms ({} of {} restarts left after this one)",
              what, generation_,
              std::chrono::duration_cast<std::chrono::milliseconds>(delay).count(),
-             options_.max_restarts - restarts_used_, options_.max_restarts);
+             options_.max_restarts - BudgetUsed(), options_.max_restarts);
   const auto delay_ms = std::chrono::duration_cast<std::chrono::milliseconds>(delay).count();
   NoteEnded("restarting in " +
             (delay_ms % 1000 == 0 ? std::to_string(delay_ms / 1000) + " s"
                                   : std::to_string(delay_ms) + " ms") +
-            " (restart " + std::to_string(restarts_used_) + " of " +
-            std::to_string(options_.max_restarts) + ")");
+            " (" + RestartCount() + ")");
   Record(Event::kRestartScheduled,
          {{"generation", generation_},
           {"delay_ms", std::chrono::duration_cast<std::chrono::milliseconds>(delay).count()},
@@ -185,6 +185,81 @@ void Scheduler::ScheduleRestart() {
     Enter(JobState::kForming, "the backoff passed");
     Form();  // same ranks unless the membership changed meanwhile
   });
+}
+
+// After a failed generation: --no_restart_exit_codes, the recovery policy (--restart_rules
+// and the hardware signatures, --max_no_progress_restarts, --max_same_failures,
+// --exclude_after), then the budget (the kStopping row of the table). Each decision is kept
+// with the failure's fingerprint (Judged).
+void Scheduler::AfterFailedGeneration(bool worker_failed) {
+  std::string fingerprint;
+  std::vector<std::string> text;
+  if (worker_failed && stopping_->kind == StopReason::Kind::kWorkerFailed) {
+    fingerprint = FailureFingerprint(stopping_->root_cause);
+    text = FailureText(stopping_->root_cause);
+  } else if (worker_failed && stopping_->kind == StopReason::Kind::kHung) {
+    fingerprint = HangFingerprint(stopping_->groups);
+  }
+  const auto stop = [&](const std::string& why, const std::string& rule) {
+    recovery_note_ = "not restarted: " + why;
+    common::Logger("scheduler")->error("{}", recovery_note_);
+    Judged(fingerprint, "stop: " + why, rule);
+    NoteEnded(recovery_note_);
+    Finish(CurrentOutcome());
+  };
+  if (worker_failed && stopping_->no_restart) {
+    return stop("exit code " + std::to_string(stopping_->root_cause.exit().exit_code()) +
+                    " is one of --no_restart_exit_codes",
+                "");
+  }
+  const RecoveryPolicy::Verdict verdict =
+      policy_.OnGenerationFailed(worker_failed ? stopping_->root_node : 0, fingerprint, text);
+  if (verdict.stop) return stop(verdict.stop_why, verdict.rule);
+  // The node's hardware failed, not the job: the restart is not the job's to pay for.
+  if (verdict.forgiven) ++forgiven_;
+  if (!lost_node_.empty()) {
+    Judged(fingerprint, "wait for a node", verdict.rule);
+    NoteEnded("waiting for a node to take its place");
+    return WaitForReplacement();
+  }
+  if (!BudgetLeft()) {
+    const std::string used =
+        "all " + std::to_string(options_.max_restarts) + " restart(s) of --max_restarts are used";
+    Judged(fingerprint, "stop: " + used, verdict.rule);
+    NoteEnded("not restarted: " + used);
+    return Finish(CurrentOutcome());
+  }
+  if (verdict.exclude) {
+    Judged(fingerprint, "exclude: " + verdict.exclude_why, verdict.rule);
+    if (Exclude(stopping_->root_node, FailureCause::kExcluded, verdict.exclude_why)) {
+      return WaitForReplacement();  // no spare took its place
+    }
+  } else {
+    Judged(fingerprint, "restart", verdict.rule);
+  }
+  ScheduleRestart();
+}
+
+std::string Scheduler::RestartCount() const {
+  return "restart " + std::to_string(BudgetUsed()) + " of " +
+         std::to_string(options_.max_restarts) +
+         (forgiven_ > 0 ? "; " + std::to_string(forgiven_) + " more not counted: the hardware's"
+                        : std::string());
+}
+
+void Scheduler::Judged(const std::string& fingerprint, const std::string& what,
+                       const std::string& rule) {
+  v1::GenerationVerdict verdict;
+  verdict.set_generation(generation_);
+  verdict.set_fingerprint(fingerprint);
+  verdict.set_verdict(Sanitize(what, kMaxReasonBytes));
+  verdict.set_rule(Sanitize(rule, kMaxReasonBytes));
+  Record(Event::kVerdict, {{"generation", generation_},
+                           {"fingerprint", fingerprint},
+                           {"verdict", verdict.verdict()},
+                           {"rule", verdict.rule()}});
+  verdicts_.push_back(std::move(verdict));
+  if (verdicts_.size() > kVerdictsKept) verdicts_.pop_front();
 }
 
 }  // namespace gangrun::scheduler

@@ -17,15 +17,33 @@ bool RecoveryPolicy::NoRestart(const v1::ProcessExit& exit) const {
 void RecoveryPolicy::OnStep(int64_t step) { generation_best_ = std::max(generation_best_, step); }
 
 RecoveryPolicy::Verdict RecoveryPolicy::OnGenerationFailed(int root_node,
-                                                           const std::string& fingerprint) {
+                                                           const std::string& fingerprint,
+                                                           const std::vector<std::string>& text) {
   Verdict verdict;
+  std::optional<RestartRules::Match> match;
+  if (options_.rules && !text.empty()) match = options_.rules->Find(text);
+  if (match) verdict.rule = match->rule + " matched \"" + match->line + "\"";
+  if (match && match->action == RestartRules::Action::kStop) {
+    verdict.stop = true;
+    verdict.stop_why = "the failure matched " + verdict.rule;
+  }
+  // The hardware's failure (its node leaves) or one a rule says is not the code's: no streak
+  // of the same failure.
+  const bool compare = !match || match->action == RestartRules::Action::kStop;
+  if (match && match->action == RestartRules::Action::kExclude && root_node != 0) {
+    verdict.exclude = true;
+    verdict.exclude_why = "its failure matched " + verdict.rule;
+    verdict.forgiven = true;
+    Forget(root_node);
+  }
   if (root_node != 0 && root_node == streak_node_) {
     ++streak_;
   } else {
     streak_node_ = root_node;
     streak_ = root_node != 0 ? 1 : 0;
   }
-  if (options_.exclude_after > 0 && root_node != 0 && streak_ >= options_.exclude_after) {
+  if (!verdict.exclude && options_.exclude_after > 0 && root_node != 0 &&
+      streak_ >= options_.exclude_after) {
     verdict.exclude = true;
     verdict.exclude_why = "it was the root cause of " + std::to_string(streak_) +
                           " failed generations in a row (--exclude_after " +
@@ -37,7 +55,8 @@ RecoveryPolicy::Verdict RecoveryPolicy::OnGenerationFailed(int root_node,
   best_step_ = std::max(best_step_, generation_best_);
   generation_best_ = -1;
   no_progress_ = progressed ? 0 : no_progress_ + 1;
-  if (options_.max_no_progress_restarts > 0 && no_progress_ >= options_.max_no_progress_restarts) {
+  if (!verdict.stop && options_.max_no_progress_restarts > 0 &&
+      no_progress_ >= options_.max_no_progress_restarts) {
     verdict.stop = true;
     verdict.stop_why =
         std::to_string(no_progress_) + " failed generation(s) in a row made no progress (" +
@@ -45,12 +64,13 @@ RecoveryPolicy::Verdict RecoveryPolicy::OnGenerationFailed(int root_node,
                          : std::string("no rank reported a step")) +
         "; --max_no_progress_restarts " + std::to_string(options_.max_no_progress_restarts) + ")";
   }
-  if (!fingerprint.empty() && fingerprint == last_fingerprint_ && !progressed) {
+  const std::string compared = compare ? fingerprint : std::string();
+  if (!compared.empty() && compared == last_fingerprint_ && !progressed) {
     ++same_;
   } else {
-    same_ = fingerprint.empty() ? 0 : 1;
+    same_ = compared.empty() ? 0 : 1;
   }
-  last_fingerprint_ = fingerprint;
+  last_fingerprint_ = compared;
   const int bound = fingerprint.rfind(kHangPrefix, 0) == 0
                         ? std::min(options_.max_same_failures, kSameHangs)
                         : options_.max_same_failures;

@@ -3,9 +3,11 @@
 // code that says "do not retry" (--no_restart_exit_codes, as NVRx's 93), a node that keeps
 // being the root cause (--exclude_after), restarts that make no progress
 // (--max_no_progress_restarts) and the same failure again and again (--max_same_failures: a
-// deterministic failure, such as an exception at the same line, is not worth a restart). Pure: no
-// clock, no nodes; the Scheduler asks it once per failed generation and tells it every step a rank
-// reports.
+// deterministic failure, such as an exception at the same line, is not worth a restart), and,
+// asked first, the signatures of --restart_rules and of failing hardware
+// (scheduler/restart_rules.h: stop, restart, or exclude the node without using the budget). Pure:
+// no clock, no nodes; the Scheduler asks it once per failed generation and tells it every step a
+// rank reports.
 //
 // Worked example, --exclude_after 2 --max_no_progress_restarts 2: generation 1 fails on node 7
 // after rank 0 reached step 10 (progress: nothing came before; node 7's streak 1); generation 2
@@ -13,6 +15,7 @@
 // generation 3 fails on node 3 at step 10 (not beyond 10: no progress 2 -> stop).
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -20,6 +23,7 @@
 
 #include "gangrun/v1/progress.pb.h"
 #include "gangrun/v1/session.pb.h"
+#include "scheduler/restart_rules.h"
 
 namespace gangrun::scheduler {
 
@@ -35,6 +39,9 @@ class RecoveryPolicy {
     // A hang at the same place (HangFingerprint) stops at its second time (when this is not
     // 0): each costs a whole --hang_timeout, and the same frame twice is not chance.
     int max_same_failures = 3;
+    // --restart_rules and gangrun's hardware signatures (scheduler/restart_rules.h), asked
+    // first; null = none at all.
+    std::shared_ptr<const RestartRules> rules = std::make_shared<RestartRules>();
   };
   explicit RecoveryPolicy(Options options) : options_(std::move(options)) {}
 
@@ -49,11 +56,17 @@ class RecoveryPolicy {
     std::string exclude_why;  // "was the root cause of 2 failed generations in a row"
     bool stop = false;        // no more restarts, whatever budget is left
     std::string stop_why;
+    // A rule put the failure on the node's hardware: the restart after it does not count
+    // against --max_restarts.
+    bool forgiven = false;
+    std::string rule;  // the rule that decided ("" = none): what it is and the line it matched
   };
   // The running generation failed; `root_node` is the node it failed on (0: none, e.g. a lost
   // node), `fingerprint` what its root cause looked like (FailureFingerprint; "" = nothing to
-  // compare). Call once per failed generation, before the next one starts.
-  Verdict OnGenerationFailed(int root_node, const std::string& fingerprint = "");
+  // compare), `text` its lines for the rules (FailureText). Call once per failed generation,
+  // before the next one starts.
+  Verdict OnGenerationFailed(int root_node, const std::string& fingerprint = "",
+                             const std::vector<std::string>& text = {});
   // The node is gone (excluded or lost): its streak with it.
   void Forget(int node);
 

@@ -187,6 +187,13 @@ class Scheduler : private NodeDirectory, public LogsSource {
     return state_ == JobState::kForming || state_ == JobState::kAwaitingReplacement;
   }
   // recovery.cc
+  void AfterFailedGeneration(bool worker_failed);
+  // A failed generation's verdict, kept (verdicts_), recorded and in the job's record.
+  void Judged(const std::string& fingerprint, const std::string& what, const std::string& rule);
+  static constexpr size_t kVerdictsKept = 16;  // each at most about 3 KiB
+  std::deque<v1::GenerationVerdict> verdicts_;
+  int forgiven_ = 0;  // restarts after a failure a rule put on a node's hardware: not counted
+  std::string RestartCount() const;  // "restart 2 of 3[; 1 more not counted: the hardware's]"
   void ScheduleRestart();
   void WaitForReplacement();
   void OnFormationTimeout();
@@ -197,7 +204,8 @@ class Scheduler : private NodeDirectory, public LogsSource {
   int min_world() const {
     return options_.min_world_size > 0 ? options_.min_world_size : options_.world_size;
   }
-  bool BudgetLeft() const { return restarts_used_ < options_.max_restarts; }
+  int BudgetUsed() const { return restarts_used_ - forgiven_; }
+  bool BudgetLeft() const { return BudgetUsed() < options_.max_restarts; }
   // Liveness (scheduler/liveness.h): what a node is to the heartbeat sweep.
   Liveness::Standing StandingOf(int node_id) const;
   // The core forgets a node (it left, was refused, closed): every component forgets it too.
@@ -230,9 +238,7 @@ class Scheduler : private NodeDirectory, public LogsSource {
   // (log: ...)"), and the owner's note of it with what follows ("restarting in 1 s ...").
   std::string EndedWhy() const;
   void NoteEnded(const std::string& then);
-  // After a failed generation: --no_restart_exit_codes, --max_no_progress_restarts,
-  // --exclude_after, then the budget (the kStopping row of the table).
-  void AfterFailedGeneration(bool worker_failed);
+
   // Health rounds: before a generation after the first, every member and spare that has a
   // --health_check runs it; the generation starts once all answered. False when nothing
   // needs checking (or the round for the next generation is done).

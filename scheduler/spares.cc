@@ -126,45 +126,6 @@ bool Scheduler::MembershipComplete() const {
                    : membership_.workers == options_.world_size;
 }
 
-void Scheduler::AfterFailedGeneration(bool worker_failed) {
-  if (worker_failed && stopping_->no_restart) {
-    recovery_note_ = "not restarted: exit code " +
-                     std::to_string(stopping_->root_cause.exit().exit_code()) +
-                     " is one of --no_restart_exit_codes";
-    common::Logger("scheduler")->error("{}", recovery_note_);
-    NoteEnded(recovery_note_);
-    return Finish(CurrentOutcome());
-  }
-  std::string fingerprint;
-  if (worker_failed && stopping_->kind == StopReason::Kind::kWorkerFailed) {
-    fingerprint = FailureFingerprint(stopping_->root_cause);
-  } else if (worker_failed && stopping_->kind == StopReason::Kind::kHung) {
-    fingerprint = HangFingerprint(stopping_->groups);
-  }
-  const RecoveryPolicy::Verdict verdict =
-      policy_.OnGenerationFailed(worker_failed ? stopping_->root_node : 0, fingerprint);
-  if (verdict.stop) {
-    recovery_note_ = "not restarted: " + verdict.stop_why;
-    common::Logger("scheduler")->error("{}", recovery_note_);
-    NoteEnded(recovery_note_);
-    return Finish(CurrentOutcome());
-  }
-  if (!lost_node_.empty()) {
-    NoteEnded("waiting for a node to take its place");
-    return WaitForReplacement();
-  }
-  if (!BudgetLeft()) {
-    NoteEnded("not restarted: all " + std::to_string(options_.max_restarts) +
-              " restart(s) of --max_restarts are used");
-    return Finish(CurrentOutcome());
-  }
-  if (verdict.exclude &&
-      Exclude(stopping_->root_node, FailureCause::kExcluded, verdict.exclude_why)) {
-    return WaitForReplacement();  // no spare took its place
-  }
-  ScheduleRestart();
-}
-
 bool Scheduler::AwaitHealth() {
   std::vector<int> checked;
   for (const auto& [id, node] : nodes_) {

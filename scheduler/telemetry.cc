@@ -134,6 +134,8 @@ const char* EventName(Event event) {
       return "phase";
     case Event::kPhaseMoved:
       return "phase_moved";
+    case Event::kVerdict:
+      return "verdict";
     case Event::kAgentRegistered:
       return "agent_registered";
     case Event::kAgentLost:

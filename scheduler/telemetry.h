@@ -53,6 +53,7 @@ enum class Event {
   kStoreWait,        // ranks waited past the bound in the job's torch store (--agent_store)
   kPhase,            // the ledger's phase changed (scheduler/ledger.h)
   kPhaseMoved,       // the ledger moved time from one phase to another after the fact
+  kVerdict,          // a failed generation's verdict (its fingerprint, what followed, the rule)
   // A daemon's own events.
   kAgentRegistered,
   kAgentLost,

@@ -102,6 +102,7 @@ int main(int argc, char** argv) {
   long long run_ms = 0;
   bool affinity = false;
   std::string env_file;
+  std::string say;  // a line to print on stderr before acting
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -139,6 +140,8 @@ int main(int argc, char** argv) {
       wait_file = next();
     else if (a == "--only-generation")
       only_generation = std::atoi(next().c_str());
+    else if (a == "--say")
+      say = next();
   }
   if (ignore_term) signal(SIGTERM, SIG_IGN);
   if (usr1) signal(SIGUSR1, OnUsr1);
@@ -185,6 +188,7 @@ int main(int argc, char** argv) {
   const bool acts =
       (fail_rank < 0 || fail_rank == rank) &&
       (only_generation < 0 || (generation != nullptr && std::atoi(generation) == only_generation));
+  if (acts && !say.empty()) std::fprintf(stderr, "%s\n", say.c_str());
   if (acts && do_abort) abort();
   if (acts && sig > 0) {
     signal(sig, SIG_DFL);

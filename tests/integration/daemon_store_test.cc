@@ -216,6 +216,16 @@ TEST_F(DaemonStoreTest, FinishedJobsAreListedAfterAFailover) {
   EXPECT_EQ(RunToEnd(submit).code, 4) << submit.Stderr();
   const std::string id = SubmittedJobId(submit.Stderr());
   ASSERT_FALSE(id.empty()) << submit.Stderr();
+  // Its record keeps each failed generation's verdict, with the failure's fingerprint.
+  ASSERT_EQ(FinishedRecords(1), (std::set<std::string>{id}));
+  auto jobs = Store()->Jobs();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1u);
+  const nlohmann::json verdicts = (*jobs)[0].value("verdicts", nlohmann::json::array());
+  ASSERT_EQ(verdicts.size(), 1u) << (*jobs)[0].dump();
+  EXPECT_EQ(verdicts[0]["generation"], 1);
+  EXPECT_EQ(verdicts[0]["fingerprint"], "exit code 4; last line: line # of rank #");
+  EXPECT_EQ(verdicts[0]["verdict"], "stop: all 0 restart(s) of --max_restarts are used");
   ASSERT_EQ(kill(first_.pid, SIGKILL), 0);
   EXPECT_EQ(RunToEnd(first_).signal, SIGKILL);
   ASSERT_TRUE(WaitForStderr(second_, "is now the active one", seconds(30))) << second_.Stderr();

@@ -247,10 +247,18 @@ TEST_F(OperationsTest, EventLogRecordsMembershipFailureRestartAndEnd) {
       EXPECT_EQ(event["outcome"], "succeeded");
     }
   }
-  const std::vector<std::string> expected = {
-      "node_joined",        "generation_started", "generation_running", "worker_failed",
-      "generation_aborted", "generation_ended",   "restart_scheduled",  "generation_started",
-      "generation_running", "generation_ended",   "job_finished"};
+  const std::vector<std::string> expected = {"node_joined",
+                                             "generation_started",
+                                             "generation_running",
+                                             "worker_failed",
+                                             "generation_aborted",
+                                             "generation_ended",
+                                             "verdict",
+                                             "restart_scheduled",
+                                             "generation_started",
+                                             "generation_running",
+                                             "generation_ended",
+                                             "job_finished"};
   EXPECT_EQ(events, expected);
   // The ledger's phases: forming first, each generation's training, the failed one stopped.
   ASSERT_FALSE(phases.empty());

@@ -3,6 +3,7 @@
 // exit codes that must not be retried, job-wide signals and the time limit.
 
 #include <csignal>
+#include <fstream>
 #include <regex>
 #include <set>
 
@@ -122,6 +123,74 @@ TEST_F(RecoveryTest, ANodeThatFailsEveryGenerationIsExcludedAfterTwo) {
   EXPECT_NE(master.Stderr().find("generation 3"), std::string::npos) << master.Stderr();
 }
 
+// A failure that says the hardware failed (gangrun's signature of an uncorrectable ECC error):
+// its node leaves, the spare takes its place, and with no restart in the budget the job still
+// goes on: the restart is not the job's.
+TEST_F(RecoveryTest, AHardwareSignatureExcludesTheNodeAndTheSpareTakesItsPlaceForFree) {
+  const std::vector<std::string> opts = {"--spare_nodes",     "1",  "--max_restarts", "0",
+                                         "--restart_backoff", "0.1"};
+  auto master = Node(2, opts, {});
+  ASSERT_TRUE(WaitForStderr(master, "waiting for", seconds(20))) << master.Stderr();
+  auto bad = Node(
+      2, opts,
+      {"--say", "RuntimeError: CUDA error: uncorrectable ECC error encountered", "--exit", "1"});
+  ASSERT_TRUE(WaitForStderr(bad, "local process(es) running", seconds(20))) << bad.Stderr();
+  auto spare = Node(2, opts, {});
+  EXPECT_EQ(RunToEnd(bad).code, 6) << bad.Stderr();
+  EXPECT_NE(bad.Stderr().find("its failure matched gangrun's hardware signature (exclude "
+                              "/(?i)uncorrectable ECC error/) matched \"RuntimeError: CUDA error: "
+                              "uncorrectable ECC error encountered\""),
+            std::string::npos)
+      << bad.Stderr();
+  EXPECT_EQ(RunToEnd(master).code, 0) << master.Stderr();
+  EXPECT_EQ(RunToEnd(spare).code, 0) << spare.Stderr();
+  EXPECT_NE(master.Stderr().find("generation 2"), std::string::npos) << master.Stderr();
+  EXPECT_NE(master.Stderr().find("(restart 0 of 0; 1 more not counted: the hardware's)"),
+            std::string::npos)
+      << master.Stderr();
+}
+
+// A site's rule: an out-of-memory error is not worth a restart, whatever the budget.
+TEST_F(RecoveryTest, ARulesStopEndsTheJobAtOnceAndABadRulesFileIsOneLine) {
+  const std::string rules = dir_.File("rules.txt");
+  { std::ofstream(rules) << "# ours\nstop   CUDA out of memory\n"; }
+  const std::string events = dir_.File("events.jsonl");
+  auto launcher = Start({"--worker_num", "1", "--local_worker_num", "1", "--max_restarts", "5",
+                         "--restart_rules", rules, "--event_log", events},
+                        {"--say",
+                         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                         "2.00 GiB",
+                         "--exit", "1"});
+  EXPECT_EQ(RunToEnd(launcher).code, 1) << launcher.Stderr();
+  EXPECT_NE(launcher.Stderr().find("not restarted: the failure matched rule 1 of " + rules +
+                                   " (stop /CUDA out of memory/)"),
+            std::string::npos)
+      << launcher.Stderr();
+  EXPECT_EQ(launcher.Stderr().find("generation 2"), std::string::npos) << launcher.Stderr();
+  // The verdict is in the event log, with the failure's fingerprint and the rule.
+  const std::string log = ReadFile(events);
+  const size_t verdict = log.find("\"event\":\"verdict\"");
+  ASSERT_NE(verdict, std::string::npos) << log;
+  const std::string line = log.substr(log.rfind('\n', verdict) + 1,
+                                      log.find('\n', verdict) - log.rfind('\n', verdict) - 1);
+  const auto parsed = nlohmann::json::parse(line);
+  EXPECT_EQ(parsed["generation"], 1) << line;
+  EXPECT_EQ(parsed["fingerprint"],
+            "exit code 1; last line: torch.OutOfMemoryError: CUDA out of memory. Tried to "
+            "allocate #.## GiB")
+      << line;
+  EXPECT_EQ(parsed["verdict"].get<std::string>().rfind("stop: the failure matched rule 1", 0), 0u)
+      << line;
+  EXPECT_EQ(parsed["rule"].get<std::string>().rfind("rule 1 of " + rules, 0), 0u) << line;
+  // A file that is not rules: one line naming its line, exit 2.
+  { std::ofstream(rules) << "stop ok\nretry everything\n"; }
+  auto refused =
+      Start({"--worker_num", "1", "--local_worker_num", "1", "--restart_rules", rules}, {});
+  EXPECT_EQ(RunToEnd(refused).code, 2) << refused.Stderr();
+  EXPECT_NE(refused.Stderr().find(rules + " line 2: 'retry' is not an action"), std::string::npos)
+      << refused.Stderr();
+}
+
 TEST_F(RecoveryTest, AnExitCodeOfTheListIsNotRestarted) {
   auto launcher = Start({"--worker_num", "2", "--local_worker_num", "2", "--max_restarts", "3",
                          "--no_restart_exit_codes", "93"},
@@ -230,6 +299,37 @@ TEST_F(DaemonTest, ASubmittedJobsSpareOnAnotherAgentTakesAKilledLaunchersPlace) 
   kill(LauncherOf(ready[1].pid), SIGKILL);
   EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr() << daemon.Stderr();
   EXPECT_NE(daemon.Stderr().find("takes the place of"), std::string::npos) << daemon.Stderr();
+  for (auto& agent : agents) StopDaemon(agent);
+  StopDaemon(daemon);
+}
+
+// Agents pass their --topology_domain to their jobs' launchers: the lost node's place goes to
+// the spare of its domain, not to the spare that was placed first.
+TEST_F(DaemonTest, ASubmittedJobsLostNodeGoesToTheSpareOfItsAgentsDomain) {
+  const std::string master = "127.0.0.1:" + FreePort();
+  auto daemon = Scheduler({"--listen", master});
+  std::vector<Launched> agents;
+  for (const auto& [name, domain] : std::vector<std::pair<std::string, std::string>>{
+           {"agent-a", "nvl-1"}, {"agent-b", "nvl-2"}, {"agent-c", "nvl-1"}}) {
+    agents.push_back(Gangrun({"agent", "--master", master, "--slots", "1", "--name", name,
+                              "--topology_domain", domain}));
+    ASSERT_TRUE(WaitForStderr(daemon, "'" + name + "' (", seconds(10))) << daemon.Stderr();
+  }
+  // The job runs on agent-a; agent-b's spare (nvl-2) was placed before agent-c's (nvl-1).
+  auto job = Gangrun({"submit", "--master", master, "--worker_num", "1", "--local_worker_num", "1",
+                      "--spare_nodes", "2", "--max_restarts", "1", TestWorkerBinary(),
+                      "--fail-rank", "99", "--only-generation", "1"});
+  auto ready = WaitReady(1);
+  ASSERT_EQ(ready.size(), 1u);
+  ASSERT_TRUE(WaitForStderr(daemon, "(2 of 2 spares)", seconds(20))) << daemon.Stderr();
+  kill(LauncherOf(ready[0].pid), SIGKILL);
+  EXPECT_EQ(RunToEnd(job).code, 0) << job.Stderr() << daemon.Stderr();
+  const std::string err = daemon.Stderr();
+  const size_t took = err.find("takes the place of");
+  ASSERT_NE(took, std::string::npos) << err;
+  EXPECT_NE(err.substr(took, err.find('\n', took) - took).find(", domain nvl-1)"),
+            std::string::npos)
+      << err;
   for (auto& agent : agents) StopDaemon(agent);
   StopDaemon(daemon);
 }

@@ -56,6 +56,7 @@ const std::map<std::string, std::string>& Samples() {
       {"no_restart_exit_codes", "3,93"},
       {"max_no_progress_restarts", "4"},
       {"max_same_failures", "5"},
+      {"restart_rules", "/etc/gangrun/rules.txt"},
       {"signals_to_forward", "SIGUSR2,SIGQUIT"},
       {"time_limit", "3600"},
       {"time_limit_signal", "SIGUSR1@120"},

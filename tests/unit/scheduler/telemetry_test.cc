@@ -131,11 +131,13 @@ TEST_F(TelemetryTest, CountsAndLogsAFailureARestartAndTheEnd) {
   EXPECT_EQ(names,
             (std::vector<std::string>{"node_joined", "generation_started", "generation_running",
                                       "worker_failed", "generation_aborted", "generation_ended",
-                                      "restart_scheduled", "generation_started",
+                                      "verdict", "restart_scheduled", "generation_started",
                                       "generation_running", "generation_ended", "job_finished"}));
   EXPECT_EQ(Events()[3]["rank"], 1);
   EXPECT_EQ(Events()[5]["stop_latency_ms"], 20);
-  EXPECT_EQ(Events()[6]["delay_ms"], 1000);
+  EXPECT_EQ(Events()[6]["verdict"], "restart");
+  EXPECT_EQ(Events()[6]["fingerprint"], "exit code 3");
+  EXPECT_EQ(Events()[7]["delay_ms"], 1000);
   // The ledger's phases as the job went (its ranks report no progress: running is training).
   std::vector<std::string> phases;
   for (const auto& event : Events(/*ledger=*/true)) {
