@@ -10,8 +10,10 @@
 #include "common/net.h"
 #include "common/status.h"
 #include "launcher/launcher.h"
+#include "nlohmann/json.hpp"
 #include "proto/conversions.h"
 #include "scheduler/job_record.h"
+#include "scheduler/peer_checks.h"
 #include "store/daemon_store.h"
 
 namespace gangrun::launcher {
@@ -239,8 +241,34 @@ void StoreRole::Recover(store::SchedulerInfo me, const std::string& why) {
 }
 
 absl::StatusOr<StoreTarget> StoreRole::Begin() {
+  if (std::optional<v1::JobOutcome> held = HostHeld()) {
+    StoreTarget target;
+    target.ended = std::move(held);
+    return target;
+  }
   ASSIGN_OR_RETURN(Campaigned campaigned, CampaignOnce());
   return Settle(campaigned, /*at_start=*/true);
+}
+
+std::optional<v1::JobOutcome> StoreRole::HostHeld() {
+  auto kv =
+      store_->client().Get(store::DaemonStore::AgentsPrefix(store_->client()) + facts_.hostname);
+  if (!kv.ok() || !kv->has_value()) return std::nullopt;  // none, or the campaign will say
+  const nlohmann::json record =
+      nlohmann::json::parse((*kv)->value(), nullptr, /*allow_exceptions=*/false);
+  if (!record.is_object()) return std::nullopt;
+  const auto text = [&](const char* key) {
+    const auto it = record.find(key);
+    return it != record.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  const std::string state = text("state");
+  if (state != "drained" && state != "quarantined") return std::nullopt;
+  const std::string message =
+      "this host (" + facts_.hostname + ") is " + state + " in the store " + config_.url + ": " +
+      scheduler::Sanitize(text("reason"), scheduler::kMaxReasonBytes) +
+      "; it runs no job until `gangrun undrain " + facts_.hostname + "` (a daemon of the store)";
+  common::Logger("launcher")->error("{}", message);
+  return proto::Outcome(v1::JobOutcome::KIND_EXCLUDED, message);
 }
 
 void StoreRole::Seek(std::function<void(absl::StatusOr<StoreTarget>)> done,

@@ -78,6 +78,10 @@ class StoreRole {
  private:
   StoreRole(boost::asio::io_context& io, common::Clock& clock, const Options& options,
             const HostFacts& facts, store::StoreConfig config);
+  // This host's standing as a daemon of the same store keeps it (README "Agents' standing"):
+  // drained or quarantined, the outcome this launcher ends with (excluded, exit 6) instead of
+  // joining. Blocking, at start.
+  std::optional<v1::JobOutcome> HostHeld();
   struct Campaigned;  // what a campaign found (store thread)
   // Store thread: one campaign with a fresh lease.
   absl::StatusOr<Campaigned> CampaignOnce();

@@ -17,7 +17,7 @@ constexpr int64_t kMaxIntervalMs = int64_t{24} * 3600 * 1000;
 
 void Liveness::Add(int node_id, NodeLink* link) {
   const common::TimePoint now = clock_.Now();
-  nodes_seen_[node_id] = Signs{link, now, now, false, now, false};
+  nodes_seen_[node_id] = Signs{link, now, now, false, now, false, now, {}};
 }
 
 void Liveness::Heard(int node_id) {

@@ -38,7 +38,11 @@ class DaemonStore {
   EtcdClient& client() { return *client_; }
   std::string active_key() const { return Prefix() + "/daemon/active"; }
   std::string jobs_prefix() const { return Prefix() + "/daemon/jobs/"; }
-  std::string agents_prefix() const { return Prefix() + "/daemon/agents/"; }
+  std::string agents_prefix() const { return AgentsPrefix(*client_); }
+  // The same for any client of the store (a one-shot launcher reads its host's standing).
+  static std::string AgentsPrefix(const EtcdClient& client) {
+    return "/" + client.config().prefix + "/daemon/agents/";
+  }
   std::string run_key(const std::string& job_id) const {
     return Prefix() + "/runs/" + job_id + "/scheduler";
   }

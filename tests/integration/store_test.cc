@@ -10,7 +10,9 @@
 #include <fstream>
 #include <map>
 
+#include "common/net.h"
 #include "nlohmann/json.hpp"
+#include "store/daemon_store.h"
 #include "tests/integration/store_fixture.h"
 
 namespace gangrun::testing {
@@ -212,6 +214,28 @@ TEST_F(StoreTest, AThreeMemberStoreLosingOneMemberChangesNothing) {
   auto record = run->ReadRecord();
   EXPECT_EQ(record->value["term"], first.term) << "no failover happened";
   EXPECT_EQ(record->value["outcome"]["kind"], "succeeded");
+}
+
+// A host that a daemon of the same store drained (or quarantined) runs no one-shot job either:
+// its launcher ends excluded, naming why, and the job forms without it.
+TEST_F(StoreTest, AHostDrainedInTheStoreRunsNoJob) {
+  ASSERT_NO_FATAL_FAILURE(StartStore(1));
+  auto store = Store();
+  const std::string key = store::DaemonStore::AgentsPrefix(store->client()) + common::Hostname();
+  ASSERT_TRUE(
+      store->client().Put(key, R"({"name": "x", "state": "drained", "reason": "bad fan"})").ok());
+  auto held = Start(Job("1", 1), {});
+  EXPECT_EQ(RunToEnd(held).code, 6) << held.Stderr();
+  EXPECT_NE(held.Stderr().find("this host (" + common::Hostname() + ") is drained in the store " +
+                               etcd_->Url() + ": bad fan; it runs no job until `gangrun undrain " +
+                               common::Hostname() + "`"),
+            std::string::npos)
+      << held.Stderr();
+  EXPECT_FALSE(store->Scheduler()->has_value());  // it did not campaign
+  // Undrained (the record says ok): it runs.
+  ASSERT_TRUE(store->client().Put(key, R"({"name": "x", "state": "ok"})").ok());
+  auto runs = Start(Job("1", 1), {});
+  EXPECT_EQ(RunToEnd(runs).code, 0) << runs.Stderr();
 }
 
 TEST_F(StoreTest, AStoreLostMidJobLeavesTheJobRunningAndStatusSaysSo) {
