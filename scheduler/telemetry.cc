@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <iterator>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -73,85 +74,51 @@ void Telemetry::RecordTransition(std::string from, std::string to, std::string w
 }
 
 const char* EventName(Event event) {
-  switch (event) {
-    case Event::kNodeJoined:
-      return "node_joined";
-    case Event::kNodeRejected:
-      return "node_rejected";
-    case Event::kNodeLost:
-      return "node_lost";
-    case Event::kNodeReleased:
-      return "node_released";
-    case Event::kMembershipChanged:
-      return "membership_changed";
-    case Event::kScaled:
-      return "scaled";
-    case Event::kGenerationStarted:
-      return "generation_started";
-    case Event::kGenerationRunning:
-      return "generation_running";
-    case Event::kWorkerFailed:
-      return "worker_failed";
-    case Event::kRankHung:
-      return "rank_hung";
-    case Event::kTimerExpired:
-      return "timer_expired";
-    case Event::kHang:
-      return "hang";
-    case Event::kFlightRecorder:
-      return "flight_recorder";
-    case Event::kStacksRequested:
-      return "stacks_requested";
-    case Event::kGenerationAborted:
-      return "generation_aborted";
-    case Event::kGenerationEnded:
-      return "generation_ended";
-    case Event::kRestartScheduled:
-      return "restart_scheduled";
-    case Event::kStopRequested:
-      return "stop_requested";
-    case Event::kSchedulerStalled:
-      return "scheduler_stalled";
-    case Event::kLogOutputLost:
-      return "log_output_lost";
-    case Event::kJobFinished:
-      return "job_finished";
-    case Event::kSpareJoined:
-      return "spare_joined";
-    case Event::kSparePromoted:
-      return "spare_promoted";
-    case Event::kNodeExcluded:
-      return "node_excluded";
-    case Event::kHealthChecked:
-      return "health_checked";
-    case Event::kSignalForwarded:
-      return "signal_forwarded";
-    case Event::kTimeLimit:
-      return "time_limit";
-    case Event::kStoreWait:
-      return "store_wait";
-    case Event::kPhase:
-      return "phase";
-    case Event::kPhaseMoved:
-      return "phase_moved";
-    case Event::kVerdict:
-      return "verdict";
-    case Event::kAgentRegistered:
-      return "agent_registered";
-    case Event::kAgentLost:
-      return "agent_lost";
-    case Event::kAgentStanding:
-      return "agent_standing";
-    case Event::kAgentFailure:
-      return "agent_failure";
-    case Event::kJobSubmitted:
-      return "job_submitted";
-    case Event::kJobStarted:
-      return "job_started";
-    case Event::kJobEnded:
-      return "job_ended";
-  }
-  return "unknown";
+  // In the enum's order (scheduler/telemetry.h): the names the event log writes.
+  static constexpr const char* kNames[] = {
+      "node_joined",         // kNodeJoined
+      "node_rejected",       // kNodeRejected
+      "node_lost",           // kNodeLost
+      "node_released",       // kNodeReleased
+      "membership_changed",  // kMembershipChanged
+      "scaled",              // kScaled
+      "generation_started",  // kGenerationStarted
+      "generation_running",  // kGenerationRunning
+      "worker_failed",       // kWorkerFailed
+      "rank_hung",           // kRankHung
+      "timer_expired",       // kTimerExpired
+      "hang",                // kHang
+      "flight_recorder",     // kFlightRecorder
+      "stacks_requested",    // kStacksRequested
+      "generation_aborted",  // kGenerationAborted
+      "generation_ended",    // kGenerationEnded
+      "restart_scheduled",   // kRestartScheduled
+      "stop_requested",      // kStopRequested
+      "scheduler_stalled",   // kSchedulerStalled
+      "log_output_lost",     // kLogOutputLost
+      "job_finished",        // kJobFinished
+      "spare_joined",        // kSpareJoined
+      "spare_promoted",      // kSparePromoted
+      "node_excluded",       // kNodeExcluded
+      "health_checked",      // kHealthChecked
+      "signal_forwarded",    // kSignalForwarded
+      "time_limit",          // kTimeLimit
+      "store_wait",          // kStoreWait
+      "phase",               // kPhase
+      "phase_moved",         // kPhaseMoved
+      "verdict",             // kVerdict
+      "agent_registered",    // kAgentRegistered
+      "agent_lost",          // kAgentLost
+      "agent_standing",      // kAgentStanding
+      "agent_failure",       // kAgentFailure
+      "job_submitted",       // kJobSubmitted
+      "job_started",         // kJobStarted
+      "job_ended",           // kJobEnded
+  };
+  static_assert(std::size(kNames) == static_cast<size_t>(Event::kJobEnded) + 1,
+                "every event has a name");
+  const auto index = static_cast<size_t>(event);
+  return index < std::size(kNames) ? kNames[index] : "unknown";
 }
 
 const char* FailureCauseName(FailureCause cause) {

@@ -61,7 +61,7 @@ enum class Event {
   kAgentFailure,   // a failure was attributed to an agent
   kJobSubmitted,
   kJobStarted,
-  kJobEnded,
+  kJobEnded,  // last: EventName's table ends with it
 };
 const char* EventName(Event event);
 
