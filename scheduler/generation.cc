@@ -84,6 +84,7 @@ void Scheduler::Form() {
 }
 
 void Scheduler::StartGeneration() {
+  failed_root_node_ = 0;
   std::vector<KnownNode*> states;
   KnownNode* rank0 = nullptr;
   ended_scan_from_ = 0;

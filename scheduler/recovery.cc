@@ -192,6 +192,7 @@ void Scheduler::ScheduleRestart() {
 // --exclude_after), then the budget (the kStopping row of the table). Each decision is kept
 // with the failure's fingerprint (Judged).
 void Scheduler::AfterFailedGeneration(bool worker_failed) {
+  failed_root_node_ = worker_failed ? stopping_->root_node : 0;
   std::string fingerprint;
   std::vector<std::string> text;
   if (worker_failed && stopping_->kind == StopReason::Kind::kWorkerFailed) {

@@ -193,6 +193,9 @@ class Scheduler : private NodeDirectory, public LogsSource {
   static constexpr size_t kVerdictsKept = 16;  // each at most about 3 KiB
   std::deque<v1::GenerationVerdict> verdicts_;
   int forgiven_ = 0;  // restarts after a failure a rule put on a node's hardware: not counted
+  // The node the last failed generation failed on, until the next starts (0: none): failing
+  // its health check in between, its failure was the hardware's (OnHealthChecked).
+  int failed_root_node_ = 0;
   std::string RestartCount() const;  // "restart 2 of 3[; 1 more not counted: the hardware's]"
   void ScheduleRestart();
   void WaitForReplacement();

@@ -139,8 +139,19 @@ bool Scheduler::AwaitHealth() {
 void Scheduler::OnHealthChecked(KnownNode& node, const v1::HealthChecked& checked) {
   std::string message;
   if (health_rounds_.OnChecked(node.id, checked, &message) == HealthRounds::Answer::kUnhealthy) {
+    // The node the last generation failed on fails its check after it: the failure was its
+    // hardware's, and the restart is not the job's to pay for.
+    const bool hardware = node.id == failed_root_node_;
+    if (hardware) {
+      ++forgiven_;
+      failed_root_node_ = 0;
+    }
     // Exclude answers for it (a place left empty is waited for when forming).
-    Exclude(node.id, FailureCause::kHealthCheck, "its health check failed: " + message);
+    Exclude(node.id, FailureCause::kHealthCheck,
+            std::string("its health check failed") +
+                (hardware ? " after the failure on it (the hardware's: that restart is not counted)"
+                          : "") +
+                ": " + message);
   }
 }
 

@@ -150,6 +150,39 @@ TEST_F(RecoveryTest, AHardwareSignatureExcludesTheNodeAndTheSpareTakesItsPlaceFo
       << master.Stderr();
 }
 
+// The node a generation failed on then fails its health check: the failure was its hardware's.
+// It is excluded, the spare takes its place, and the restart is not counted.
+TEST_F(RecoveryTest, ANodeThatFailsItsHealthCheckAfterTheFailureOnItCostsNoRestart) {
+  // Passes before generation 1 everywhere, then fails on node rank 1 only.
+  const std::vector<std::string> opts = {
+      "--spare_nodes",
+      "1",
+      "--max_restarts",
+      "1",
+      "--restart_backoff",
+      "0.1",
+      "--health_check",
+      "test \"$GANGRUN_GENERATION\" = 1 || test \"$GANGRUN_NODE_RANK\" != 1 || "
+      "{ echo 'ECC: 3 uncorrectable'; exit 1; }"};
+  const std::vector<std::string> worker = {"--fail-rank",       "1", "--exit", "1",
+                                           "--only-generation", "1"};
+  auto master = Node(2, opts, worker);
+  ASSERT_TRUE(WaitForStderr(master, "waiting for", seconds(20))) << master.Stderr();
+  auto bad = Node(2, opts, worker);
+  ASSERT_TRUE(WaitForStderr(bad, "local process(es) running", seconds(20))) << bad.Stderr();
+  auto spare = Node(2, opts, worker);
+  EXPECT_EQ(RunToEnd(bad).code, 6) << bad.Stderr();
+  EXPECT_NE(bad.Stderr().find("its health check failed after the failure on it (the hardware's: "
+                              "that restart is not counted)"),
+            std::string::npos)
+      << bad.Stderr();
+  EXPECT_EQ(RunToEnd(master).code, 0) << master.Stderr();
+  EXPECT_EQ(RunToEnd(spare).code, 0) << spare.Stderr();
+  EXPECT_NE(master.Stderr().find("(restart 0 of 1; 1 more not counted: the hardware's)"),
+            std::string::npos)
+      << master.Stderr();
+}
+
 // A site's rule: an out-of-memory error is not worth a restart, whatever the budget.
 TEST_F(RecoveryTest, ARulesStopEndsTheJobAtOnceAndABadRulesFileIsOneLine) {
   const std::string rules = dir_.File("rules.txt");
