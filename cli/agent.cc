@@ -148,10 +148,12 @@ CommandResult RunAgent(const CommandArgs& command) {
       ->check(CLI::Range(0.0, 36500.0));
   app.add_option("--topology_domain", options.topology_domain,
                  "NAME: this host's segment or NVLink domain, for its jobs' launchers: a lost "
-                 "node's place goes to a spare of its domain first ('' = none)");
+                 "node's place goes to a spare of its domain first ('' = none)")
+      ->envname(env::kAgentTopologyDomain);
   app.add_option("--health_check", options.health_check,
                  "a shell command this host passes when healthy: a quarantined agent is placed "
-                 "again once it exits 0 (the daemon probes every --probe_interval)");
+                 "again once it exits 0 (the daemon probes every --probe_interval)")
+      ->envname(env::kAgentHealthCheck);
   double health_check_timeout = 60;
   app.add_option("--health_check_timeout", health_check_timeout,
                  "seconds the health check may run (default 60)")

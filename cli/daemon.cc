@@ -195,15 +195,18 @@ CommandResult RunScheduler(const CommandArgs& command) {
                  "failures attributed to an agent (its node lost or excluded) within "
                  "--quarantine_window that keep jobs off it until its health check passes or "
                  "gangrun undrain (default 3; 0: never)")
-      ->check(CLI::Range(0, static_cast<int>(daemon::AgentStandings::kMaxFailures)));
+      ->check(CLI::Range(0, static_cast<int>(daemon::AgentStandings::kMaxFailures)))
+      ->envname(env::kQuarantineAfter);
   app.add_option("--quarantine_window", standing.window_seconds,
                  "seconds within which those failures count (default 86400)")
-      ->check(CLI::Range(1.0, 31536000.0));
+      ->check(CLI::Range(1.0, 31536000.0))
+      ->envname(env::kQuarantineWindow);
   double probe_interval = 300;
   app.add_option("--probe_interval", probe_interval,
                  "seconds between probes of a quarantined agent that has a --health_check "
                  "(default 300)")
-      ->check(CLI::Range(0.1, 86400.0));
+      ->check(CLI::Range(0.1, 86400.0))
+      ->envname(env::kProbeInterval);
   if (auto done = ParseArgs(app, "scheduler", command.args)) return *done;
   auto setup = Prepare(listen, std::move(service), insecure, store);
   if (!setup.ok()) return setup.status();

@@ -90,6 +90,13 @@ inline constexpr char kSlots[] = "GANGRUN_SLOTS";
 inline constexpr char kAgentName[] = "GANGRUN_AGENT_NAME";
 inline constexpr char kRunAs[] = "GANGRUN_RUN_AS";
 inline constexpr char kLogRoot[] = "GANGRUN_LOG_ROOT";
+// The agent's own --health_check and --topology_domain (not its jobs' launcher options).
+inline constexpr char kAgentHealthCheck[] = "GANGRUN_AGENT_HEALTH_CHECK";
+inline constexpr char kAgentTopologyDomain[] = "GANGRUN_AGENT_TOPOLOGY_DOMAIN";
+// The daemon's quarantine of agents (README "Agents' standing").
+inline constexpr char kQuarantineAfter[] = "GANGRUN_QUARANTINE_AFTER";
+inline constexpr char kQuarantineWindow[] = "GANGRUN_QUARANTINE_WINDOW";
+inline constexpr char kProbeInterval[] = "GANGRUN_PROBE_INTERVAL";
 
 // --- Between gangrun's own processes; never passed on to workers.
 inline constexpr char kInternalPrefix[] = "GANGRUN_INTERNAL_";
