@@ -3,6 +3,7 @@
 // operator's drain that keep jobs off it, and the probes that bring a quarantined agent back.
 // Part of the Daemon actor (daemon.h): the same strand, the same state.
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/logging.h"
@@ -14,7 +15,18 @@ using common::UnixNow;
 
 void Daemon::BlameAgent(const std::string& agent, const std::string& job_id,
                         const std::string& why) {
-  if (Job* job = FindJob(job_id)) job->blamed.insert(agent);
+  Job* job = FindJob(job_id);
+  if (job == nullptr) return;
+  // The name comes from a node's join, which anyone holding the job's token can send: only an
+  // agent the job was placed on can be blamed (a job cannot quarantine another's agents).
+  if (std::none_of(job->placed_on.begin(), job->placed_on.end(),
+                   [&](const auto& placed) { return placed.first == agent; })) {
+    common::Logger("daemon")->warn(
+        "job {}: a failure put on agent '{}', where the job does not run, is ignored: {}", job_id,
+        agent, why);
+    return;
+  }
+  job->blamed.insert(agent);
   common::Logger("daemon")->warn("agent '{}': a failure in job {}: {}", agent, job_id, why);
   telemetry_.Record(Event::kAgentFailure, {{"name", agent}, {"job_id", job_id}, {"reason", why}});
   auto change = standings_.Blame(agent, job_id, why, UnixNow());
