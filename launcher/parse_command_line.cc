@@ -35,7 +35,8 @@ absl::StatusOr<ParseResult> ParseCommandLine(Personality personality,
   app.footer(
       "Every option can also be set as GANGRUN_<OPTION> (e.g. GANGRUN_WORKER_NUM=4).\n"
       "Other commands (each with --help): gangrun status|stop|scale|stacks|logs|health|kv|"
-      "progress (a running job), gangrun scheduler|agent|submit (daemon mode), gangrun generate "
+      "progress (a running job), gangrun scheduler|agent|submit|drain|undrain (daemon mode), "
+      "gangrun generate "
       "man|completion|token.");
 
   ASSIGN_OR_RETURN(std::string help, RunParser(app, args));
