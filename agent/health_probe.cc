@@ -45,6 +45,7 @@ void HealthProbe::Run(Done done) {
   spawn.exec_path = "/bin/sh";
   spawn.argv = {"/bin/sh", "-c", command_};
   spawn.env = common::CurrentEnvironment();
+  spawn.parent_death_signal = SIGKILL;  // nothing of it outlives the agent
   const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   spawn.fds = {{0, devnull}, {1, out[1]}, {2, out[1]}};
   auto pid = common::Spawn(spawn);

@@ -192,7 +192,9 @@ class Scheduler : private NodeDirectory, public LogsSource {
   void Judged(const std::string& fingerprint, const std::string& what, const std::string& rule);
   static constexpr size_t kVerdictsKept = 16;  // each at most about 3 KiB
   std::deque<v1::GenerationVerdict> verdicts_;
-  int forgiven_ = 0;  // restarts after a failure a rule put on a node's hardware: not counted
+  // Restarts after a failure that was a node's hardware's (a signature of --restart_rules or
+  // gangrun's, or its health check failing right after it): not counted against the budget.
+  int forgiven_ = 0;
   // The node the last failed generation failed on, until the next starts (0: none): failing
   // its health check in between, its failure was the hardware's (OnHealthChecked).
   int failed_root_node_ = 0;
@@ -241,7 +243,6 @@ class Scheduler : private NodeDirectory, public LogsSource {
   // (log: ...)"), and the owner's note of it with what follows ("restarting in 1 s ...").
   std::string EndedWhy() const;
   void NoteEnded(const std::string& then);
-
   // Health rounds: before a generation after the first, every member and spare that has a
   // --health_check runs it; the generation starts once all answered. False when nothing
   // needs checking (or the round for the next generation is done).
