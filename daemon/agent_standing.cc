@@ -1,5 +1,6 @@
 #include "daemon/agent_standing.h"
 
+#include "scheduler/job_record.h"
 #include "scheduler/peer_checks.h"
 
 namespace gangrun::daemon {
@@ -126,31 +127,20 @@ nlohmann::json AgentStandings::ToJson(const std::string& agent) const {
 
 void AgentStandings::Restore(const std::string& agent, const nlohmann::json& json) {
   if (!json.is_object()) return;
+  using scheduler::RecordField;  // a field of another type reads as its fallback
   Record record;
-  const auto text = [&](const char* key) {
-    const auto it = json.find(key);
-    return it != json.end() && it->is_string() ? it->get<std::string>() : std::string();
-  };
-  const std::string state = text("state");
+  const std::string state = RecordField<std::string>(json, "state", "");
   record.state = state == "quarantined" ? State::kQuarantined
                  : state == "drained"   ? State::kDrained
                                         : State::kOk;
-  const auto number = [](const nlohmann::json& from, const char* key) {
-    const auto it = from.find(key);
-    return it != from.end() && it->is_number() ? it->get<double>() : 0.0;
-  };
-  record.reason = scheduler::Sanitize(text("reason"), kMaxWhyBytes);
-  record.since_unix = number(json, "since_unix");
+  record.reason = scheduler::Sanitize(RecordField<std::string>(json, "reason", ""), kMaxWhyBytes);
+  record.since_unix = RecordField(json, "since_unix", 0.0);
   if (const auto failures = json.find("failures"); failures != json.end() && failures->is_array()) {
     for (const auto& failure : *failures) {
       if (!failure.is_object()) continue;
-      const auto job = failure.find("job"), why = failure.find("why");
       record.failures.push_back(
-          {number(failure, "unix"),
-           job != failure.end() && job->is_string() ? job->get<std::string>() : std::string(),
-           why != failure.end() && why->is_string()
-               ? scheduler::Sanitize(why->get<std::string>(), kMaxWhyBytes)
-               : std::string()});
+          {RecordField(failure, "unix", 0.0), RecordField<std::string>(failure, "job", ""),
+           scheduler::Sanitize(RecordField<std::string>(failure, "why", ""), kMaxWhyBytes)});
       if (record.failures.size() > kMaxFailures) record.failures.pop_front();
     }
   }

@@ -257,15 +257,12 @@ std::optional<v1::JobOutcome> StoreRole::HostHeld() {
   const nlohmann::json record =
       nlohmann::json::parse((*kv)->value(), nullptr, /*allow_exceptions=*/false);
   if (!record.is_object()) return std::nullopt;
-  const auto text = [&](const char* key) {
-    const auto it = record.find(key);
-    return it != record.end() && it->is_string() ? it->get<std::string>() : std::string();
-  };
-  const std::string state = text("state");
+  const std::string state = scheduler::RecordField<std::string>(record, "state", "");
   if (state != "drained" && state != "quarantined") return std::nullopt;
   const std::string message =
       "this host (" + facts_.hostname + ") is " + state + " in the store " + config_.url + ": " +
-      scheduler::Sanitize(text("reason"), scheduler::kMaxReasonBytes) +
+      scheduler::Sanitize(scheduler::RecordField<std::string>(record, "reason", ""),
+                          scheduler::kMaxReasonBytes) +
       "; it runs no job until `gangrun undrain " + facts_.hostname + "` (a daemon of the store)";
   common::Logger("launcher")->error("{}", message);
   return proto::Outcome(v1::JobOutcome::KIND_EXCLUDED, message);
