@@ -120,7 +120,7 @@ void Scheduler::CompleteAdoption(const std::string& missing) {
     return Finish(std::move(lost));
   }
   generation_ = adoption->generation;
-  restarts_used_ = adoption->restart_count;
+  restarts_.Resume(adoption->restart_count);
   tally_.world = adoption->world_size;
   tally_.started = 0;
   tally_.succeeded = 0;
@@ -155,7 +155,7 @@ void Scheduler::CompleteAdoption(const std::string& missing) {
     const bool recoverable = !stop_requested_;
     if (Elastic() && recoverable && membership_.workers >= min_world()) {
       Reform(what);
-    } else if (recoverable && BudgetLeft()) {
+    } else if (recoverable && restarts_.BudgetLeft()) {
       lost_node_ = what;
       BeginStopping({StopReason::Kind::kNodeLost, what, {}, {}});
     } else {

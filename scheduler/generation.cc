@@ -77,14 +77,14 @@ void Scheduler::Form() {
   for (size_t i = 0; i < states.size(); ++i) states[i]->slot = (*slots)[i];
   if (state_ == JobState::kAwaitingReplacement) {
     lost_node_.clear();
-    ++restarts_used_;  // the lost node's generation counts against the budget
+    restarts_.CountReplacement();  // the lost node's generation counts against the budget
     Enter(JobState::kForming, "a node took the lost one's place");
   }
   StartGeneration();
 }
 
 void Scheduler::StartGeneration() {
-  failed_root_node_ = 0;
+  restarts_.OnGenerationStarted();
   std::vector<KnownNode*> states;
   KnownNode* rank0 = nullptr;
   ended_scan_from_ = 0;
@@ -114,14 +114,14 @@ void Scheduler::StartGeneration() {
   ledger_.OnGenerationStarted(generation_, tally_.world, /*adopted=*/false);
   common::Logger("scheduler")
       ->info("generation {}: {} node(s), {} worker(s){}", generation_, states.size(), tally_.world,
-             restarts_used_ > 0 ? " (" + RestartCount() + ")" : std::string());
+             restarts_.used() > 0 ? " (" + restarts_.Count() + ")" : std::string());
   Record(Event::kGenerationStarted, {{"generation", generation_},
                                      {"nodes", states.size()},
                                      {"workers", tally_.world},
-                                     {"restart", restarts_used_},
-                                     {"max_restarts", options_.max_restarts}});
+                                     {"restart", restarts_.used()},
+                                     {"max_restarts", restarts_.max()}});
   WriteRecord();
-  if (owner_.torch_store != nullptr) owner_.torch_store->ForgetAttemptsBefore(restarts_used_);
+  if (owner_.torch_store != nullptr) owner_.torch_store->ForgetAttemptsBefore(restarts_.used());
   for (KnownNode* node : states) {
     v1::NodeCommand command;
     auto* assignment = command.mutable_start()->mutable_assignment();
@@ -140,7 +140,7 @@ void Scheduler::StartGeneration() {
       assignment->set_torch_store_port(owner_.torch_store->port());
     }
     assignment->set_run_id(options_.run_id);
-    command.mutable_start()->set_restart_count(restarts_used_);
+    command.mutable_start()->set_restart_count(restarts_.used());
     *command.mutable_start()->mutable_progress_rules() = options_.progress_rules;
     SendTo(*node, std::move(command));
   }
@@ -183,7 +183,7 @@ void Scheduler::OnWorkerExited(KnownNode& node, const v1::WorkerExited& exited) 
   if (Live() && failed && !exited.stopped_by_us()) {
     StopReason reason{StopReason::Kind::kWorkerFailed, "", {}, {}};
     reason.root_node = node.id;
-    reason.no_restart = policy_.NoRestart(exited.exit());
+    reason.no_restart = restarts_.NoRestart(exited.exit());
     reason.root_cause.set_host(node.join.node_name);
     reason.root_cause.set_rank(exited.rank());
     reason.root_cause.set_pid(exited.pid());
@@ -302,7 +302,7 @@ void Scheduler::Finish(v1::JobOutcome outcome) {
   outcome_ = outcome;
   nlohmann::json fields = {{"generation", generation_},
                            {"outcome", proto::Name(outcome.kind())},
-                           {"restarts", restarts_used_}};
+                           {"restarts", restarts_.used()}};
   if (!outcome.message().empty()) fields["message"] = outcome.message();
   if (outcome.has_root_cause()) fields["rank"] = outcome.root_cause().rank();
   if (outcome.signal() != 0) fields["signal"] = outcome.signal();

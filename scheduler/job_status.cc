@@ -70,13 +70,13 @@ v1::GetStatusResponse Scheduler::Status() const {
   status.set_generation(generation_);
   status.set_world_size(options_.world_size);
   status.set_min_world_size(min_world());
-  status.set_restarts(restarts_used_);
-  status.set_max_restarts(options_.max_restarts);
+  status.set_restarts(restarts_.used());
+  status.set_max_restarts(restarts_.max());
   if (outcome_) *status.mutable_outcome() = *outcome_;
   if (owner_.telemetry != nullptr) status.set_job_id(owner_.telemetry->job_id());
   if (options_.store_note) status.set_store_note(options_.store_note());
   status.set_last_generation_end(last_note_);
-  for (const auto& verdict : verdicts_) *status.add_verdicts() = verdict;
+  for (const auto& verdict : restarts_.verdicts()) *status.add_verdicts() = verdict;
   *status.mutable_ledger() = ledger_.ToProto();
   const common::TimePoint now = clock_.Now();
   for (const auto& [id, node] : nodes_) {
@@ -157,15 +157,15 @@ v1::JobOutcome Scheduler::CurrentOutcome() const {
     outcome.set_message(time_limit_.Why());
   } else if (stopping_ && stopping_->kind == StopReason::Kind::kWorkerFailed) {
     outcome.set_kind(v1::JobOutcome::KIND_WORKER_FAILED);
-    outcome.set_message(recovery_note_);
+    outcome.set_message(restarts_.note());
     *outcome.mutable_root_cause() = stopping_->root_cause;
-  } else if (!lost_node_.empty() && !recovery_note_.empty()) {
+  } else if (!lost_node_.empty() && !restarts_.note().empty()) {
     outcome.set_kind(v1::JobOutcome::KIND_NODE_LOST);
-    outcome.set_message(lost_node_ + "; " + recovery_note_);
+    outcome.set_message(lost_node_ + "; " + restarts_.note());
   } else if (stopping_ && stopping_->kind == StopReason::Kind::kHung) {
     outcome.set_kind(v1::JobOutcome::KIND_HUNG);
-    outcome.set_message(recovery_note_.empty() ? stopping_->message
-                                               : stopping_->message + "; " + recovery_note_);
+    outcome.set_message(restarts_.note().empty() ? stopping_->message
+                                                 : stopping_->message + "; " + restarts_.note());
     *outcome.mutable_root_cause() = stopping_->root_cause;
     for (const auto& group : stopping_->groups) *outcome.add_stack_groups() = group;
   } else if (fatal_loss) {
@@ -201,17 +201,13 @@ void Scheduler::WriteRecord() const {
                        {"local_worker_num", node.join.local_worker_num},
                        {"pid", node.pid}});
   }
-  nlohmann::json record = {{"generation", generation_},
-                           {"restarts_used", restarts_used_},
-                           {"max_restarts", options_.max_restarts},
-                           {"world_size", options_.world_size},
-                           {"min_world_size", min_world()},
-                           {"personality", options_.personality},
-                           {"member_count", member_count},
-                           {"members", std::move(members)}};
-  if (!verdicts_.empty()) {
+  nlohmann::json record = {{"generation", generation_},       {"restarts_used", restarts_.used()},
+                           {"max_restarts", restarts_.max()}, {"world_size", options_.world_size},
+                           {"min_world_size", min_world()},   {"personality", options_.personality},
+                           {"member_count", member_count},    {"members", std::move(members)}};
+  if (!restarts_.verdicts().empty()) {
     nlohmann::json verdicts = nlohmann::json::array();
-    for (const auto& verdict : verdicts_) {
+    for (const auto& verdict : restarts_.verdicts()) {
       verdicts.push_back({{"generation", verdict.generation()},
                           {"fingerprint", verdict.fingerprint()},
                           {"verdict", verdict.verdict()},

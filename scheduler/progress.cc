@@ -55,7 +55,7 @@ void Scheduler::OnProgress(KnownNode& node, const v1::ProgressReport& report) {
     v1::WorkerStatus& worker = it->second;
     if (worker.reports() == 0 && progress.reports() > 0) ledger_.OnFirstReport();
     worker.set_step(progress.step());
-    if (progress.reports() > 0) policy_.OnStep(progress.step());
+    if (progress.reports() > 0) restarts_.OnStep(progress.step());
     worker.set_reports(progress.reports());
     worker.set_step_seconds(std::max(0.0, progress.step_seconds()));
     worker.set_section(Sanitize(progress.section(), 64));

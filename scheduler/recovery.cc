@@ -26,7 +26,7 @@ void Scheduler::WaitForReplacement() {
   }
   common::Logger("scheduler")
       ->warn("{}; waiting for a node to take its place ({} of {} restarts left)", lost_node_,
-             options_.max_restarts - BudgetUsed(), options_.max_restarts);
+             restarts_.max() - restarts_.BudgetUsed(), restarts_.max());
   LogProgress();
 }
 
@@ -148,12 +148,8 @@ void Scheduler::NoteEnded(const std::string& then) {
   if (owner_.on_note) owner_.on_note(last_note_);
 }
 
-// Worked example: initial 1 s, cap 30 s: restarts wait 1, 2, 4, 8, 16, 30, 30, ... seconds.
 void Scheduler::ScheduleRestart() {
-  ++restarts_used_;
-  common::Duration delay = options_.restart_backoff_initial;
-  for (int i = 1; i < restarts_used_ && delay < options_.restart_backoff_cap; ++i) delay *= 2;
-  delay = std::min(delay, options_.restart_backoff_cap);
+  const common::Duration delay = restarts_.Next();
   const v1::RootCause& cause = stopping_->root_cause;
   const std::string what =
       stopping_->kind == StopReason::Kind::kHung
@@ -161,21 +157,19 @@ void Scheduler::ScheduleRestart() {
           : (cause.rank() >= 0 ? "rank " + std::to_string(cause.rank())
                                : std::string("the MindSpore scheduler process")) +
                 " on " + cause.host() + " failed";
+  const auto delay_ms = std::chrono::duration_cast<std::chrono::milliseconds>(delay).count();
   common::Logger("scheduler")
       ->warn("{} in generation {}; restarting in {} ms ({} of {} restarts left after this one)",
-             what, generation_,
-             std::chrono::duration_cast<std::chrono::milliseconds>(delay).count(),
-             options_.max_restarts - BudgetUsed(), options_.max_restarts);
-  const auto delay_ms = std::chrono::duration_cast<std::chrono::milliseconds>(delay).count();
+             what, generation_, delay_ms, restarts_.max() - restarts_.BudgetUsed(),
+             restarts_.max());
   NoteEnded("restarting in " +
             (delay_ms % 1000 == 0 ? std::to_string(delay_ms / 1000) + " s"
                                   : std::to_string(delay_ms) + " ms") +
-            " (" + RestartCount() + ")");
-  Record(Event::kRestartScheduled,
-         {{"generation", generation_},
-          {"delay_ms", std::chrono::duration_cast<std::chrono::milliseconds>(delay).count()},
-          {"restart", restarts_used_},
-          {"max_restarts", options_.max_restarts}});
+            " (" + restarts_.Count() + ")");
+  Record(Event::kRestartScheduled, {{"generation", generation_},
+                                    {"delay_ms", delay_ms},
+                                    {"restart", restarts_.used()},
+                                    {"max_restarts", restarts_.max()}});
   Enter(JobState::kBackingOff, what);
   stopping_.reset();
   AwaitHealth();  // the nodes check themselves while the backoff runs
@@ -187,80 +181,28 @@ void Scheduler::ScheduleRestart() {
   });
 }
 
-// After a failed generation: --no_restart_exit_codes, the recovery policy (--restart_rules
-// and the hardware signatures, --max_no_progress_restarts, --max_same_failures,
-// --exclude_after), then the budget (the kStopping row of the table). Each decision is kept
-// with the failure's fingerprint (Judged).
+// After a failed generation: the restarts' judgement (scheduler/restarts.h), then what it
+// says (the kStopping row of the table).
 void Scheduler::AfterFailedGeneration(bool worker_failed) {
-  failed_root_node_ = worker_failed ? stopping_->root_node : 0;
-  std::string fingerprint;
-  std::vector<std::string> text;
-  if (worker_failed && stopping_->kind == StopReason::Kind::kWorkerFailed) {
-    fingerprint = FailureFingerprint(stopping_->root_cause);
-    text = FailureText(stopping_->root_cause);
-  } else if (worker_failed && stopping_->kind == StopReason::Kind::kHung) {
-    fingerprint = HangFingerprint(stopping_->groups);
-  }
-  const auto stop = [&](const std::string& why, const std::string& rule) {
-    recovery_note_ = "not restarted: " + why;
-    common::Logger("scheduler")->error("{}", recovery_note_);
-    Judged(fingerprint, "stop: " + why, rule);
-    NoteEnded(recovery_note_);
-    Finish(CurrentOutcome());
-  };
-  if (worker_failed && stopping_->no_restart) {
-    return stop("exit code " + std::to_string(stopping_->root_cause.exit().exit_code()) +
-                    " is one of --no_restart_exit_codes",
-                "");
-  }
-  const RecoveryPolicy::Verdict verdict =
-      policy_.OnGenerationFailed(worker_failed ? stopping_->root_node : 0, fingerprint, text);
-  if (verdict.stop) return stop(verdict.stop_why, verdict.rule);
-  // The node's hardware failed, not the job: the restart is not the job's to pay for.
-  if (verdict.forgiven) ++forgiven_;
-  if (!lost_node_.empty()) {
-    Judged(fingerprint, "wait for a node", verdict.rule);
-    NoteEnded("waiting for a node to take its place");
-    return WaitForReplacement();
-  }
-  if (!BudgetLeft()) {
-    const std::string used =
-        "all " + std::to_string(options_.max_restarts) + " restart(s) of --max_restarts are used";
-    Judged(fingerprint, "stop: " + used, verdict.rule);
-    NoteEnded("not restarted: " + used);
-    return Finish(CurrentOutcome());
-  }
-  if (verdict.exclude) {
-    Judged(fingerprint, "exclude: " + verdict.exclude_why, verdict.rule);
-    if (Exclude(stopping_->root_node, FailureCause::kExcluded, verdict.exclude_why)) {
-      return WaitForReplacement();  // no spare took its place
-    }
-  } else {
-    Judged(fingerprint, "restart", verdict.rule);
+  using Action = Restarts::Decision::Action;
+  const Restarts::Decision decision =
+      restarts_.Judge(worker_failed ? &*stopping_ : nullptr, !lost_node_.empty());
+  switch (decision.action) {
+    case Action::kStop:
+      NoteEnded(decision.note);
+      return Finish(CurrentOutcome());
+    case Action::kWaitForNode:
+      NoteEnded(decision.note);
+      return WaitForReplacement();
+    case Action::kExclude:
+      if (Exclude(stopping_->root_node, FailureCause::kExcluded, decision.note)) {
+        return WaitForReplacement();  // no spare took its place
+      }
+      break;
+    case Action::kRestart:
+      break;
   }
   ScheduleRestart();
-}
-
-std::string Scheduler::RestartCount() const {
-  return "restart " + std::to_string(BudgetUsed()) + " of " +
-         std::to_string(options_.max_restarts) +
-         (forgiven_ > 0 ? "; " + std::to_string(forgiven_) + " more not counted: the hardware's"
-                        : std::string());
-}
-
-void Scheduler::Judged(const std::string& fingerprint, const std::string& what,
-                       const std::string& rule) {
-  v1::GenerationVerdict verdict;
-  verdict.set_generation(generation_);
-  verdict.set_fingerprint(fingerprint);
-  verdict.set_verdict(Sanitize(what, kMaxReasonBytes));
-  verdict.set_rule(Sanitize(rule, kMaxReasonBytes));
-  Record(Event::kVerdict, {{"generation", generation_},
-                           {"fingerprint", fingerprint},
-                           {"verdict", verdict.verdict()},
-                           {"rule", verdict.rule()}});
-  verdicts_.push_back(std::move(verdict));
-  if (verdicts_.size() > kVerdictsKept) verdicts_.pop_front();
 }
 
 }  // namespace gangrun::scheduler

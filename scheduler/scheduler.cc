@@ -17,7 +17,6 @@ using std::chrono::milliseconds;
 Scheduler::Scheduler(common::Clock& clock, Options options)
     : clock_(clock),
       options_(std::move(options)),
-      policy_(options_.recovery),
       formation_(clock_, options_.cluster_timeout,
                  {[this] { OnFormationTimeout(); },
                   [this](const std::string& left) { RemindWaiting(left); }}),
@@ -26,6 +25,8 @@ Scheduler::Scheduler(common::Clock& clock, Options options)
       hang_capture_(*this, clock_, options_.progress_rules.stack_timeout_seconds(),
                     [this](HangVerdict verdict) { OnHangJudged(std::move(verdict)); }),
       ledger_(clock_, options_.queued_since),
+      restarts_(*this, {options_.max_restarts, options_.restart_backoff_initial,
+                        options_.restart_backoff_cap, options_.recovery}),
       spare_pool_(options_.spare_nodes),
       health_rounds_(*this,
                      [this] {
@@ -168,7 +169,7 @@ void Scheduler::Start() {
   ledger_.Open();
   if (options_.takeover) {
     generation_ = options_.takeover->generation;
-    restarts_used_ = options_.takeover->restarts_used;
+    restarts_.Resume(options_.takeover->restarts_used);
     common::Logger("scheduler")
         ->warn("taking the job over after generation {}: {}", generation_, options_.takeover->lost);
     if (generation_ > 0 && !Elastic()) {
@@ -273,7 +274,7 @@ void Scheduler::OnNodeDisconnected(int node_id) {
       // The next generation has the spare in its place.
       RecordLoss(node, FailureCause::kConnectionLost,
                  "its connection broke while the job backed off");
-      policy_.Forget(node_id);
+      restarts_.Forget(node_id);
       Forget(node_id);
       health_rounds_.Answered(node_id);
       return;
@@ -290,7 +291,7 @@ void Scheduler::OnNodeDisconnected(int node_id) {
   }
   // A node whose part is done may go, unless a later generation could need it.
   const bool done = node.ended && (Live() || state_ == JobState::kStopping);
-  if (done && !Elastic() && !BudgetLeft()) return;
+  if (done && !Elastic() && !restarts_.BudgetLeft()) return;
   OnNodeLost(node_id, node, FailureCause::kConnectionLost, "its connection broke");
 }
 
@@ -320,7 +321,7 @@ void Scheduler::OnNodeLost(int node_id, KnownNode& node, FailureCause cause,
   const common::TimePoint last_seen = liveness_.LastSeen(node_id);
   node.lost = true;
   health_rounds_.Answered(node_id);  // a lost node answers no health round
-  policy_.Forget(node_id);
+  restarts_.Forget(node_id);
   // Lost is final: a node that comes back after this (a cut that heals) is refused its old
   // session and ends, instead of finding a job that no longer counts it.
   if (node.link != nullptr) node.link->Drop();
@@ -357,7 +358,7 @@ void Scheduler::OnNodeLost(int node_id, KnownNode& node, FailureCause cause,
     Forget(node_id);
     return Reform(replaced ? what + "; a spare takes its place" : what);
   }
-  if (recoverable && BudgetLeft()) {
+  if (recoverable && restarts_.BudgetLeft()) {
     // Survivors stop and a spare takes the lost node's place, or they wait for a node to take
     // it (the same host's launcher started again, typically); the restart budget stays with
     // the scheduler.

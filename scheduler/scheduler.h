@@ -13,7 +13,6 @@
 // behind their own headers and reach it through NodeDirectory (scheduler/node_directory.h).
 
 #include <array>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -40,7 +39,7 @@
 #include "scheduler/node_link.h"
 #include "scheduler/peer_checks.h"
 #include "scheduler/rank_assignment.h"
-#include "scheduler/recovery_policy.h"
+#include "scheduler/restarts.h"
 #include "scheduler/scheduler_options.h"
 #include "scheduler/spare_pool.h"
 #include "scheduler/stacks_request.h"
@@ -188,17 +187,6 @@ class Scheduler : private NodeDirectory, public LogsSource {
   }
   // recovery.cc
   void AfterFailedGeneration(bool worker_failed);
-  // A failed generation's verdict, kept (verdicts_), recorded and in the job's record.
-  void Judged(const std::string& fingerprint, const std::string& what, const std::string& rule);
-  static constexpr size_t kVerdictsKept = 16;  // each at most about 3 KiB
-  std::deque<v1::GenerationVerdict> verdicts_;
-  // Restarts after a failure that was a node's hardware's (a signature of --restart_rules or
-  // gangrun's, or its health check failing right after it): not counted against the budget.
-  int forgiven_ = 0;
-  // The node the last failed generation failed on, until the next starts (0: none): failing
-  // its health check in between, its failure was the hardware's (OnHealthChecked).
-  int failed_root_node_ = 0;
-  std::string RestartCount() const;  // "restart 2 of 3[; 1 more not counted: the hardware's]"
   void ScheduleRestart();
   void WaitForReplacement();
   void OnFormationTimeout();
@@ -209,8 +197,6 @@ class Scheduler : private NodeDirectory, public LogsSource {
   int min_world() const {
     return options_.min_world_size > 0 ? options_.min_world_size : options_.world_size;
   }
-  int BudgetUsed() const { return restarts_used_ - forgiven_; }
-  bool BudgetLeft() const { return BudgetUsed() < options_.max_restarts; }
   // Liveness (scheduler/liveness.h): what a node is to the heartbeat sweep.
   Liveness::Standing StandingOf(int node_id) const;
   // The core forgets a node (it left, was refused, closed): every component forgets it too.
@@ -280,8 +266,6 @@ class Scheduler : private NodeDirectory, public LogsSource {
   JobState state_ = JobState::kForming;
   std::optional<StopReason> stopping_;             // kStopping: why
   std::optional<v1::StopRequest> stop_requested_;  // nothing restarts or re-forms after one
-  RecoveryPolicy policy_;
-  std::string recovery_note_;  // why the job was not restarted (a policy), for the outcome
   common::TimePoint started_at_;
   std::array<uint64_t, static_cast<size_t>(FailureCause::kCount)> failures_{};
   std::string lost_node_;            // kAwaitingReplacement (and on the way there): what was lost
@@ -293,7 +277,6 @@ class Scheduler : private NodeDirectory, public LogsSource {
   Membership membership_;    // the joined nodes, for O(log n) join checks
   std::unique_ptr<common::Timer> restart_timer_;
   std::unique_ptr<common::Timer> fence_timer_;  // Form() again once the lease is confirmed
-  int restarts_used_ = 0;
   // The running generation's workers, job-wide.
   struct Tally {
     int world = 0;      // the generation's size
@@ -329,7 +312,8 @@ class Scheduler : private NodeDirectory, public LogsSource {
   LogsPump logs_;
   StacksRequests stacks_requests_;
   HangCapture hang_capture_;
-  Ledger ledger_;  // where the job's time went
+  Ledger ledger_;      // where the job's time went
+  Restarts restarts_;  // the budget, the backoff, the policy and the verdicts
   SparePool spare_pool_;
   HealthRounds health_rounds_;
   Liveness liveness_;

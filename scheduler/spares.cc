@@ -106,7 +106,7 @@ bool Scheduler::Exclude(int node_id, FailureCause cause, const std::string& why)
   v1::NodeCommand command;
   command.mutable_excluded()->set_reason(why);
   SendTo(node, std::move(command));
-  policy_.Forget(node_id);
+  restarts_.Forget(node_id);
   const bool member = node.joined;
   node.joined = false;
   spare_pool_.Remove(node_id);
@@ -141,11 +141,7 @@ void Scheduler::OnHealthChecked(KnownNode& node, const v1::HealthChecked& checke
   if (health_rounds_.OnChecked(node.id, checked, &message) == HealthRounds::Answer::kUnhealthy) {
     // The node the last generation failed on fails its check after it: the failure was its
     // hardware's, and the restart is not the job's to pay for.
-    const bool hardware = node.id == failed_root_node_;
-    if (hardware) {
-      ++forgiven_;
-      failed_root_node_ = 0;
-    }
+    const bool hardware = restarts_.ForgiveIfHardware(node.id);
     // Exclude answers for it (a place left empty is waited for when forming).
     Exclude(node.id, FailureCause::kHealthCheck,
             std::string("its health check failed") +
