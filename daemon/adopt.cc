@@ -48,6 +48,7 @@ void Daemon::SaveJob(const Job& job, const v1::FinishedJob* ended) {
                            {"spares", job.spares},
                            {"generation", job.progress.value("generation", 0)},
                            {"restarts_used", job.progress.value("restarts_used", 0)},
+                           {"restarts_forgiven", job.progress.value("restarts_forgiven", 0)},
                            {"submitted_unix", job.submitted_unix},
                            {"world_size", job.config.world_size}};
   if (job.progress.contains("verdicts")) record["verdicts"] = job.progress["verdicts"];
@@ -136,7 +137,8 @@ void Daemon::AdoptJob(const nlohmann::json& record) {
   job->config.scheduler.personality = "gangrun";
   job->adopted = true;
   job->progress = {{"generation", record.value("generation", 0)},
-                   {"restarts_used", record.value("restarts_used", 0)}};
+                   {"restarts_used", record.value("restarts_used", 0)},
+                   {"restarts_forgiven", record.value("restarts_forgiven", 0)}};
   job->submitted_unix = record.value("submitted_unix", 0.0);
   Job& adopted = *job;
   jobs_[id] = std::move(job);
@@ -164,6 +166,7 @@ void Daemon::AdoptJob(const nlohmann::json& record) {
     // it forms afresh.
     adopted.config.scheduler.adopt_timeout = adopted.config.scheduler.node_timeout * 2 +
                                              std::chrono::seconds(store::kDaemonLeaseSeconds);
+    adopted.config.scheduler.restarts_forgiven = adopted.progress.value("restarts_forgiven", 0);
     adopted.config.scheduler.adopt_or_form = adopted.progress.value("generation", 0) == 0;
     if (absl::Status started = StartScheduler(adopted); !started.ok()) {
       log->error("job {}: cannot adopt it: {}", id, std::string(started.message()));

@@ -203,7 +203,8 @@ absl::Status Daemon::StartScheduler(Job& job) {
       Job* recorded = FindJob(id);
       if (recorded == nullptr) return;
       recorded->progress = {{"generation", record.value("generation", 0)},
-                            {"restarts_used", record.value("restarts_used", 0)}};
+                            {"restarts_used", record.value("restarts_used", 0)},
+                            {"restarts_forgiven", record.value("restarts_forgiven", 0)}};
       // Each failed generation's verdict (scheduler/recovery_policy.h), in the store's record.
       if (record.contains("verdicts")) recorded->progress["verdicts"] = record["verdicts"];
       SaveJob(*recorded);

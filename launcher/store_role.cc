@@ -366,14 +366,17 @@ absl::StatusOr<StoreTarget> StoreRole::Settle(const Campaigned& campaigned, bool
   }
   const uint64_t generation = scheduler::RecordField(record, "generation", uint64_t{0});
   const int restarts_used = scheduler::RecordField(record, "restarts_used", 0);
+  // Restarts forgiven as a node's hardware's (scheduler/restarts.h) do not count.
+  const int forgiven = std::clamp(scheduler::RecordField(record, "restarts_forgiven", 0), 0,
+                                  std::max(0, restarts_used));
   const bool elastic = options_.min_workers() < options_.worker_num;
-  if (generation > 0 && !elastic && restarts_used >= options_.max_restarts) {
+  if (generation > 0 && !elastic && restarts_used - forgiven >= options_.max_restarts) {
     // As when any node of a fixed-size job is lost with no restart left: the job ends.
     v1::JobOutcome lost;
     lost.set_kind(v1::JobOutcome::KIND_NODE_LOST);
     lost.set_message(Who(record.value("scheduler", nlohmann::json())) + " was lost in generation " +
                      std::to_string(generation) + "; no restart is left (" +
-                     std::to_string(restarts_used) + " of " +
+                     std::to_string(restarts_used - forgiven) + " of " +
                      std::to_string(options_.max_restarts) + " used)");
     worker_->Post([this, term, lease = campaigned.lease, record = campaigned.record, lost] {
       store::Record ended = record;
@@ -385,12 +388,13 @@ absl::StatusOr<StoreTarget> StoreRole::Settle(const Campaigned& campaigned, bool
     target.ended = lost;
     return target;
   }
-  return Host(campaigned, generation, restarts_used);
+  return Host(campaigned, generation, restarts_used, forgiven);
 }
 
 absl::StatusOr<StoreTarget> StoreRole::Host(const Campaigned& campaigned, uint64_t generation,
-                                            int restarts_used) {
+                                            int restarts_used, int forgiven) {
   ASSIGN_OR_RETURN(scheduler::Scheduler::Options scheduler_options, SchedulerOptionsFor(options_));
+  scheduler_options.restarts_forgiven = forgiven;
   if (generation > 0 || campaigned.record.value.is_object()) {
     scheduler_options.takeover = scheduler::Scheduler::Options::Takeover{
         generation, restarts_used,

@@ -88,7 +88,7 @@ class StoreRole {
   // Loop: turns a campaign's result into a target (and, on a win, a scheduler in `role`).
   absl::StatusOr<StoreTarget> Settle(const Campaigned& campaigned, bool at_start);
   absl::StatusOr<StoreTarget> Host(const Campaigned& campaigned, uint64_t generation,
-                                   int restarts_used);
+                                   int restarts_used, int forgiven);
   void OnRecord(nlohmann::json record);  // the scheduler's, on the loop
   // Store thread: writes `me`'s term into the record (compare-and-swap), as the first thing a
   // new scheduler does; `record` then holds the new revision (its value as it was).

@@ -205,6 +205,7 @@ void Scheduler::WriteRecord() const {
                            {"max_restarts", restarts_.max()}, {"world_size", options_.world_size},
                            {"min_world_size", min_world()},   {"personality", options_.personality},
                            {"member_count", member_count},    {"members", std::move(members)}};
+  if (restarts_.forgiven() > 0) record["restarts_forgiven"] = restarts_.forgiven();
   if (!restarts_.verdicts().empty()) {
     nlohmann::json verdicts = nlohmann::json::array();
     for (const auto& verdict : restarts_.verdicts()) {

@@ -9,7 +9,10 @@
 namespace gangrun::scheduler {
 
 Restarts::Restarts(NodeDirectory& core, Options options)
-    : core_(core), options_(std::move(options)), policy_(options_.policy) {}
+    : core_(core),
+      options_(std::move(options)),
+      policy_(options_.policy),
+      forgiven_(std::max(0, options_.forgiven)) {}
 
 Restarts::Decision Restarts::Judge(const StopReason* failed, bool node_lost) {
   using Action = Decision::Action;

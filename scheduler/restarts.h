@@ -11,6 +11,7 @@
 // generation 2 (ForgiveIfHardware(7): true, "restart 0 of 2; 1 more not counted: the
 // hardware's"); generation 2 fails on node 3 (restart, "restart 1 of 2; 1 more ..."), ...
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -32,6 +33,7 @@ class Restarts {
     common::Duration backoff_initial = std::chrono::seconds(1);
     common::Duration backoff_cap = std::chrono::seconds(30);
     RecoveryPolicy::Options policy;
+    int forgiven = 0;  // restarts already forgiven (a job taken over or adopted)
   };
   Restarts(NodeDirectory& core, Options options);
 
@@ -54,8 +56,12 @@ class Restarts {
   common::Duration Next();
   // A generation formed after a lost node's: it counts as a restart (no backoff).
   void CountReplacement() { ++used_; }
-  // The job was adopted or taken over having used `used` restarts.
-  void Resume(int used) { used_ = used; }
+  // The job was adopted or taken over having used `used` restarts (Options::forgiven of them
+  // forgiven, at most all).
+  void Resume(int used) {
+    used_ = used;
+    forgiven_ = std::min(forgiven_, std::max(0, used_));
+  }
   // A generation started: the last failure's node is no longer suspect.
   void OnGenerationStarted() { failed_root_node_ = 0; }
   // `node_id` failed its health check. True if the last failed generation failed on it: that
@@ -70,7 +76,8 @@ class Restarts {
   // Restarts scheduled so far, forgiven ones included (the workers' restart count).
   int used() const { return used_; }
   int max() const { return options_.max_restarts; }
-  // Restarts counted against --max_restarts.
+  // Restarts forgiven as a node's hardware's, and those counted against --max_restarts.
+  int forgiven() const { return forgiven_; }
   int BudgetUsed() const { return used_ - forgiven_; }
   bool BudgetLeft() const { return BudgetUsed() < options_.max_restarts; }
   // "restart 2 of 3[; 1 more not counted: the hardware's]"
@@ -90,7 +97,7 @@ class Restarts {
   int used_ = 0;
   // Restarts after a failure that was a node's hardware's (a signature of --restart_rules or
   // gangrun's, or its health check failing right after it): not counted against the budget.
-  int forgiven_ = 0;
+  int forgiven_;
   // The node the last failed generation failed on, until the next starts (0: none).
   int failed_root_node_ = 0;
   std::string note_;

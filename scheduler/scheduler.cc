@@ -25,8 +25,9 @@ Scheduler::Scheduler(common::Clock& clock, Options options)
       hang_capture_(*this, clock_, options_.progress_rules.stack_timeout_seconds(),
                     [this](HangVerdict verdict) { OnHangJudged(std::move(verdict)); }),
       ledger_(clock_, options_.queued_since),
-      restarts_(*this, {options_.max_restarts, options_.restart_backoff_initial,
-                        options_.restart_backoff_cap, options_.recovery}),
+      restarts_(*this,
+                {options_.max_restarts, options_.restart_backoff_initial,
+                 options_.restart_backoff_cap, options_.recovery, options_.restarts_forgiven}),
       spare_pool_(options_.spare_nodes),
       health_rounds_(*this,
                      [this] {

@@ -75,7 +75,8 @@ class Scheduler : private NodeDirectory, public LogsSource {
     owner_.on_note = std::move(on_note);
   }
   // The job's record for a store, at every generation start and at the end (JSON:
-  // generation, restarts_used, max_restarts, world_size, min_world_size, members, outcome).
+  // generation, restarts_used, restarts_forgiven when any, max_restarts, world_size,
+  // min_world_size, members, outcome).
   void SetOnRecord(std::function<void(nlohmann::json)> on_record) {
     owner_.on_record = std::move(on_record);
   }

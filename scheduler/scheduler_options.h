@@ -27,6 +27,9 @@ struct SchedulerOptions {
   int max_restarts = 0;
   common::Duration restart_backoff_initial = std::chrono::seconds(1);
   common::Duration restart_backoff_cap = std::chrono::seconds(30);
+  // Restarts of the job already forgiven as a node's hardware's (a job taken over or adopted:
+  // its record's restarts_forgiven), not counted against max_restarts.
+  int restarts_forgiven = 0;
   int min_world_size = 0;  // elastic jobs: the minimum (0 = fixed size)
   // Elastic jobs: once the minimum has joined, how long to wait for more before forming.
   common::Duration last_call = std::chrono::seconds(1);

@@ -72,6 +72,25 @@ TEST_F(TakeoverTest, AFixedJobUsesARestartAndWaitsForTheLostHostsPlace) {
   EXPECT_EQ(records.back()["members"].size(), 2u);
 }
 
+TEST_F(TakeoverTest, RestartsForgivenBeforeTheTakeoverStayForgiven) {
+  // The record says 2 restarts, 1 of them forgiven as a node's hardware's: with 3 allowed,
+  // the lost host's place uses the second counted one and a failure after it is restarted.
+  options.restarts_forgiven = 1;
+  Make(2, 0, /*max_restarts=*/3, Scheduler::Options::Takeover{3, 2, "the scheduler's host h0"});
+  const int a = Join("survivor");
+  const int b = Join("replacement");
+  const v1::NodeCommand* start = LastStart(0);
+  ASSERT_NE(start, nullptr);
+  EXPECT_EQ(start->start().restart_count(), 3);
+  EXPECT_EQ(records.back()["restarts_forgiven"], 1);
+  EXPECT_EQ(scheduler->Status().restarts(), 3);
+  scheduler->OnNodeEvent(a, testing::ExitedEvent(4, 0, 1));
+  scheduler->OnNodeEvent(a, testing::EndedEvent(4));
+  scheduler->OnNodeEvent(b, testing::EndedEvent(4));
+  EXPECT_FALSE(outcome.has_value()) << outcome->message();
+  EXPECT_EQ(scheduler->state(), JobState::kBackingOff) << "restart 3 of 3, 1 more not counted";
+}
+
 TEST_F(TakeoverTest, NoNodeInTheLostPlaceWithinTheClusterTimeoutLosesTheJob) {
   Make(2, 0, 1, Scheduler::Options::Takeover{1, 0, "the scheduler's host h0 was lost"});
   Join("survivor");
