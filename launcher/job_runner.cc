@@ -230,6 +230,7 @@ absl::StatusOr<node::Node::Options> JobRunner::NodeOptions() const {
   o.hosts_scheduler = role_.scheduler != nullptr && !store_role_;
   if (!options_.health_check.empty()) o.health_check = HealthCheckSpec();
   o.health_check_timeout = common::DurationOf(options_.health_check_timeout);
+  o.kernel_log = options_.kernel_log;
   return o;
 }
 

@@ -64,6 +64,11 @@ std::vector<OptionRow> MakeRecoveryRows() {
           "or excluded node's place at once (default 0)" +
               Range(0, 100000),
           Int(&Options::spare_nodes, 0, 100000)),
+      Row("rejoin_window",
+          "seconds a lost node's place is held for a launcher to come back (its host's, started "
+          "again: it keeps the node rank and ranks) before a spare takes it (default 0: at once)" +
+              Range(0.0, 3600.0),
+          SecondsOption(&Options::rejoin_window, 0, 3600)),
       Row("topology_domain",
           "NAME: this host's segment or NVLink domain; a lost node's place goes to a spare of "
           "its domain first, else to any spare with as many workers ('' = none)",
@@ -75,6 +80,12 @@ std::vector<OptionRow> MakeRecoveryRows() {
       Row("health_check_timeout",
           "seconds the health check may take (default 60)" + Range(0.1, 86400.0),
           SecondsOption(&Options::health_check_timeout, 0.1, 86400)),
+      Row("kernel_log",
+          "PATH: this host's kernel log, read for a failed rank's evidence of a failing device "
+          "(its lines since the generation started go to --restart_rules and the report): "
+          "/dev/kmsg, a text file the kernel's log is appended to, or '' (none; default "
+          "/dev/kmsg)",
+          String(&Options::kernel_log), /*travels=*/false),
       Row("exclude_after",
           "exclude a node that was the root cause of this many failed generations in a row "
           "(exit 6; default 0: never)" +

@@ -101,12 +101,14 @@ struct Options {
   bool progress_hook = true;  // Python workers: the stack and torch progress hook
   double straggler_factor = 1.5;
   // Recovery (README "Failures and recovery").
-  int spare_nodes = 0;  // launchers beyond the job's size that join and wait as spares
+  int spare_nodes = 0;       // launchers beyond the job's size that join and wait as spares
+  double rejoin_window = 0;  // seconds a lost node's place waits for its launcher before a spare
   // This host's segment or NVLink domain: a lost node's place goes to a spare of its domain
   // first ("" = none).
   std::string topology_domain;
   std::string health_check;  // a shell command every node runs before it joins and each generation
   double health_check_timeout = 60;
+  std::string kernel_log = "/dev/kmsg";  // read for a failed rank's device errors ('' = none)
   int exclude_after = 0;  // a node that caused this many failed generations in a row goes; 0 = off
   std::set<int> no_restart_exit_codes;  // a worker exit code that ends the job at once
   int max_no_progress_restarts = 0;     // failed generations in a row without progress; 0 = off

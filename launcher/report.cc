@@ -56,6 +56,10 @@ std::string FormatKind(const v1::JobOutcome& outcome) {
             << ":\n";
         for (const auto& line : cause.log_tail()) out << "    | " << line << "\n";
       }
+      if (cause.kernel_log_size() > 0) {
+        out << "  the kernel's log on " << cause.host() << " since the generation started:\n";
+        for (const auto& line : cause.kernel_log()) out << "    | " << line << "\n";
+      }
       if (!outcome.message().empty()) out << "  " << outcome.message() << ".\n";
       break;
     }

@@ -192,6 +192,7 @@ absl::StatusOr<scheduler::Scheduler::Options> SchedulerOptionsFor(const Options&
   rules.set_python_stacks(options.progress_hook);
   scheduler_options.straggler_factor = options.straggler_factor;
   scheduler_options.spare_nodes = options.spare_nodes;
+  scheduler_options.rejoin_window = common::DurationOf(options.rejoin_window);
   scheduler_options.agent_store = options.agent_store;
   scheduler_options.store_wait_report = common::DurationOf(options.store_wait_report);
   scheduler_options.recovery.no_restart_exit_codes = options.no_restart_exit_codes;

@@ -32,6 +32,7 @@ Node::Node(ProcessBackend& backend, common::Clock& clock, SchedulerLink& link, O
       options_(std::move(options)),
       planner_(std::move(planner)),
       callbacks_(std::move(callbacks)),
+      kernel_log_(options_.kernel_log),
       supervisor_(clock, *this, std::move(supervision)) {}
 
 Node::~Node() = default;
@@ -276,6 +277,7 @@ void Node::OnStart(uint64_t generation, const v1::StartGeneration& start) {
   last_node_rank_ = start.assignment().node_rank();
   resume_.Clear();
   resume_.set_generation(generation);
+  kernel_log_.Mark();
   *resume_.mutable_start() = start;
   auto plan = planner_(start.assignment(), generation, start.restart_count());
   if (!plan.ok()) {
@@ -355,6 +357,7 @@ void Node::OnProcessExited(const ProcessSpec& spec, pid_t pid, common::ExitStatu
     if (!spec.error_file.empty()) {
       if (auto error = ReadWorkerError(spec.error_file)) *exited->mutable_error() = *error;
     }
+    for (auto& line : kernel_log_.Since()) exited->add_kernel_log(std::move(line));
   }
   CheckLogSpace();
   exited->set_log_lost(log_space_lost_);

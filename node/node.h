@@ -23,6 +23,7 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "gangrun/v1/session.pb.h"
+#include "node/kernel_log.h"
 #include "node/process_manager.h"
 #include "node/supervisor.h"
 
@@ -77,6 +78,9 @@ class Node : private Supervisor::Owner {
     // (CheckHealth), its output in its log_path; no exec_path = none.
     ProcessSpec health_check;
     common::Duration health_check_timeout = std::chrono::seconds(60);
+    // The kernel's log (node/kernel_log.h): /dev/kmsg, a text file, or "" = none. Each failed
+    // rank's report carries what it said since the generation started.
+    std::string kernel_log = "/dev/kmsg";
     // This launcher hosts the scheduler: excluded from the job, it runs no more workers but
     // stays until the job ends (its scheduler serves the others).
     bool hosts_scheduler = false;
@@ -173,6 +177,7 @@ class Node : private Supervisor::Owner {
   std::optional<v1::JobOutcome> local_outcome_;
   std::string log_space_lost_;              // why log output may be lost ("" while there is space)
   std::map<int, std::string> log_of_rank_;  // this generation's ranks' logs (gangrun logs)
+  KernelLog kernel_log_;                    // marked as each generation starts
   Supervisor supervisor_;          // last but the strand: gone first, while the node is whole
   common::ThreadAffinity strand_;  // the io_context's thread: every entry point checks it
 };

@@ -190,6 +190,7 @@ void Scheduler::OnWorkerExited(KnownNode& node, const v1::WorkerExited& exited) 
     *reason.root_cause.mutable_exit() = exited.exit();
     reason.root_cause.set_log_path(exited.log_path());
     *reason.root_cause.mutable_log_tail() = exited.log_tail();
+    *reason.root_cause.mutable_kernel_log() = exited.kernel_log();
     if (exited.has_error()) *reason.root_cause.mutable_error() = exited.error();
     reason.message = (exited.rank() >= 0 ? "rank " + std::to_string(exited.rank())
                                          : std::string("the MindSpore scheduler process")) +

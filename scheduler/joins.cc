@@ -157,6 +157,7 @@ bool Scheduler::CheckEvent(const KnownNode& node, const v1::NodeEvent& event) co
     if (!in_range(event.worker_exited().rank())) problem = "an exit of a rank it does not run";
     const auto& exited = event.worker_exited();
     if (exited.log_tail_size() > kMaxLogTailLines) problem = "an oversized log tail";
+    if (exited.kernel_log_size() > kMaxLogTailLines) problem = "an oversized kernel log";
     if (exited.error().traceback_size() > kMaxLogTailLines ||
         exited.error().message().size() > kMaxReasonBytes * 4) {
       problem = "an oversized error";

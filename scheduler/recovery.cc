@@ -16,9 +16,11 @@ void Scheduler::WaitForReplacement() {
   stopping_.reset();
   formation_.Begin(clock_.Now());
   if (MembershipComplete()) return Form();  // a spare took the place
-  if (!options_.await_replacement && spare_pool_.admitted() >= options_.spare_nodes) {
+  if (!options_.await_replacement && spare_pool_.admitted() >= options_.spare_nodes &&
+      !rejoin_timer_) {
     // Nothing would start a launcher for it (a daemon's job) and every spare has come: the
-    // job ends now. (A spare still on its way takes the place when it joins.)
+    // job ends now. (A spare still on its way takes the place when it joins; a place held for
+    // its launcher goes to a spare when the hold ends.)
     v1::JobOutcome outcome;
     outcome.set_kind(v1::JobOutcome::KIND_NODE_LOST);
     outcome.set_message(lost_node_ + "; no spare is left to take its place");

@@ -340,7 +340,7 @@ void Scheduler::OnNodeLost(int node_id, KnownNode& node, FailureCause cause,
   }
   if (state_ == JobState::kForming || state_ == JobState::kAwaitingReplacement) {
     membership_.Remove(node.join);
-    const bool replaced = generation_ > 0 && TakeSpareFor(node);
+    const bool replaced = generation_ > 0 && TakeSpareFor(node, /*lost=*/true);
     Forget(node_id);  // its workers no longer count; another node may take its place
     if (replaced && MembershipComplete() && !AwaitHealth()) return Form();
     return LogProgress();
@@ -365,7 +365,7 @@ void Scheduler::OnNodeLost(int node_id, KnownNode& node, FailureCause cause,
     // the scheduler.
     lost_node_ = what;
     membership_.Remove(node.join);
-    TakeSpareFor(node);
+    TakeSpareFor(node, /*lost=*/true);
     Forget(node_id);
     BeginStopping({StopReason::Kind::kNodeLost, what, {}, {}});
     return MaybeGenerationOver();

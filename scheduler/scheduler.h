@@ -217,7 +217,13 @@ class Scheduler : private NodeDirectory, public LogsSource {
   // Gives `gone`'s place (its node rank and ranks) to a spare with as many workers; false if
   // none has, and after generation 1 the place is kept as a hole that the next spare to come
   // fills (FillHoles). `gone` must already be out of the membership.
-  bool TakeSpareFor(const KnownNode& gone);
+  // A `lost` node's place (not an excluded one's) is first held for --rejoin_window (HoldPlace).
+  bool TakeSpareFor(const KnownNode& gone, bool lost = false);
+  // Keeps the place as a hole no spare takes before the window ends (a launcher that joins
+  // meanwhile takes it, with its node rank); then FillHoles gives it to a spare.
+  void HoldPlace(SparePool::Hole place, const KnownNode& gone);
+  void ArmRejoin(common::Duration in);
+  std::unique_ptr<common::Timer> rejoin_timer_;  // the earliest hold's end
   bool TakeSpare(const SparePool::Hole& place, const KnownNode* except);
   // A spare that came after a place was left empty takes it (and, forming, the job forms).
   void FillHoles();

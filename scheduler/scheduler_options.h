@@ -45,6 +45,10 @@ struct SchedulerOptions {
   // Recovery (README "Failures and recovery"): nodes beyond the job's size that wait to take
   // a lost or excluded node's place, and what a failed generation means.
   int spare_nodes = 0;
+  // How long a lost node's place is held for a launcher to come back (its host's, started
+  // again) before a spare takes it (zero: the spare takes it at once). NVRx waits up to 15 s
+  // for the same reason: a node that comes back keeps its ranks (and its data's locality).
+  common::Duration rejoin_window = common::Duration::zero();
   // The workers' torch store is the job's (scheduler/torch_store.h), which whoever hosts the
   // scheduler starts and hands it (Scheduler::SetTorchStore).
   bool agent_store = false;

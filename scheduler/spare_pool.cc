@@ -2,6 +2,8 @@
 
 #include "scheduler/spare_pool.h"
 
+#include <algorithm>
+
 namespace gangrun::scheduler {
 
 void SparePool::Admit(int node_id, int workers, std::string domain) {
@@ -23,6 +25,15 @@ std::optional<int> SparePool::For(int workers, const std::string& domain) const 
     if (!first) first = id;
   }
   return first;
+}
+
+std::optional<common::TimePoint> SparePool::NextHeld(common::TimePoint now) const {
+  std::optional<common::TimePoint> next;
+  for (const Hole& hole : holes_) {
+    if (hole.held_until && *hole.held_until > now)
+      next = std::min(next.value_or(*hole.held_until), *hole.held_until);
+  }
+  return next;
 }
 
 bool SparePool::Fill(const std::function<bool(const Hole&)>& take) {

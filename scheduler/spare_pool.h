@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "scheduler/rank_assignment.h"
 
 namespace gangrun::scheduler {
@@ -32,6 +33,8 @@ class SparePool {
     NodeSlot slot;
     std::string who;
     std::string domain;  // its topology domain ("" = none)
+    // Held for a launcher to come back (--rejoin_window) until then: no spare takes it before.
+    std::optional<common::TimePoint> held_until;
   };
 
   explicit SparePool(int wanted) : wanted_(wanted) {}
@@ -62,6 +65,8 @@ class SparePool {
   // (false, the hole stays). True if any hole was taken.
   bool Fill(const std::function<bool(const Hole&)>& take);
   size_t holes() const { return holes_.size(); }
+  // The earliest end of a hole's hold after `now` (none: no hole is held beyond it).
+  std::optional<common::TimePoint> NextHeld(common::TimePoint now) const;
 
  private:
   int wanted_;

@@ -48,8 +48,13 @@ void Scheduler::PinNodeRanks(const KnownNode* except) {
   }
 }
 
-bool Scheduler::TakeSpareFor(const KnownNode& gone) {
-  SparePool::Hole place{gone.join, gone.slot, Describe(gone), gone.domain};
+bool Scheduler::TakeSpareFor(const KnownNode& gone, bool lost) {
+  SparePool::Hole place{gone.join, gone.slot, Describe(gone), gone.domain, std::nullopt};
+  if (lost && options_.rejoin_window > common::Duration::zero() && generation_ > 0 &&
+      spare_pool_.For(gone.join.local_worker_num, gone.domain)) {
+    HoldPlace(std::move(place), gone);
+    return false;
+  }
   if (TakeSpare(place, &gone)) return true;
   if (generation_ > 0) spare_pool_.Leave(std::move(place));
   return false;
@@ -83,10 +88,37 @@ bool Scheduler::TakeSpare(const SparePool::Hole& place, const KnownNode* except)
   return true;
 }
 
+void Scheduler::HoldPlace(SparePool::Hole place, const KnownNode& gone) {
+  PinNodeRanks(&gone);  // everyone else keeps their node rank: the one left is the lost node's
+  place.held_until = clock_.Now() + options_.rejoin_window;
+  common::Logger("scheduler")
+      ->warn(
+          "holding the place of {} (node rank {}, ranks {}..{}) for {} s for a launcher to "
+          "come back (--rejoin_window); a spare takes it then",
+          place.who, place.slot.node_rank, place.slot.first_rank,
+          place.slot.first_rank + place.join.local_worker_num - 1,
+          common::SecondsOf(options_.rejoin_window));
+  spare_pool_.Leave(std::move(place));
+  if (!rejoin_timer_) ArmRejoin(options_.rejoin_window);
+}
+
+void Scheduler::ArmRejoin(common::Duration in) {
+  rejoin_timer_ = clock_.After(in, [this] {
+    rejoin_timer_.reset();
+    if (state_ == JobState::kFinished) return;
+    FillHoles();  // the holds that ended go to spares
+    // Lost while the next generation formed (its health round, its fence): it forms now.
+    if (state_ == JobState::kForming && MembershipComplete() && !AwaitHealth()) Form();
+    if (auto next = spare_pool_.NextHeld(clock_.Now())) ArmRejoin(*next - clock_.Now());
+  });
+}
+
 void Scheduler::FillHoles() {
   if (MembershipComplete()) spare_pool_.ClearHoles();  // a relaunched launcher took them
-  const bool filled =
-      spare_pool_.Fill([this](const SparePool::Hole& hole) { return TakeSpare(hole, nullptr); });
+  const bool filled = spare_pool_.Fill([this](const SparePool::Hole& hole) {
+    if (hole.held_until && *hole.held_until > clock_.Now()) return false;  // --rejoin_window
+    return TakeSpare(hole, nullptr);
+  });
   if (filled && state_ == JobState::kAwaitingReplacement && MembershipComplete()) Form();
 }
 

@@ -19,6 +19,8 @@
 //   --only-generation G  fail (--exit/--signal/--abort) only in generation G
 //   --wait-file PATH   after "ready", wait until PATH exists, then exit 0 (the test says when)
 //   --then-exit N      with --wait-file: rank 0 then exits N instead
+//   --say TEXT         print TEXT on stderr before acting (failing, as its last line)
+//   --say-to FILE      append --say's line to FILE instead (as a kernel would log it)
 
 #include <fcntl.h>
 #include <signal.h>
@@ -102,7 +104,8 @@ int main(int argc, char** argv) {
   long long run_ms = 0;
   bool affinity = false;
   std::string env_file;
-  std::string say;  // a line to print on stderr before acting
+  std::string say;     // a line to print on stderr before acting
+  std::string say_to;  // the file to append it to instead
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -142,6 +145,8 @@ int main(int argc, char** argv) {
       only_generation = std::atoi(next().c_str());
     else if (a == "--say")
       say = next();
+    else if (a == "--say-to")
+      say_to = next();
   }
   if (ignore_term) signal(SIGTERM, SIG_IGN);
   if (usr1) signal(SIGUSR1, OnUsr1);
@@ -188,7 +193,8 @@ int main(int argc, char** argv) {
   const bool acts =
       (fail_rank < 0 || fail_rank == rank) &&
       (only_generation < 0 || (generation != nullptr && std::atoi(generation) == only_generation));
-  if (acts && !say.empty()) std::fprintf(stderr, "%s\n", say.c_str());
+  if (acts && !say.empty() && say_to.empty()) std::fprintf(stderr, "%s\n", say.c_str());
+  if (acts && !say.empty() && !say_to.empty()) std::ofstream(say_to, std::ios::app) << say << "\n";
   if (acts && do_abort) abort();
   if (acts && sig > 0) {
     signal(sig, SIG_DFL);

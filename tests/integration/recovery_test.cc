@@ -76,6 +76,57 @@ TEST_F(RecoveryTest, ASpareTakesTheKilledNodesPlaceAndTheJobSucceeds) {
       << "a spare was there: nobody waits";
 }
 
+// --rejoin_window: the killed node's launcher, started again within the window, takes its own
+// place back (node rank 1) and the spare stays a spare.
+TEST_F(RecoveryTest, ALauncherBackWithinTheRejoinWindowKeepsItsPlaceAndTheSpareWaits) {
+  const std::vector<std::string> worker = {"--fail-rank", "99", "--only-generation", "1"};
+  const std::vector<std::string> opts = {"--spare_nodes",   "1",  "--max_restarts", "1",
+                                         "--rejoin_window", "120"};
+  auto master = Node(2, opts, worker);
+  ASSERT_TRUE(WaitForStderr(master, "waiting for", seconds(20))) << master.Stderr();
+  auto node = Node(2, opts, worker);
+  WaitReady(2);
+  auto spare = Node(2, opts, worker);
+  WaitSpare(spare);
+  kill(node.pid, SIGKILL);
+  RunToEnd(node);
+  ASSERT_TRUE(WaitForStderr(master, "waiting for a node to take its place", seconds(20)))
+      << master.Stderr();
+  EXPECT_NE(master.Stderr().find("(node rank 1, ranks 1..1) for 120 s for a launcher to come "
+                                 "back (--rejoin_window); a spare takes it then"),
+            std::string::npos)
+      << master.Stderr();
+  auto back = Node(2, opts, worker);  // the host's launcher, started again
+  EXPECT_EQ(RunToEnd(back).code, 0) << back.Stderr();
+  EXPECT_NE(back.Stderr().find("generation 2: all 1 local process(es) running (rank 1"),
+            std::string::npos)
+      << back.Stderr();
+  EXPECT_EQ(RunToEnd(master).code, 0) << master.Stderr();
+  EXPECT_EQ(RunToEnd(spare).code, 0) << spare.Stderr();
+  EXPECT_EQ(spare.Stderr().find("a spare no more"), std::string::npos) << spare.Stderr();
+}
+
+// Nobody comes back within the window: the spare takes the place when it ends.
+TEST_F(RecoveryTest, NoLauncherBackWithinTheRejoinWindowTheSpareTakesThePlace) {
+  const std::vector<std::string> worker = {"--fail-rank", "99", "--only-generation", "1"};
+  const std::vector<std::string> opts = {"--spare_nodes",   "1",  "--max_restarts", "1",
+                                         "--rejoin_window", "0.3"};
+  auto master = Node(2, opts, worker);
+  ASSERT_TRUE(WaitForStderr(master, "waiting for", seconds(20))) << master.Stderr();
+  auto node = Node(2, opts, worker);
+  WaitReady(2);
+  auto spare = Node(2, opts, worker);
+  WaitSpare(spare);
+  kill(node.pid, SIGKILL);
+  RunToEnd(node);
+  EXPECT_EQ(RunToEnd(master).code, 0) << master.Stderr();
+  EXPECT_EQ(RunToEnd(spare).code, 0) << spare.Stderr();
+  EXPECT_NE(master.Stderr().find("for 0.3 s for a launcher to come back"), std::string::npos)
+      << master.Stderr();
+  EXPECT_NE(spare.Stderr().find("a spare no more: this node takes node rank 1"), std::string::npos)
+      << spare.Stderr();
+}
+
 TEST_F(RecoveryTest, AFailingHealthCheckKeepsTheNodeOutAndTheSpareRuns) {
   const std::vector<std::string> opts = {"--spare_nodes", "1"};
   auto master = Node(2, opts, {});
@@ -148,6 +199,53 @@ TEST_F(RecoveryTest, AHardwareSignatureExcludesTheNodeAndTheSpareTakesItsPlaceFo
   EXPECT_NE(master.Stderr().find("(restart 0 of 0; 1 more not counted: the hardware's)"),
             std::string::npos)
       << master.Stderr();
+}
+
+// The kernel's log says the device failed (node/kernel_log.h; a text file standing for
+// /dev/kmsg, which a test must not write a fake device error to): the failure is the
+// hardware's although the rank's own output says nothing of it.
+TEST_F(RecoveryTest, AKernelReportedDeviceErrorExcludesTheNodeForFree) {
+  const std::string kernel_log = dir_.File("kern.log");
+  { std::ofstream(kernel_log) << "NVRM: Xid (PCI:0000:17:00): 79, an old one, before the job\n"; }
+  const std::string xid =
+      "NVRM: Xid (PCI:0000:3b:00): 48, pid=4242, name=python3, An uncorrectable double bit error "
+      "(DBE) has been detected on GPU in the framebuffer at partition 1, subpartition 0.";
+  const std::vector<std::string> opts = {"--spare_nodes",     "1",  "--max_restarts", "0",
+                                         "--restart_backoff", "0.1"};
+  auto master = Node(2, opts, {});
+  ASSERT_TRUE(WaitForStderr(master, "waiting for", seconds(20))) << master.Stderr();
+  std::vector<std::string> bad_opts = opts;
+  bad_opts.insert(bad_opts.end(), {"--kernel_log", kernel_log});
+  auto bad = Node(2, bad_opts, {"--say", xid, "--say-to", kernel_log, "--exit", "1"});
+  ASSERT_TRUE(WaitForStderr(bad, "local process(es) running", seconds(20))) << bad.Stderr();
+  auto spare = Node(2, opts, {});
+  EXPECT_EQ(RunToEnd(bad).code, 6) << bad.Stderr();
+  EXPECT_NE(bad.Stderr().find("its failure matched gangrun's hardware signature (exclude /NVRM: "
+                              "Xid \\(PCI:/) matched \"" +
+                              xid + "\""),
+            std::string::npos)
+      << bad.Stderr();
+  EXPECT_EQ(RunToEnd(master).code, 0) << master.Stderr();
+  EXPECT_EQ(RunToEnd(spare).code, 0) << spare.Stderr();
+  EXPECT_NE(master.Stderr().find("(restart 0 of 0; 1 more not counted: the hardware's)"),
+            std::string::npos)
+      << master.Stderr();
+  EXPECT_EQ(master.Stderr().find("an old one"), std::string::npos) << master.Stderr();
+}
+
+// What the kernel said is in the report under the root cause, whatever it was.
+TEST_F(RecoveryTest, TheReportShowsWhatTheKernelSaidSinceTheGenerationStarted) {
+  const std::string kernel_log = dir_.File("kern.log");
+  { std::ofstream(kernel_log) << "an old line\n"; }
+  auto job = Node(1, {"--kernel_log", kernel_log},
+                  {"--say", "nvme nvme0: I/O 123 QID 4 timeout, aborting", "--say-to", kernel_log,
+                   "--exit", "3"});
+  EXPECT_EQ(RunToEnd(job).code, 3) << job.Stderr();
+  EXPECT_NE(job.Stderr().find("since the generation started:\n    | nvme nvme0: I/O 123 QID 4 "
+                              "timeout, aborting\n"),
+            std::string::npos)
+      << job.Stderr();
+  EXPECT_EQ(job.Stderr().find("an old line"), std::string::npos) << job.Stderr();
 }
 
 // The node a generation failed on then fails its health check: the failure was its hardware's.

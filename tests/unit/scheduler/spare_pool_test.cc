@@ -57,5 +57,20 @@ TEST(SparePoolTest, ASpareOfThePlacesDomainIsChosenFirst) {
   EXPECT_EQ(pool.For(2, "rack1"), 3) << "as many workers matters more than the domain";
 }
 
+TEST(SparePoolTest, TheNextHoldToEndIsTheEarliestStillAhead) {
+  SparePool pool(1);
+  const common::TimePoint now{std::chrono::seconds(100)};
+  EXPECT_FALSE(pool.NextHeld(now).has_value()) << "no hole";
+  pool.Leave({{"a", "10.0.0.1", 0, 1}, {0, 0}, "a", "", std::nullopt});
+  EXPECT_FALSE(pool.NextHeld(now).has_value()) << "a hole nobody holds";
+  pool.Leave({{"b", "10.0.0.2", 1, 1}, {1, 1}, "b", "", now + std::chrono::seconds(15)});
+  pool.Leave({{"c", "10.0.0.3", 2, 1}, {2, 2}, "c", "", now + std::chrono::seconds(5)});
+  pool.Leave({{"d", "10.0.0.4", 3, 1}, {3, 3}, "d", "", now - std::chrono::seconds(1)});
+  EXPECT_EQ(pool.NextHeld(now), now + std::chrono::seconds(5));
+  EXPECT_EQ(pool.NextHeld(now + std::chrono::seconds(5)), now + std::chrono::seconds(15))
+      << "a hold that ends now is over";
+  EXPECT_FALSE(pool.NextHeld(now + std::chrono::seconds(15)).has_value());
+}
+
 }  // namespace
 }  // namespace gangrun::scheduler
