@@ -8,6 +8,7 @@
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "common/descendants.h"
 #include "common/env_names.h"
 #include "common/event_loop.h"
@@ -231,6 +232,9 @@ absl::StatusOr<node::Node::Options> JobRunner::NodeOptions() const {
   if (!options_.health_check.empty()) o.health_check = HealthCheckSpec();
   o.health_check_timeout = common::DurationOf(options_.health_check_timeout);
   o.kernel_log = options_.kernel_log;
+  std::vector<std::string> device_files =
+      absl::StrSplit(options_.device_files, ',', absl::SkipEmpty());
+  o.device_files = std::move(device_files);
   return o;
 }
 

@@ -86,6 +86,11 @@ std::vector<OptionRow> MakeRecoveryRows() {
           "/dev/kmsg, a text file the kernel's log is appended to, or '' (none; default "
           "/dev/kmsg)",
           String(&Options::kernel_log), /*travels=*/false),
+      Row("device_files",
+          "GLOB[,GLOB...]: this host's accelerator device files; a failed rank's report names "
+          "the processes outside the job that hold one open ('' = none; default "
+          "/dev/nvidia[0-9]*,/dev/davinci[0-9]*,/dev/accel/accel[0-9]*)",
+          String(&Options::device_files), /*travels=*/false),
       Row("exclude_after",
           "exclude a node that was the root cause of this many failed generations in a row "
           "(exit 6; default 0: never)" +

@@ -109,6 +109,8 @@ struct Options {
   std::string health_check;  // a shell command every node runs before it joins and each generation
   double health_check_timeout = 60;
   std::string kernel_log = "/dev/kmsg";  // read for a failed rank's device errors ('' = none)
+  // The accelerators' device files, comma-separated shell globs ('' = none).
+  std::string device_files = "/dev/nvidia[0-9]*,/dev/davinci[0-9]*,/dev/accel/accel[0-9]*";
   int exclude_after = 0;  // a node that caused this many failed generations in a row goes; 0 = off
   std::set<int> no_restart_exit_codes;  // a worker exit code that ends the job at once
   int max_no_progress_restarts = 0;     // failed generations in a row without progress; 0 = off

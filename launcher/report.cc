@@ -60,6 +60,10 @@ std::string FormatKind(const v1::JobOutcome& outcome) {
         out << "  the kernel's log on " << cause.host() << " since the generation started:\n";
         for (const auto& line : cause.kernel_log()) out << "    | " << line << "\n";
       }
+      if (cause.device_holders_size() > 0) {
+        out << "  outside this job, holding " << cause.host() << "'s devices:\n";
+        for (const auto& line : cause.device_holders()) out << "    | " << line << "\n";
+      }
       if (!outcome.message().empty()) out << "  " << outcome.message() << ".\n";
       break;
     }

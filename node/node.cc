@@ -278,6 +278,7 @@ void Node::OnStart(uint64_t generation, const v1::StartGeneration& start) {
   resume_.Clear();
   resume_.set_generation(generation);
   kernel_log_.Mark();
+  device_holders_.reset();
   *resume_.mutable_start() = start;
   auto plan = planner_(start.assignment(), generation, start.restart_count());
   if (!plan.ok()) {
@@ -358,6 +359,11 @@ void Node::OnProcessExited(const ProcessSpec& spec, pid_t pid, common::ExitStatu
       if (auto error = ReadWorkerError(spec.error_file)) *exited->mutable_error() = *error;
     }
     for (auto& line : kernel_log_.Since()) exited->add_kernel_log(std::move(line));
+    if (!device_holders_) {
+      device_holders_ = DeviceHolders(DeviceFiles(options_.device_files),
+                                      processes_ ? processes_->groups() : std::set<pid_t>{});
+    }
+    for (const auto& line : *device_holders_) exited->add_device_holders(line);
   }
   CheckLogSpace();
   exited->set_log_lost(log_space_lost_);

@@ -23,6 +23,7 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "gangrun/v1/session.pb.h"
+#include "node/device_holders.h"
 #include "node/kernel_log.h"
 #include "node/process_manager.h"
 #include "node/supervisor.h"
@@ -81,6 +82,10 @@ class Node : private Supervisor::Owner {
     // The kernel's log (node/kernel_log.h): /dev/kmsg, a text file, or "" = none. Each failed
     // rank's report carries what it said since the generation started.
     std::string kernel_log = "/dev/kmsg";
+    // The accelerators' device files (shell globs; node/device_holders.h): a failed rank's
+    // report names the processes outside the job that hold one.
+    std::vector<std::string> device_files = {"/dev/nvidia[0-9]*", "/dev/davinci[0-9]*",
+                                             "/dev/accel/accel[0-9]*"};
     // This launcher hosts the scheduler: excluded from the job, it runs no more workers but
     // stays until the job ends (its scheduler serves the others).
     bool hosts_scheduler = false;
@@ -178,6 +183,8 @@ class Node : private Supervisor::Owner {
   std::string log_space_lost_;              // why log output may be lost ("" while there is space)
   std::map<int, std::string> log_of_rank_;  // this generation's ranks' logs (gangrun logs)
   KernelLog kernel_log_;                    // marked as each generation starts
+  // This generation's holders of the devices outside the job, found at its first failure.
+  std::optional<std::vector<std::string>> device_holders_;
   Supervisor supervisor_;          // last but the strand: gone first, while the node is whole
   common::ThreadAffinity strand_;  // the io_context's thread: every entry point checks it
 };

@@ -54,6 +54,8 @@ class ProcessManager {
   // The processes spawned and not yet reaped, by pid.
   const std::map<pid_t, ProcessSpec>& running() const { return running_; }
   size_t live() const { return pending_ + running_.size(); }
+  // Every process group it created (each process leads its own), ended ones included.
+  const std::set<pid_t>& groups() const { return groups_; }
 
  private:
   void Request(ProcessSpec spec);  // one spawn request, already counted in pending_

@@ -191,6 +191,7 @@ void Scheduler::OnWorkerExited(KnownNode& node, const v1::WorkerExited& exited) 
     reason.root_cause.set_log_path(exited.log_path());
     *reason.root_cause.mutable_log_tail() = exited.log_tail();
     *reason.root_cause.mutable_kernel_log() = exited.kernel_log();
+    *reason.root_cause.mutable_device_holders() = exited.device_holders();
     if (exited.has_error()) *reason.root_cause.mutable_error() = exited.error();
     reason.message = (exited.rank() >= 0 ? "rank " + std::to_string(exited.rank())
                                          : std::string("the MindSpore scheduler process")) +

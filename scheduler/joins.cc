@@ -158,6 +158,7 @@ bool Scheduler::CheckEvent(const KnownNode& node, const v1::NodeEvent& event) co
     const auto& exited = event.worker_exited();
     if (exited.log_tail_size() > kMaxLogTailLines) problem = "an oversized log tail";
     if (exited.kernel_log_size() > kMaxLogTailLines) problem = "an oversized kernel log";
+    if (exited.device_holders_size() > kMaxLogTailLines) problem = "too many device holders";
     if (exited.error().traceback_size() > kMaxLogTailLines ||
         exited.error().message().size() > kMaxReasonBytes * 4) {
       problem = "an oversized error";

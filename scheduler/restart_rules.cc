@@ -128,6 +128,7 @@ std::vector<std::string> FailureText(const v1::RootCause& cause) {
   for (const auto& frame : cause.error().traceback()) text.push_back(frame);
   for (const auto& line : cause.log_tail()) text.push_back(line);
   for (const auto& line : cause.kernel_log()) text.push_back(line);
+  for (const auto& line : cause.device_holders()) text.push_back(line);
   return text;
 }
 

@@ -76,7 +76,8 @@ class RestartRules {
 
 // The lines a rule is matched against: how the rank ended ("exited with code 3", "killed by
 // signal 7 (SIGBUS)"), its recorded exception's message and traceback, its log's last lines, and
-// what its host's kernel logged since the generation started (node/kernel_log.h).
+// what its host's kernel logged since the generation started (node/kernel_log.h), and the
+// processes outside the job holding its host's devices (node/device_holders.h).
 std::vector<std::string> FailureText(const v1::RootCause& cause);
 
 }  // namespace gangrun::scheduler

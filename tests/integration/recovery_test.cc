@@ -2,6 +2,10 @@
 // place, a failing health check keeps a node out, a node that keeps failing is excluded,
 // exit codes that must not be retried, job-wide signals and the time limit.
 
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <fstream>
 #include <regex>
@@ -246,6 +250,43 @@ TEST_F(RecoveryTest, TheReportShowsWhatTheKernelSaidSinceTheGenerationStarted) {
             std::string::npos)
       << job.Stderr();
   EXPECT_EQ(job.Stderr().find("an old line"), std::string::npos) << job.Stderr();
+}
+
+// A process outside the job holds the host's "device" (a file standing for /dev/nvidia0): the
+// failed rank's report names it, and a site's rule can act on it.
+TEST_F(RecoveryTest, TheReportNamesAProcessOutsideTheJobHoldingTheDevice) {
+  const std::string device = dir_.File("nvidia0");
+  { std::ofstream(device) << ""; }
+  const std::string rules = dir_.File("rules.txt");
+  { std::ofstream(rules) << "stop holds .*/nvidia0$\n"; }
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t holder = fork();
+  if (holder == 0) {
+    setpgid(0, 0);
+    const int fd = open(device.c_str(), O_RDONLY);
+    (void)!write(ready[1], fd >= 0 ? "y" : "n", 1);
+    for (;;) pause();
+  }
+  close(ready[1]);
+  char c = 0;
+  (void)!read(ready[0], &c, 1);
+  close(ready[0]);
+  ASSERT_EQ(c, 'y');
+  auto job = Node(1,
+                  {"--device_files", dir_.File("nvidia[0-9]*"), "--max_restarts", "3",
+                   "--restart_rules", rules},
+                  {"--exit", "3"});
+  const auto end = RunToEnd(job);
+  kill(holder, SIGKILL);
+  waitpid(holder, nullptr, 0);
+  EXPECT_EQ(end.code, 3) << job.Stderr();
+  EXPECT_NE(job.Stderr().find("'s devices:\n    | pid " + std::to_string(holder) + " ("),
+            std::string::npos)
+      << job.Stderr();
+  EXPECT_NE(job.Stderr().find("holds " + device + "\n"), std::string::npos) << job.Stderr();
+  EXPECT_NE(job.Stderr().find("not restarted: the failure matched rule 1 of"), std::string::npos)
+      << job.Stderr();
 }
 
 // The node a generation failed on then fails its health check: the failure was its hardware's.

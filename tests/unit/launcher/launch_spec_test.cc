@@ -54,6 +54,7 @@ const std::map<std::string, std::string>& Samples() {
       {"topology_domain", "rack7"},
       {"health_check_timeout", "12.5"},
       {"kernel_log", "/var/log/kern.log"},
+      {"device_files", "/dev/dri/renderD*"},
       {"exclude_after", "2"},
       {"no_restart_exit_codes", "3,93"},
       {"max_no_progress_restarts", "4"},
