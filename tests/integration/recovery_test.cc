@@ -2,7 +2,6 @@
 // place, a failing health check keeps a node out, a node that keeps failing is excluded,
 // exit codes that must not be retried, job-wide signals and the time limit.
 
-#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,6 +36,22 @@ class RecoveryTest : public LauncherTest {
   }
   static bool Joined(const Launched& l) {
     return l.Stderr().find("joining the scheduler") != std::string::npos;
+  }
+  // Generation 1 hangs (bystanders of a rank that never fails); generation 2 exits 0.
+  static inline const std::vector<std::string> kHangsOnce = {"--fail-rank", "99",
+                                                             "--only-generation", "1"};
+  // A two-node job of kHangsOnce workers and a spare, all with `opts`; node rank 1's launcher
+  // is killed once the spare waits. The master and the spare.
+  std::pair<Launched, Launched> KillANodeOfAJobWithASpare(const std::vector<std::string>& opts) {
+    auto master = Node(2, opts, kHangsOnce);
+    EXPECT_TRUE(WaitForStderr(master, "waiting for", seconds(20))) << master.Stderr();
+    auto node = Node(2, opts, kHangsOnce);
+    WaitReady(2);
+    auto spare = Node(2, opts, kHangsOnce);
+    WaitSpare(spare);
+    kill(node.pid, SIGKILL);
+    RunToEnd(node);
+    return {master, spare};
   }
   // Waits until `spare` has been told it waits as a spare.
   static void WaitSpare(const Launched& spare) {
@@ -83,24 +98,16 @@ TEST_F(RecoveryTest, ASpareTakesTheKilledNodesPlaceAndTheJobSucceeds) {
 // --rejoin_window: the killed node's launcher, started again within the window, takes its own
 // place back (node rank 1) and the spare stays a spare.
 TEST_F(RecoveryTest, ALauncherBackWithinTheRejoinWindowKeepsItsPlaceAndTheSpareWaits) {
-  const std::vector<std::string> worker = {"--fail-rank", "99", "--only-generation", "1"};
   const std::vector<std::string> opts = {"--spare_nodes",   "1",  "--max_restarts", "1",
                                          "--rejoin_window", "120"};
-  auto master = Node(2, opts, worker);
-  ASSERT_TRUE(WaitForStderr(master, "waiting for", seconds(20))) << master.Stderr();
-  auto node = Node(2, opts, worker);
-  WaitReady(2);
-  auto spare = Node(2, opts, worker);
-  WaitSpare(spare);
-  kill(node.pid, SIGKILL);
-  RunToEnd(node);
+  auto [master, spare] = KillANodeOfAJobWithASpare(opts);
   ASSERT_TRUE(WaitForStderr(master, "waiting for a node to take its place", seconds(20)))
       << master.Stderr();
   EXPECT_NE(master.Stderr().find("(node rank 1, ranks 1..1) for 120 s for a launcher to come "
                                  "back (--rejoin_window); a spare takes it then"),
             std::string::npos)
       << master.Stderr();
-  auto back = Node(2, opts, worker);  // the host's launcher, started again
+  auto back = Node(2, opts, kHangsOnce);  // the host's launcher, started again
   EXPECT_EQ(RunToEnd(back).code, 0) << back.Stderr();
   EXPECT_NE(back.Stderr().find("generation 2: all 1 local process(es) running (rank 1"),
             std::string::npos)
@@ -112,17 +119,9 @@ TEST_F(RecoveryTest, ALauncherBackWithinTheRejoinWindowKeepsItsPlaceAndTheSpareW
 
 // Nobody comes back within the window: the spare takes the place when it ends.
 TEST_F(RecoveryTest, NoLauncherBackWithinTheRejoinWindowTheSpareTakesThePlace) {
-  const std::vector<std::string> worker = {"--fail-rank", "99", "--only-generation", "1"};
   const std::vector<std::string> opts = {"--spare_nodes",   "1",  "--max_restarts", "1",
                                          "--rejoin_window", "0.3"};
-  auto master = Node(2, opts, worker);
-  ASSERT_TRUE(WaitForStderr(master, "waiting for", seconds(20))) << master.Stderr();
-  auto node = Node(2, opts, worker);
-  WaitReady(2);
-  auto spare = Node(2, opts, worker);
-  WaitSpare(spare);
-  kill(node.pid, SIGKILL);
-  RunToEnd(node);
+  auto [master, spare] = KillANodeOfAJobWithASpare(opts);
   EXPECT_EQ(RunToEnd(master).code, 0) << master.Stderr();
   EXPECT_EQ(RunToEnd(spare).code, 0) << spare.Stderr();
   EXPECT_NE(master.Stderr().find("for 0.3 s for a launcher to come back"), std::string::npos)
@@ -259,20 +258,8 @@ TEST_F(RecoveryTest, TheReportNamesAProcessOutsideTheJobHoldingTheDevice) {
   { std::ofstream(device) << ""; }
   const std::string rules = dir_.File("rules.txt");
   { std::ofstream(rules) << "stop holds .*/nvidia0$\n"; }
-  int ready[2];
-  ASSERT_EQ(pipe(ready), 0);
-  const pid_t holder = fork();
-  if (holder == 0) {
-    setpgid(0, 0);
-    const int fd = open(device.c_str(), O_RDONLY);
-    (void)!write(ready[1], fd >= 0 ? "y" : "n", 1);
-    for (;;) pause();
-  }
-  close(ready[1]);
-  char c = 0;
-  (void)!read(ready[0], &c, 1);
-  close(ready[0]);
-  ASSERT_EQ(c, 'y');
+  const pid_t holder = HoldFileOpen(device);
+  ASSERT_GT(holder, 0);
   auto job = Node(1,
                   {"--device_files", dir_.File("nvidia[0-9]*"), "--max_restarts", "3",
                    "--restart_rules", rules},

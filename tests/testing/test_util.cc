@@ -214,6 +214,27 @@ bool WaitReaped(pid_t pid, milliseconds timeout) {
 
 bool IsAlive(pid_t pid) { return !WaitGone(pid, milliseconds(0)); }
 
+pid_t HoldFileOpen(const std::string& path) {
+  int ready[2];
+  if (pipe(ready) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    setpgid(0, 0);
+    const int fd = open(path.c_str(), O_RDONLY);
+    (void)!write(ready[1], fd >= 0 ? "y" : "n", 1);
+    for (;;) pause();
+  }
+  close(ready[1]);
+  char c = 0;
+  (void)!read(ready[0], &c, 1);
+  close(ready[0]);
+  if (c == 'y') return pid;
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1;
+}
+
 std::vector<pid_t> ReapChildren(milliseconds timeout) {
   std::vector<pid_t> alive;
   for (pid_t child : common::ListChildren()) {

@@ -74,6 +74,9 @@ bool WaitGone(pid_t pid, milliseconds timeout);
 // reports POLLHUP then (Linux >= 6.9; older kernels wait out `timeout` and then look at /proc).
 bool WaitReaped(pid_t pid, milliseconds timeout);
 bool IsAlive(pid_t pid);
+// A child in its own process group that holds `path` open until killed (then reap it with
+// WaitReaped): its pid, once the file is open; -1 if it could not open it.
+pid_t HoldFileOpen(const std::string& path);
 
 // Reaps zombies among our children; kills and reaps live ones after `timeout`. Returns the
 // pids that were still alive (a test failure: something outlived the launcher).

@@ -3,7 +3,6 @@
 
 #include "node/device_holders.h"
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -16,25 +15,7 @@
 namespace gangrun::node {
 namespace {
 
-// A child in its own process group that holds `path` open until killed; its pid.
-pid_t HoldOpen(const std::string& path) {
-  int ready[2];
-  if (pipe(ready) != 0) return -1;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    const int fd = open(path.c_str(), O_RDONLY);
-    (void)!write(ready[1], fd >= 0 ? "y" : "n", 1);
-    for (;;) pause();
-  }
-  close(ready[1]);
-  char c = 0;
-  (void)!read(ready[0], &c, 1);
-  close(ready[0]);
-  return c == 'y' ? pid : -1;
-}
-
-void Reap(pid_t pid) {
+void ReapHolder(pid_t pid) {
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
 }
@@ -46,13 +27,13 @@ TEST(DeviceHoldersTest, AProcessOutsideTheJobHoldingADeviceIsNamed) {
   std::ofstream(dir.File("other")) << "";
   ASSERT_EQ(DeviceFiles({dir.File("nvidia[0-9]*"), dir.File("davinci[0-9]*")}),
             std::vector<std::string>{device});
-  const pid_t holder = HoldOpen(device);
+  const pid_t holder = testing::HoldFileOpen(device);
   ASSERT_GT(holder, 0);
-  const pid_t bystander = HoldOpen(dir.File("other"));
+  const pid_t bystander = testing::HoldFileOpen(dir.File("other"));
   ASSERT_GT(bystander, 0);
   const std::vector<std::string> holders = DeviceHolders({device}, {});
-  Reap(holder);
-  Reap(bystander);
+  ReapHolder(holder);
+  ReapHolder(bystander);
   ASSERT_EQ(holders.size(), 1u);
   EXPECT_EQ(holders[0].rfind("pid " + std::to_string(holder) + " (", 0), 0u) << holders[0];
   EXPECT_NE(holders[0].find(", uid " + std::to_string(getuid()) + ") holds " + device),
@@ -64,13 +45,13 @@ TEST(DeviceHoldersTest, TheJobsOwnGroupsAndAbsentDevicesNameNobody) {
   testing::TempDir dir;
   const std::string device = dir.File("nvidia0");
   std::ofstream(device) << "";
-  const pid_t worker = HoldOpen(device);
+  const pid_t worker = testing::HoldFileOpen(device);
   ASSERT_GT(worker, 0);
   EXPECT_TRUE(DeviceHolders({device}, {worker}).empty()) << "its group is the job's";
   EXPECT_TRUE(DeviceHolders({dir.File("nvidia9")}, {}).empty()) << "no such device";
   EXPECT_TRUE(DeviceHolders({}, {}).empty());
   EXPECT_TRUE(DeviceFiles({dir.File("davinci[0-9]*")}).empty());
-  Reap(worker);
+  ReapHolder(worker);
 }
 
 }  // namespace
