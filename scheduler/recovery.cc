@@ -33,6 +33,14 @@ void Scheduler::WaitForReplacement() {
 }
 
 void Scheduler::OnFormationTimeout() {
+  if (state_ == JobState::kAwaitingReplacement && rejoin_timer_) {
+    // No launcher came back within --cluster_time_out: the places held for one go to the
+    // spares now, before the hold's end.
+    common::Logger("scheduler")->warn("--cluster_time_out passed: the spares take the held places");
+    rejoin_timer_.reset();
+    FillHoles(/*end_holds=*/true);
+    if (state_ != JobState::kAwaitingReplacement) return;
+  }
   if (state_ == JobState::kAwaitingReplacement) {
     v1::JobOutcome outcome;
     outcome.set_kind(v1::JobOutcome::KIND_NODE_LOST);

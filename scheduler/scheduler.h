@@ -225,8 +225,9 @@ class Scheduler : private NodeDirectory, public LogsSource {
   void ArmRejoin(common::Duration in);
   std::unique_ptr<common::Timer> rejoin_timer_;  // the earliest hold's end
   bool TakeSpare(const SparePool::Hole& place, const KnownNode* except);
-  // A spare that came after a place was left empty takes it (and, forming, the job forms).
-  void FillHoles();
+  // A spare that came after a place was left empty takes it (and, forming, the job forms);
+  // `end_holds`: the places held for a launcher too (the wait for nodes is over).
+  void FillHoles(bool end_holds = false);
   // Every member keeps the node rank it has (a spare's promotion must not move anyone).
   void PinNodeRanks(const KnownNode* except);
   // Takes the node out of the job (it is told why; its launcher exits 6). True if that left a

@@ -93,10 +93,9 @@ void Scheduler::HoldPlace(SparePool::Hole place, const KnownNode& gone) {
   place.held_until = clock_.Now() + options_.rejoin_window;
   common::Logger("scheduler")
       ->warn(
-          "holding the place of {} (node rank {}, ranks {}..{}) for {} s for a launcher to "
-          "come back (--rejoin_window); a spare takes it then",
-          place.who, place.slot.node_rank, place.slot.first_rank,
-          place.slot.first_rank + place.join.local_worker_num - 1,
+          "holding the place of {} (ranks {}..{}) for {} s for a launcher to come back "
+          "(--rejoin_window); a spare takes it then",
+          place.who, place.slot.first_rank, place.slot.first_rank + place.join.local_worker_num - 1,
           common::SecondsOf(options_.rejoin_window));
   spare_pool_.Leave(std::move(place));
   if (!rejoin_timer_) ArmRejoin(options_.rejoin_window);
@@ -113,10 +112,12 @@ void Scheduler::ArmRejoin(common::Duration in) {
   });
 }
 
-void Scheduler::FillHoles() {
+void Scheduler::FillHoles(bool end_holds) {
   if (MembershipComplete()) spare_pool_.ClearHoles();  // a relaunched launcher took them
-  const bool filled = spare_pool_.Fill([this](const SparePool::Hole& hole) {
-    if (hole.held_until && *hole.held_until > clock_.Now()) return false;  // --rejoin_window
+  const bool filled = spare_pool_.Fill([this, end_holds](const SparePool::Hole& hole) {
+    if (!end_holds && hole.held_until && *hole.held_until > clock_.Now()) {
+      return false;  // --rejoin_window
+    }
     return TakeSpare(hole, nullptr);
   });
   if (filled && state_ == JobState::kAwaitingReplacement && MembershipComplete()) Form();

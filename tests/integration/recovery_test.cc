@@ -103,7 +103,7 @@ TEST_F(RecoveryTest, ALauncherBackWithinTheRejoinWindowKeepsItsPlaceAndTheSpareW
   auto [master, spare] = KillANodeOfAJobWithASpare(opts);
   ASSERT_TRUE(WaitForStderr(master, "waiting for a node to take its place", seconds(20)))
       << master.Stderr();
-  EXPECT_NE(master.Stderr().find("(node rank 1, ranks 1..1) for 120 s for a launcher to come "
+  EXPECT_NE(master.Stderr().find("(ranks 1..1) for 120 s for a launcher to come "
                                  "back (--rejoin_window); a spare takes it then"),
             std::string::npos)
       << master.Stderr();

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 
 #include "scheduler/recovery_policy.h"
@@ -120,6 +121,60 @@ TEST_F(RecoveryTest, ALostNodesPlaceGoesToASpareAtOnce) {
   EXPECT_EQ(RankOf(link(0)), 1 - b_rank) << "the survivor keeps its rank";
   EXPECT_EQ(scheduler->Status().spare_nodes(), 0);
   EndGeneration({a, c}, {0, 2}, 0);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_SUCCEEDED);
+}
+
+// --rejoin_window: the lost node's place waits for a launcher to come back; when the window
+// ends (or, sooner, --cluster_time_out: 10 s here), the spare takes it.
+TEST_F(RecoveryTest, AHeldPlaceGoesToTheSpareWhenTheRejoinWindowEnds) {
+  for (const int window : {8, 60}) {
+    SCOPED_TRACE("--rejoin_window " + std::to_string(window));
+    scheduler.reset();  // before the links it holds
+    links.clear();
+    outcome.reset();
+    options.rejoin_window = seconds(window);
+    Make(2, /*max_restarts=*/1, /*spares=*/1);
+    int a = Join("a");
+    int b = Join("b");
+    int c = Join("c");  // spare
+    const int b_rank = RankOf(link(1));
+    scheduler->OnNodeDisconnected(b);
+    Send(a, testing::ExitedEvent(0, RankOf(link(0)), 143, /*stopped=*/true));
+    Send(a, testing::EndedEvent(0));
+    EXPECT_EQ(scheduler->state(), JobState::kAwaitingReplacement);
+    const int held = std::min(window, 10);
+    Pass(held - 1, {a, c});
+    EXPECT_EQ(scheduler->generation(), 1u) << "the place is held";
+    EXPECT_EQ(StateOf("c"), v1::NODE_STATE_SPARE);
+    Pass(1, {a, c});
+    EXPECT_EQ(scheduler->generation(), 2u);
+    EXPECT_EQ(RankOf(link(2)), b_rank) << "the spare took it";
+    EndGeneration({a, c}, {0, 2}, 0);
+    ASSERT_TRUE(outcome.has_value());
+    EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_SUCCEEDED);
+  }
+}
+
+TEST_F(RecoveryTest, ALauncherBackWithinTheRejoinWindowTakesItsPlaceAndTheSpareWaits) {
+  options.rejoin_window = seconds(15);
+  Make(2, /*max_restarts=*/1, /*spares=*/1);
+  int a = Join("a");
+  int b = Join("b");
+  int c = Join("c");  // spare
+  const int b_rank = RankOf(link(1));
+  scheduler->OnNodeDisconnected(b);
+  Send(a, testing::ExitedEvent(0, RankOf(link(0)), 143, /*stopped=*/true));
+  Send(a, testing::EndedEvent(0));
+  Pass(5, {a, c});
+  int back = Join("b");  // its launcher, started again
+  EXPECT_EQ(scheduler->generation(), 2u);
+  EXPECT_EQ(RankOf(link(3)), b_rank);
+  EXPECT_EQ(RankOf(link(0)), 1 - b_rank);
+  Pass(20, {a, c, back});  // past the window: nothing moves
+  EXPECT_EQ(StateOf("c"), v1::NODE_STATE_SPARE);
+  EXPECT_EQ(Count(link(2), v1::NodeCommand::kStart), 0);
+  EndGeneration({a, back}, {0, 3}, 0);
   ASSERT_TRUE(outcome.has_value());
   EXPECT_EQ(outcome->kind(), v1::JobOutcome::KIND_SUCCEEDED);
 }
