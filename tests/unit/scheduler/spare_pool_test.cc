@@ -30,8 +30,8 @@ TEST(SparePoolTest, TheFirstSpareWithAsManyWorkersTakesThePlace) {
 
 TEST(SparePoolTest, AHoleWaitsForASpareThatFitsOldestFirst) {
   SparePool pool(3);
-  pool.Leave({{"a", "10.0.0.1", 0, 2}, {0, 0}, "a", ""});
-  pool.Leave({{"b", "10.0.0.2", 1, 4}, {1, 2}, "b", ""});
+  pool.Leave({{"a", "10.0.0.1", 0, 2}, {0, 0}, "a", "", std::nullopt});
+  pool.Leave({{"b", "10.0.0.2", 1, 4}, {1, 2}, "b", "", std::nullopt});
   EXPECT_EQ(pool.holes(), 2u);
   std::vector<std::string> offered;
   auto take_four = [&](const SparePool::Hole& hole) {
