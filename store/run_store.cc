@@ -207,12 +207,15 @@ std::string LeaseKeeper::Unreachable() const {
 
 void LeaseKeeper::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
-  std::optional<steady_clock::time_point> unreachable_since;
+  // Since when the store has not answered (the epoch: it answered last time; steady_clock
+  // counts from boot, so no failure is ever at the epoch).
+  steady_clock::time_point unreachable_since{};
   while (!stop_) {
+    const bool unreachable = unreachable_since != steady_clock::time_point{};
     // A TTL / 3 after an answer; after a failure (a member gone, the channel moving to the
     // next one) again soon, so that a slow failover still renews the lease within its TTL.
     const common::Duration wait =
-        unreachable_since ? std::min<common::Duration>(ttl_ / 3, kKeepAliveRetry) : ttl_ / 3;
+        unreachable ? std::min<common::Duration>(ttl_ / 3, kKeepAliveRetry) : ttl_ / 3;
     wake_.wait_for(lock, wait, [this] { return stop_; });
     if (stop_) break;
     lock.unlock();
@@ -223,7 +226,7 @@ void LeaseKeeper::Loop() {
       // etcd renewed it for *ttl seconds from when it got the request, after we sent it.
       valid_until_ns_ = sent_ns + static_cast<int64_t>(*ttl) * 1000000000LL;
       unreachable_.clear();
-      unreachable_since.reset();
+      unreachable_since = {};
       continue;
     }
     if (ttl.ok()) {
@@ -232,9 +235,9 @@ void LeaseKeeper::Loop() {
       on_lost_("the store says the lease " + std::to_string(lease_) + " has expired");
       return;
     }
-    if (!unreachable_since) unreachable_since = steady_clock::now();
+    if (unreachable_since == steady_clock::time_point{}) unreachable_since = steady_clock::now();
     const auto seconds =
-        std::chrono::duration_cast<std::chrono::seconds>(steady_clock::now() - *unreachable_since);
+        std::chrono::duration_cast<std::chrono::seconds>(steady_clock::now() - unreachable_since);
     unreachable_ =
         std::string(ttl.status().message()) + " (for " + std::to_string(seconds.count()) + " s)";
   }
