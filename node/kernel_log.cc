@@ -19,12 +19,13 @@ KernelLog::~KernelLog() {
 void KernelLog::Mark() {
   lines_.clear();
   partial_.clear();
-  if (fd_ >= 0) {
-    // Already open: whatever came since the last mark is skipped.
-    lseek(fd_, 0, SEEK_END);
-    return;
-  }
-  if (path_.empty()) return;
+  Open();
+  // /dev/kmsg: SEEK_END goes past the records the kernel holds; a file: to its end.
+  if (fd_ >= 0) lseek(fd_, 0, SEEK_END);
+}
+
+void KernelLog::Open() {
+  if (fd_ >= 0 || path_.empty()) return;
   fd_ = open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd_ < 0) {
     if (!warned_) {
@@ -38,8 +39,6 @@ void KernelLog::Mark() {
   }
   struct stat st {};
   kmsg_ = fstat(fd_, &st) == 0 && S_ISCHR(st.st_mode);
-  // /dev/kmsg: SEEK_END goes past the records the kernel holds; a file: to its end.
-  lseek(fd_, 0, SEEK_END);
 }
 
 std::vector<std::string> KernelLog::Since() {

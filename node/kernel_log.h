@@ -31,6 +31,9 @@ class KernelLog {
   KernelLog(const KernelLog&) = delete;
   KernelLog& operator=(const KernelLog&) = delete;
 
+  // Opens the log, if it is not open yet (Mark does too): a node opens it while it waits for
+  // its first generation, off the launch's path.
+  void Open();
   // From now on: what the log held before is not this generation's.
   void Mark();
   // The lines logged since the mark (the last kMaxLines of them), oldest first.

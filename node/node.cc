@@ -72,6 +72,7 @@ void Node::SendJoin() {
   if (generation_ > 0) *join->mutable_resume() = resume_;
   Send(std::move(event));
   SendHeartbeat();
+  kernel_log_.Open();  // while the scheduler answers
   if (options_.formation_timeout >= common::Duration::zero()) {
     formation_timer_ = clock_.After(options_.formation_timeout, [this] {
       if (generation_ == 0) OnLinkLost("no answer from the scheduler in time", false);
