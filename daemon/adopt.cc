@@ -25,6 +25,12 @@ constexpr size_t kMaxEndedKept = 1000;
 constexpr std::chrono::seconds kComeBackTime{30};
 }  // namespace
 
+nlohmann::json ProgressOf(const nlohmann::json& record) {
+  return {{"generation", record.value("generation", 0)},
+          {"restarts_used", record.value("restarts_used", 0)},
+          {"restarts_forgiven", record.value("restarts_forgiven", 0)}};
+}
+
 absl::Status Daemon::Standby() const {
   if (active_) return absl::OkStatus();
   const std::string active = options_.store->active_address();
@@ -46,11 +52,9 @@ void Daemon::SaveJob(const Job& job, const v1::FinishedJob* ended) {
                                                       : "pending"},
                            {"placement", std::move(placed)},
                            {"spares", job.spares},
-                           {"generation", job.progress.value("generation", 0)},
-                           {"restarts_used", job.progress.value("restarts_used", 0)},
-                           {"restarts_forgiven", job.progress.value("restarts_forgiven", 0)},
                            {"submitted_unix", job.submitted_unix},
                            {"world_size", job.config.world_size}};
+  record.update(ProgressOf(job.progress));
   if (job.progress.contains("verdicts")) record["verdicts"] = job.progress["verdicts"];
   if (ended != nullptr) {  // what EndJob kept of it, as FinishedFromRecord reads it back
     record["outcome"] = scheduler::RecordedOutcome(ended->outcome());
@@ -136,9 +140,7 @@ void Daemon::AdoptJob(const nlohmann::json& record) {
   job->config.scheduler.run_id = id;
   job->config.scheduler.personality = "gangrun";
   job->adopted = true;
-  job->progress = {{"generation", record.value("generation", 0)},
-                   {"restarts_used", record.value("restarts_used", 0)},
-                   {"restarts_forgiven", record.value("restarts_forgiven", 0)}};
+  job->progress = ProgressOf(record);
   job->submitted_unix = record.value("submitted_unix", 0.0);
   Job& adopted = *job;
   jobs_[id] = std::move(job);

@@ -48,6 +48,10 @@ using scheduler::SchedulerServer;
 using scheduler::StopSignal;
 using scheduler::Telemetry;
 
+// A job's progress as its record in the store says it (the scheduler's record, or the daemon's
+// own): its generation and its restarts used and forgiven, 0 when missing (Job::progress).
+nlohmann::json ProgressOf(const nlohmann::json& record);
+
 class Daemon {
  public:
   using AgentStream = rpc::ServerStream<v1::AgentEvent, v1::AgentCommand>;
@@ -156,7 +160,7 @@ class Daemon {
     // With a store (daemon/adopt.cc): where it runs by agent name, its last generation, and,
     // adopted from another daemon, the agents not back yet and the wait for its submitter.
     std::vector<std::pair<std::string, int>> placed_on;
-    nlohmann::json progress = nlohmann::json::object();  // generation, restarts used
+    nlohmann::json progress = nlohmann::json::object();  // ProgressOf, and its verdicts
     bool adopted = false;
     std::map<std::string, int> agents_away;  // agent name -> workers
     std::unique_ptr<common::Timer> adoption_timer;

@@ -202,9 +202,7 @@ absl::Status Daemon::StartScheduler(Job& job) {
     job.scheduler->SetOnRecord([this, id = job.id](nlohmann::json record) {
       Job* recorded = FindJob(id);
       if (recorded == nullptr) return;
-      recorded->progress = {{"generation", record.value("generation", 0)},
-                            {"restarts_used", record.value("restarts_used", 0)},
-                            {"restarts_forgiven", record.value("restarts_forgiven", 0)}};
+      recorded->progress = ProgressOf(record);
       // Each failed generation's verdict (scheduler/recovery_policy.h), in the store's record.
       if (record.contains("verdicts")) recorded->progress["verdicts"] = record["verdicts"];
       SaveJob(*recorded);

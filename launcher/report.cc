@@ -18,6 +18,39 @@ std::string Warnings(const v1::JobOutcome& outcome) {
   return out;
 }
 
+// `heading`, then each of `lines` quoted ("    | LINE"); nothing without lines.
+void Quote(std::ostream& out, const std::string& heading,
+           const google::protobuf::RepeatedPtrField<std::string>& lines) {
+  if (lines.empty()) return;
+  out << heading;
+  for (const auto& line : lines) out << "    | " << line << "\n";
+}
+
+// Which rank failed where and how, and its evidence: its recorded exception, its log's last
+// lines, its host's kernel log, the processes outside the job holding its host's devices.
+std::string RootCause(const v1::RootCause& cause) {
+  std::ostringstream out;
+  const common::ExitStatus exit = proto::FromProto(cause.exit());
+  out << "gangrun: job failed. Root cause: "
+      << (cause.rank() >= 0 ? "rank " + std::to_string(cause.rank())
+                            : std::string("the MindSpore scheduler process"))
+      << " on host " << cause.host();
+  if (cause.pid() > 0) out << " (pid " << cause.pid() << ")";
+  out << " " << (cause.pid() > 0 ? exit.ToString() : std::string("could not start")) << ".\n";
+  if (!cause.error().message().empty() || cause.error().traceback_size() > 0) {
+    out << "  its exception (torch @record, TORCHELASTIC_ERROR_FILE): " << cause.error().message()
+        << "\n";
+    Quote(out, "  last lines of its traceback:\n", cause.error().traceback());
+  }
+  Quote(out, "  last lines of " + (cause.log_path().empty() ? "its log" : cause.log_path()) + ":\n",
+        cause.log_tail());
+  Quote(out, "  the kernel's log on " + cause.host() + " since the generation started:\n",
+        cause.kernel_log());
+  Quote(out, "  outside this job, holding " + cause.host() + "'s devices:\n",
+        cause.device_holders());
+  return out.str();
+}
+
 }  // namespace
 
 std::string FormatOutcome(const v1::JobOutcome& outcome) {
@@ -36,37 +69,10 @@ std::string FormatKind(const v1::JobOutcome& outcome) {
   switch (outcome.kind()) {
     case v1::JobOutcome::KIND_SUCCEEDED:
       return "";
-    case v1::JobOutcome::KIND_WORKER_FAILED: {
-      const auto& cause = outcome.root_cause();
-      const common::ExitStatus exit = proto::FromProto(cause.exit());
-      out << "gangrun: job failed. Root cause: "
-          << (cause.rank() >= 0 ? "rank " + std::to_string(cause.rank())
-                                : std::string("the MindSpore scheduler process"))
-          << " on host " << cause.host();
-      if (cause.pid() > 0) out << " (pid " << cause.pid() << ")";
-      out << " " << (cause.pid() > 0 ? exit.ToString() : std::string("could not start")) << ".\n";
-      if (!cause.error().message().empty() || cause.error().traceback_size() > 0) {
-        out << "  its exception (torch @record, TORCHELASTIC_ERROR_FILE): "
-            << cause.error().message() << "\n";
-        if (cause.error().traceback_size() > 0) out << "  last lines of its traceback:\n";
-        for (const auto& line : cause.error().traceback()) out << "    | " << line << "\n";
-      }
-      if (cause.log_tail_size() > 0) {
-        out << "  last lines of " << (cause.log_path().empty() ? "its log" : cause.log_path())
-            << ":\n";
-        for (const auto& line : cause.log_tail()) out << "    | " << line << "\n";
-      }
-      if (cause.kernel_log_size() > 0) {
-        out << "  the kernel's log on " << cause.host() << " since the generation started:\n";
-        for (const auto& line : cause.kernel_log()) out << "    | " << line << "\n";
-      }
-      if (cause.device_holders_size() > 0) {
-        out << "  outside this job, holding " << cause.host() << "'s devices:\n";
-        for (const auto& line : cause.device_holders()) out << "    | " << line << "\n";
-      }
+    case v1::JobOutcome::KIND_WORKER_FAILED:
+      out << RootCause(outcome.root_cause());
       if (!outcome.message().empty()) out << "  " << outcome.message() << ".\n";
       break;
-    }
     case v1::JobOutcome::KIND_STOPPED_BY_SIGNAL:
       out << "gangrun: job stopped: "
           << (outcome.message().empty()

@@ -8,9 +8,9 @@
 // Scans /proc/<pid>/fd of every process but this job's own process groups, comparing each open
 // file's path (the link's text: never touching the file, which could sit on a hung file
 // system) with the device files' real paths. A process whose fds cannot be read (another
-// user's, without CAP_SYS_PTRACE) is skipped. No device file: no scan at all. Takes about a
-// millisecond per hundred processes; the node runs it once per generation, at the first
-// failure.
+// user's, without CAP_SYS_PTRACE) is skipped. No device file: no scan at all. It costs with the
+// processes and their descriptors: 0.6 ms for this 2-core VM's 69 processes and 474
+// descriptors. The node runs it once per generation, at the first failure.
 
 #include <sys/types.h>
 

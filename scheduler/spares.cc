@@ -106,8 +106,6 @@ void Scheduler::ArmRejoin(common::Duration in) {
     rejoin_timer_.reset();
     if (state_ == JobState::kFinished) return;
     FillHoles();  // the holds that ended go to spares
-    // Lost while the next generation formed (its health round, its fence): it forms now.
-    if (state_ == JobState::kForming && MembershipComplete() && !AwaitHealth()) Form();
     if (auto next = spare_pool_.NextHeld(clock_.Now())) ArmRejoin(*next - clock_.Now());
   });
 }
@@ -120,7 +118,8 @@ void Scheduler::FillHoles(bool end_holds) {
     }
     return TakeSpare(hole, nullptr);
   });
-  if (filled && state_ == JobState::kAwaitingReplacement && MembershipComplete()) Form();
+  // Form waits for a health round or the store's fence itself.
+  if (filled && Forming() && MembershipComplete()) Form();
 }
 
 bool Scheduler::Exclude(int node_id, FailureCause cause, const std::string& why) {
