@@ -75,6 +75,21 @@ class RecoveryTest : public ::testing::Test {
       clock.Advance(seconds(1));
     }
   }
+  // Nodes a and b form the job and c waits as a spare (links 0, 1, 2); b's connection breaks
+  // and a's worker is stopped, so generation 1 is over. a's and c's ids, and b's rank.
+  struct LostB {
+    int a, c, b_rank;
+  };
+  LostB LoseBWhileCWaitsAsASpare() {
+    const int a = Join("a");
+    const int b = Join("b");
+    const int c = Join("c");
+    const int b_rank = RankOf(link(1));
+    scheduler->OnNodeDisconnected(b);
+    Send(a, testing::ExitedEvent(0, RankOf(link(0)), 143, /*stopped=*/true));
+    Send(a, testing::EndedEvent(0));
+    return {a, c, b_rank};
+  }
   v1::NodeState StateOf(const std::string& name) const {
     const v1::GetStatusResponse status = scheduler->Status();
     for (const auto& node : status.nodes()) {
@@ -108,13 +123,7 @@ TEST_F(RecoveryTest, NodesBeyondTheSizeWaitAsSparesUpToTheirNumber) {
 
 TEST_F(RecoveryTest, ALostNodesPlaceGoesToASpareAtOnce) {
   Make(2, /*max_restarts=*/1, /*spares=*/1);
-  int a = Join("a");
-  int b = Join("b");
-  int c = Join("c");  // spare
-  const int b_rank = RankOf(link(1));
-  scheduler->OnNodeDisconnected(b);
-  Send(a, testing::ExitedEvent(0, RankOf(link(0)), 143, /*stopped=*/true));
-  Send(a, testing::EndedEvent(0));
+  const auto [a, c, b_rank] = LoseBWhileCWaitsAsASpare();
   // No backoff and no waiting: the spare runs the lost node's ranks in generation 2.
   EXPECT_EQ(scheduler->generation(), 2u);
   EXPECT_EQ(RankOf(link(2)), b_rank);
@@ -135,13 +144,7 @@ TEST_F(RecoveryTest, AHeldPlaceGoesToTheSpareWhenTheRejoinWindowEnds) {
     outcome.reset();
     options.rejoin_window = seconds(window);
     Make(2, /*max_restarts=*/1, /*spares=*/1);
-    int a = Join("a");
-    int b = Join("b");
-    int c = Join("c");  // spare
-    const int b_rank = RankOf(link(1));
-    scheduler->OnNodeDisconnected(b);
-    Send(a, testing::ExitedEvent(0, RankOf(link(0)), 143, /*stopped=*/true));
-    Send(a, testing::EndedEvent(0));
+    const auto [a, c, b_rank] = LoseBWhileCWaitsAsASpare();
     EXPECT_EQ(scheduler->state(), JobState::kAwaitingReplacement);
     const int held = std::min(window, 10);
     Pass(held - 1, {a, c});
@@ -159,13 +162,7 @@ TEST_F(RecoveryTest, AHeldPlaceGoesToTheSpareWhenTheRejoinWindowEnds) {
 TEST_F(RecoveryTest, ALauncherBackWithinTheRejoinWindowTakesItsPlaceAndTheSpareWaits) {
   options.rejoin_window = seconds(15);
   Make(2, /*max_restarts=*/1, /*spares=*/1);
-  int a = Join("a");
-  int b = Join("b");
-  int c = Join("c");  // spare
-  const int b_rank = RankOf(link(1));
-  scheduler->OnNodeDisconnected(b);
-  Send(a, testing::ExitedEvent(0, RankOf(link(0)), 143, /*stopped=*/true));
-  Send(a, testing::EndedEvent(0));
+  const auto [a, c, b_rank] = LoseBWhileCWaitsAsASpare();
   Pass(5, {a, c});
   int back = Join("b");  // its launcher, started again
   EXPECT_EQ(scheduler->generation(), 2u);
